@@ -1,0 +1,14 @@
+// Each subcommand lives in its own cmd_*.cpp and registers itself on the CLI here.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace rapide::cli {
+
+// Each function adds a subcommand to `app` and arranges for it to run when chosen.
+void register_inspect(CLI::App& app);
+void register_synth(CLI::App& app);
+void register_run(CLI::App& app);
+void register_perplexity(CLI::App& app);
+
+}  // namespace rapide::cli

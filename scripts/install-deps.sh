@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package rapide needs to build, test and benchmark.
+# Idempotent: packages already present are skipped, so a second run is a no-op.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config git
+  clang libclang-rt-14-dev          # libFuzzer + sanitizers for the GGUF fuzz target
+  libgtest-dev libgmock-dev libbenchmark-dev
+  nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
+  libxxhash-dev libzstd-dev liblz4-dev libpcre2-dev
+  libboost-dev                      # Asio/Beast (header-only) for the HTTP server
+  python3 python3-jinja2            # chat-template oracle in tests
+  curl
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,58 @@
+#include "base/mapped_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "base/error.h"
+
+namespace rapide {
+
+std::shared_ptr<MappedFile> MappedFile::open(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail(ErrorCode::kNotFound, "cannot open '{}': {}", path, std::strerror(errno));
+  struct stat st {};
+  if (fstat(fd, &st) != 0) {
+    int e = errno;
+    ::close(fd);
+    fail(ErrorCode::kNotFound, "cannot stat '{}': {}", path, std::strerror(e));
+  }
+  if (S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    fail(ErrorCode::kInvalidArgument, "'{}' is a directory, expected a file", path);
+  }
+  std::shared_ptr<MappedFile> file(new MappedFile());
+  file->path_ = path;
+  file->size_ = static_cast<size_t>(st.st_size);
+  if (file->size_ > 0) {
+    void* p = mmap(nullptr, file->size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) {
+      int e = errno;
+      ::close(fd);
+      fail(ErrorCode::kResourceExhausted, "cannot map '{}': {}", path, std::strerror(e));
+    }
+    file->data_ = static_cast<const uint8_t*>(p);
+  }
+  ::close(fd);  // the mapping keeps the file alive
+  return file;
+}
+
+MappedFile::~MappedFile() {
+  if (data_ != nullptr) munmap(const_cast<uint8_t*>(data_), size_);
+}
+
+std::string read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(ErrorCode::kNotFound, "cannot open '{}': {}", path, std::strerror(errno));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace rapide

@@ -1,0 +1,47 @@
+// Everything a tokenizer needs, as found in a model file (GGUF metadata, tokenizer.bin or
+// tokenizer.json). Formats fill it; src/tokenizer builds a Tokenizer from it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace rapide {
+
+enum class TokenizerKind {
+  kNone,           // the file carries no vocabulary
+  kSentencePiece,  // SentencePiece-style BPE with byte fallback (GGUF tokenizer.ggml.model = "llama")
+  kByteLevelBpe,   // GPT-2 style byte-level BPE with merges (GGUF "gpt2")
+};
+
+// GGUF token types (llama.cpp llama_token_type).
+enum class TokenType : int32_t {
+  kUndefined = 0,
+  kNormal = 1,
+  kUnknown = 2,
+  kControl = 3,
+  kUserDefined = 4,
+  kUnused = 5,
+  kByte = 6,
+};
+
+struct TokenizerData {
+  TokenizerKind kind = TokenizerKind::kNone;
+  // Pre-tokenizer family for byte-level BPE (GGUF tokenizer.ggml.pre): "default"/"gpt2",
+  // "llama3"/"llama-bpe", "qwen2", ... Empty means "default".
+  std::string pre;
+  std::vector<std::string> tokens;  // token text (SentencePiece uses U+2581 for space)
+  std::vector<float> scores;        // SentencePiece merge priority (higher merges first)
+  std::vector<TokenType> types;     // per token; kNormal when the file has none
+  std::vector<std::string> merges;  // byte-level BPE: "left right", highest priority first
+  int32_t bos_id = -1;
+  int32_t eos_id = -1;
+  int32_t unk_id = -1;
+  int32_t pad_id = -1;
+  bool add_bos = true;
+  bool add_eos = false;
+  bool add_space_prefix = true;  // SentencePiece: prepend a space to the text
+  std::string chat_template;     // Jinja source, empty if the model has none
+};
+
+}  // namespace rapide

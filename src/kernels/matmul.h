@@ -1,0 +1,61 @@
+// Matrix products between model weights and activations: the engine's hot path.
+//
+// Numerics follow llama.cpp so greedy outputs match its reference runs:
+//   F32 weights:        f32 activations, f32 accumulation
+//   F16 weights:        activations rounded to f16, products accumulated in f32
+//   BF16 weights:       activations rounded to bf16, products accumulated in f32
+//   Q8_0 / Q4_0 weights: activations quantized to Q8_0 (blocks of 32, one scale each),
+//                        integer dot products per block, scaled and summed in f32
+// Each kernel family has a scalar reference (tests compare every SIMD variant against it).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "base/thread_pool.h"
+#include "formats/model_file.h"
+
+namespace rapide {
+
+// A 2-D weight matrix prepared for fast products: rows() output features, each a row of
+// cols() input features. prepare() may repack the data into a kernel-friendly layout
+// (owned by this object); otherwise it reads the TensorView's memory in place, which must
+// then outlive it.
+class WeightMatrix {
+ public:
+  WeightMatrix();
+  ~WeightMatrix();
+  WeightMatrix(WeightMatrix&&) noexcept;
+  WeightMatrix& operator=(WeightMatrix&&) noexcept;
+
+  // Throws Error(kUnsupported) for an unsupported type, kInvalidArgument for a tensor that
+  // is not 2-D or whose row length is not a multiple of the type's block size.
+  static WeightMatrix prepare(const TensorView& view);
+  // Only rows [row_begin, row_end): a shard for tensor parallelism.
+  static WeightMatrix prepare_rows(const TensorView& view, int64_t row_begin, int64_t row_end);
+
+  int64_t rows() const;
+  int64_t cols() const;
+  TensorType type() const;
+  bool empty() const { return impl_ == nullptr; }
+
+  // y[t * rows() + r] = sum_c W[r][c] * x[t * cols() + c]  for t in [0, n).
+  // Parallelised over rows (and tokens) with `pool`. No allocation once warmed up.
+  void multiply(const float* x, int64_t n, float* y, ThreadPool& pool) const;
+  // The same with the scalar reference kernel, single-threaded (tests, debugging).
+  void multiply_reference(const float* x, int64_t n, float* y) const;
+  // Row r converted to f32 (embedding lookup).
+  void dequantize_row(int64_t r, float* out) const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// Conversions of whole rows between f32 and a storage type (quantizing writers, tests).
+// n must be a multiple of the type's block size.
+void quantize_row(TensorType type, const float* in, void* out, int64_t n);
+void dequantize_row(TensorType type, const void* in, float* out, int64_t n);
+
+}  // namespace rapide
