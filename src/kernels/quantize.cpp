@@ -1,0 +1,135 @@
+// Row conversions between f32 and the storage types, bit-exact with llama.cpp's reference
+// quantizers (quantize_row_q8_0_ref / quantize_row_q4_0_ref in ggml-quants.c) so files that
+// rapide writes hold the same bytes llama.cpp would write from the same floats.
+#include <cmath>
+#include <cstring>
+
+#include "base/error.h"
+#include "base/fp16.h"
+#include "kernels/matmul.h"
+
+namespace rapide {
+
+namespace {
+
+void check_length(TensorType type, int64_t n) {
+  const int64_t block = tensor_type_block_size(type);
+  if (n < 0 || n % block != 0) {
+    fail(ErrorCode::kInvalidArgument,
+         "row of {} elements is not a multiple of the {} block size {}", n, tensor_type_name(type),
+         block);
+  }
+}
+
+void quantize_q8_0(const float* in, BlockQ8_0* out, int64_t blocks) {
+  for (int64_t b = 0; b < blocks; ++b) {
+    const float* x = in + b * kQuantBlock;
+    float amax = 0.0f;
+    for (int j = 0; j < kQuantBlock; ++j) amax = std::fmax(amax, std::fabs(x[j]));
+    const float d = amax / 127.0f;
+    // llama.cpp multiplies by the reciprocal rather than dividing; keep that for identical bytes.
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    out[b].d = fp32_to_fp16(d);
+    for (int j = 0; j < kQuantBlock; ++j) {
+      out[b].qs[j] = static_cast<int8_t>(std::roundf(x[j] * id));
+    }
+  }
+}
+
+void quantize_q4_0(const float* in, BlockQ4_0* out, int64_t blocks) {
+  constexpr int kHalf = kQuantBlock / 2;
+  for (int64_t b = 0; b < blocks; ++b) {
+    const float* x = in + b * kQuantBlock;
+    // The signed value of largest magnitude maps to -8, so the full range [-8, 7] is used
+    // on the side where the extreme lies.
+    float amax = 0.0f;
+    float max = 0.0f;
+    for (int j = 0; j < kQuantBlock; ++j) {
+      if (amax < std::fabs(x[j])) {
+        amax = std::fabs(x[j]);
+        max = x[j];
+      }
+    }
+    const float d = max / -8.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    out[b].d = fp32_to_fp16(d);
+    for (int j = 0; j < kHalf; ++j) {
+      const int lo = static_cast<int8_t>(x[j] * id + 8.5f);
+      const int hi = static_cast<int8_t>(x[j + kHalf] * id + 8.5f);
+      const uint8_t q0 = static_cast<uint8_t>(lo < 15 ? lo : 15);
+      const uint8_t q1 = static_cast<uint8_t>(hi < 15 ? hi : 15);
+      out[b].qs[j] = static_cast<uint8_t>(q0 | (q1 << 4));
+    }
+  }
+}
+
+}  // namespace
+
+void quantize_row(TensorType type, const float* in, void* out, int64_t n) {
+  check_length(type, n);
+  switch (type) {
+    case TensorType::kF32:
+      std::memcpy(out, in, static_cast<size_t>(n) * sizeof(float));
+      return;
+    case TensorType::kF16: {
+      auto* o = static_cast<uint16_t*>(out);
+      for (int64_t i = 0; i < n; ++i) o[i] = fp32_to_fp16(in[i]);
+      return;
+    }
+    case TensorType::kBF16: {
+      auto* o = static_cast<uint16_t*>(out);
+      for (int64_t i = 0; i < n; ++i) o[i] = fp32_to_bf16(in[i]);
+      return;
+    }
+    case TensorType::kQ8_0:
+      quantize_q8_0(in, static_cast<BlockQ8_0*>(out), n / kQuantBlock);
+      return;
+    case TensorType::kQ4_0:
+      quantize_q4_0(in, static_cast<BlockQ4_0*>(out), n / kQuantBlock);
+      return;
+  }
+  fail(ErrorCode::kUnsupported, "cannot quantize to tensor type {}", static_cast<uint32_t>(type));
+}
+
+void dequantize_row(TensorType type, const void* in, float* out, int64_t n) {
+  check_length(type, n);
+  switch (type) {
+    case TensorType::kF32:
+      std::memcpy(out, in, static_cast<size_t>(n) * sizeof(float));
+      return;
+    case TensorType::kF16: {
+      const auto* h = static_cast<const uint16_t*>(in);
+      for (int64_t i = 0; i < n; ++i) out[i] = fp16_to_fp32(h[i]);
+      return;
+    }
+    case TensorType::kBF16: {
+      const auto* h = static_cast<const uint16_t*>(in);
+      for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_fp32(h[i]);
+      return;
+    }
+    case TensorType::kQ8_0: {
+      const auto* blocks = static_cast<const BlockQ8_0*>(in);
+      for (int64_t b = 0; b < n / kQuantBlock; ++b) {
+        const float d = fp16_to_fp32(blocks[b].d);
+        for (int j = 0; j < kQuantBlock; ++j) out[b * kQuantBlock + j] = d * blocks[b].qs[j];
+      }
+      return;
+    }
+    case TensorType::kQ4_0: {
+      const auto* blocks = static_cast<const BlockQ4_0*>(in);
+      constexpr int kHalf = kQuantBlock / 2;
+      for (int64_t b = 0; b < n / kQuantBlock; ++b) {
+        const float d = fp16_to_fp32(blocks[b].d);
+        float* o = out + b * kQuantBlock;
+        for (int j = 0; j < kHalf; ++j) {
+          o[j] = d * ((blocks[b].qs[j] & 0x0f) - 8);
+          o[j + kHalf] = d * ((blocks[b].qs[j] >> 4) - 8);
+        }
+      }
+      return;
+    }
+  }
+  fail(ErrorCode::kUnsupported, "cannot dequantize tensor type {}", static_cast<uint32_t>(type));
+}
+
+}  // namespace rapide
