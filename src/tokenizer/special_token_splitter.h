@@ -1,0 +1,43 @@
+// Cuts text into plain-text fragments and special-token matches before tokenization, the
+// way llama.cpp's tokenizer_st_partition does, so ids agree with llama.cpp on chat prompts.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "formats/tokenizer_data.h"
+
+namespace rapide {
+
+// A piece of the input: either the special token `token` or, when token < 0, the plain text
+// text.substr(offset, length).
+struct TextFragment {
+  int32_t token = -1;
+  size_t offset = 0;
+  size_t length = 0;
+};
+
+class SpecialTokenSplitter {
+ public:
+  // Candidates are the control, user-defined and unknown tokens of `data`.
+  explicit SpecialTokenSplitter(const TokenizerData& data);
+
+  // User-defined tokens always match (like Hugging Face "added tokens"); control and unknown
+  // tokens (<|im_start|>, <s>, <unk>) only when parse_special, so untrusted text cannot
+  // inject them. Longer tokens are matched first over the whole text, then shorter ones in
+  // what remains; the result covers `text` in order.
+  std::vector<TextFragment> split(std::string_view text, bool parse_special) const;
+
+ private:
+  struct Candidate {
+    int32_t id;
+    std::string text;
+    bool needs_parse_special;
+  };
+  std::vector<Candidate> candidates_;  // longest text first
+};
+
+}  // namespace rapide
