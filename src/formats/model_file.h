@@ -34,7 +34,7 @@ struct TensorView {
   size_t size_bytes = 0;
 
   int64_t element_count() const;
-  int64_t rows() const;        // product of shape[1..]
+  int64_t rows() const;  // product of shape[1..]
   int64_t row_length() const { return shape.empty() ? 0 : shape[0]; }
 };
 

@@ -6,11 +6,16 @@ namespace rapide {
 
 std::string_view tensor_type_name(TensorType type) {
   switch (type) {
-    case TensorType::kF32: return "f32";
-    case TensorType::kF16: return "f16";
-    case TensorType::kBF16: return "bf16";
-    case TensorType::kQ8_0: return "q8_0";
-    case TensorType::kQ4_0: return "q4_0";
+    case TensorType::kF32:
+      return "f32";
+    case TensorType::kF16:
+      return "f16";
+    case TensorType::kBF16:
+      return "bf16";
+    case TensorType::kQ8_0:
+      return "q8_0";
+    case TensorType::kQ4_0:
+      return "q4_0";
   }
   return "unknown";
 }
@@ -33,11 +38,16 @@ int64_t tensor_type_block_size(TensorType type) {
 
 int64_t tensor_type_block_bytes(TensorType type) {
   switch (type) {
-    case TensorType::kF32: return 4;
-    case TensorType::kF16: return 2;
-    case TensorType::kBF16: return 2;
-    case TensorType::kQ8_0: return sizeof(BlockQ8_0);
-    case TensorType::kQ4_0: return sizeof(BlockQ4_0);
+    case TensorType::kF32:
+      return 4;
+    case TensorType::kF16:
+      return 2;
+    case TensorType::kBF16:
+      return 2;
+    case TensorType::kQ8_0:
+      return sizeof(BlockQ8_0);
+    case TensorType::kQ4_0:
+      return sizeof(BlockQ4_0);
   }
   return 0;
 }
@@ -45,8 +55,9 @@ int64_t tensor_type_block_bytes(TensorType type) {
 int64_t tensor_row_bytes(TensorType type, int64_t n) {
   const int64_t block = tensor_type_block_size(type);
   if (n % block != 0) {
-    fail(ErrorCode::kInvalidArgument, "row of {} elements is not a multiple of the {} block size {}",
-         n, tensor_type_name(type), block);
+    fail(ErrorCode::kInvalidArgument,
+         "row of {} elements is not a multiple of the {} block size {}", n, tensor_type_name(type),
+         block);
   }
   return n / block * tensor_type_block_bytes(type);
 }

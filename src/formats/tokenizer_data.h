@@ -10,7 +10,8 @@ namespace rapide {
 
 enum class TokenizerKind {
   kNone,           // the file carries no vocabulary
-  kSentencePiece,  // SentencePiece-style BPE with byte fallback (GGUF tokenizer.ggml.model = "llama")
+  kSentencePiece,  // SentencePiece-style BPE with byte fallback (GGUF tokenizer.ggml.model =
+                   // "llama")
   kByteLevelBpe,   // GPT-2 style byte-level BPE with merges (GGUF "gpt2")
 };
 

@@ -1,0 +1,261 @@
+#include "formats/hf_tokenizer.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <functional>
+#include <unordered_map>
+
+#include "base/error.h"
+
+namespace rapide {
+namespace {
+
+using nlohmann::json;
+
+constexpr float kHfTokenScore = -1000.0f;  // llama.cpp LlamaHfVocab.get_token_score
+
+json parse_json(const std::string& text, const std::string& name, const char* file) {
+  try {
+    return json::parse(text);
+  } catch (const json::exception& e) {
+    fail(ErrorCode::kCorrupt, "'{}': {} is not valid JSON: {}", name, file, e.what());
+  }
+}
+
+// True when `node` (a pre-tokenizer or decoder) is or contains a component of `type`.
+bool contains_type(const json& node, const std::string& type) {
+  if (!node.is_object()) return false;
+  if (node.value("type", "") == type) return true;
+  for (const char* list : {"pretokenizers", "decoders", "normalizers"}) {
+    if (node.contains(list) && node[list].is_array()) {
+      for (const auto& child : node[list]) {
+        if (contains_type(child, type)) return true;
+      }
+    }
+  }
+  return false;
+}
+
+// Collects the regex patterns of Split pre-tokenizers.
+void split_patterns(const json& node, std::string& out) {
+  if (!node.is_object()) return;
+  if (node.value("type", "") == "Split" && node.contains("pattern") &&
+      node["pattern"].is_object() && node["pattern"].contains("Regex") &&
+      node["pattern"]["Regex"].is_string()) {
+    out += node["pattern"]["Regex"].get<std::string>();
+  }
+  if (node.contains("pretokenizers") && node["pretokenizers"].is_array()) {
+    for (const auto& child : node["pretokenizers"]) split_patterns(child, out);
+  }
+}
+
+bool prepends_space(const json& tok) {
+  // Normalizer Sequence [Prepend "▁", Replace " " -> "▁"] (tokenizers >= 0.14 Llama) or a
+  // Metaspace pre-tokenizer that adds a prefix space (older exports).
+  std::function<bool(const json&)> has_prepend = [&](const json& n) -> bool {
+    if (!n.is_object()) return false;
+    if (n.value("type", "") == "Prepend") return true;
+    if (n.contains("normalizers") && n["normalizers"].is_array()) {
+      for (const auto& c : n["normalizers"]) {
+        if (has_prepend(c)) return true;
+      }
+    }
+    return false;
+  };
+  if (tok.contains("normalizer") && has_prepend(tok["normalizer"])) return true;
+  std::function<bool(const json&)> metaspace_prefix = [&](const json& n) -> bool {
+    if (!n.is_object()) return false;
+    if (n.value("type", "") == "Metaspace") {
+      if (n.contains("prepend_scheme") && n["prepend_scheme"].is_string()) {
+        return n["prepend_scheme"].get<std::string>() != "never";
+      }
+      return n.value("add_prefix_space", true);
+    }
+    if (n.contains("pretokenizers") && n["pretokenizers"].is_array()) {
+      for (const auto& c : n["pretokenizers"]) {
+        if (metaspace_prefix(c)) return true;
+      }
+    }
+    return false;
+  };
+  return tok.contains("pre_tokenizer") && metaspace_prefix(tok["pre_tokenizer"]);
+}
+
+bool is_byte_token(const std::string& s) {
+  return s.size() == 6 && s.starts_with("<0x") && s.back() == '>' &&
+         std::isxdigit(static_cast<unsigned char>(s[3])) &&
+         std::isxdigit(static_cast<unsigned char>(s[4]));
+}
+
+// A special-token entry in tokenizer_config.json: "text" or {"content": "text", ...}.
+std::string token_text(const json& config, const char* key) {
+  if (!config.contains(key)) return "";
+  const json& v = config[key];
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_object() && v.contains("content") && v["content"].is_string()) {
+    return v["content"].get<std::string>();
+  }
+  return "";
+}
+
+std::string guess_pre(const json& tok, const std::string& model_type) {
+  if (model_type == "qwen2") return "qwen2";
+  std::string patterns;
+  if (tok.contains("pre_tokenizer")) split_patterns(tok["pre_tokenizer"], patterns);
+  if (patterns.find("\\p{N}{1,3}") != std::string::npos) return "llama3";
+  if (patterns.find("(?i:'s|'t|'re|'ve|'m|'ll|'d)") != std::string::npos) return "qwen2";
+  return "gpt2";
+}
+
+std::string chat_template_of(const json& config) {
+  if (!config.contains("chat_template")) return "";
+  const json& t = config["chat_template"];
+  if (t.is_string()) return t.get<std::string>();
+  if (t.is_array()) {  // named templates: prefer "default"
+    std::string first;
+    for (const auto& entry : t) {
+      if (!entry.is_object() || !entry.contains("template") || !entry["template"].is_string()) {
+        continue;
+      }
+      if (entry.value("name", "") == "default") return entry["template"].get<std::string>();
+      if (first.empty()) first = entry["template"].get<std::string>();
+    }
+    return first;
+  }
+  return "";
+}
+
+}  // namespace
+
+TokenizerData parse_hf_tokenizer(const HfTokenizerInputs& in, const std::string& name) {
+  const json tok = parse_json(in.tokenizer_json, name, "tokenizer.json");
+  const json config = in.tokenizer_config_json.empty()
+                          ? json::object()
+                          : parse_json(in.tokenizer_config_json, name, "tokenizer_config.json");
+  if (!tok.is_object() || !tok.contains("model") || !tok["model"].is_object() ||
+      !config.is_object()) {
+    fail(ErrorCode::kCorrupt, "'{}': tokenizer.json has no \"model\" object", name);
+  }
+  const json& model = tok["model"];
+  const std::string type = model.value("type", "BPE");
+  if (type != "BPE") {
+    fail(ErrorCode::kUnsupported,
+         "'{}': tokenizer.json model type '{}' is not supported (only BPE)", name, type);
+  }
+  if (!model.contains("vocab") || !model["vocab"].is_object()) {
+    fail(ErrorCode::kCorrupt, "'{}': tokenizer.json model has no vocab object", name);
+  }
+
+  TokenizerData t;
+  const bool byte_level =
+      (tok.contains("pre_tokenizer") && contains_type(tok["pre_tokenizer"], "ByteLevel")) ||
+      (tok.contains("decoder") && contains_type(tok["decoder"], "ByteLevel"));
+  const bool byte_fallback = model.value("byte_fallback", false);
+  if (byte_level) {
+    t.kind = TokenizerKind::kByteLevelBpe;
+  } else if (byte_fallback ||
+             (tok.contains("decoder") && contains_type(tok["decoder"], "Replace")) ||
+             prepends_space(tok)) {
+    t.kind = TokenizerKind::kSentencePiece;
+  } else {
+    fail(ErrorCode::kUnsupported,
+         "'{}': tokenizer.json BPE is neither byte-level nor SentencePiece-style (byte_fallback)",
+         name);
+  }
+  const bool spm = t.kind == TokenizerKind::kSentencePiece;
+
+  // Ids can be sparse and added tokens can lie past the base vocabulary.
+  constexpr int64_t kMaxVocab = 1 << 24;
+  std::unordered_map<int64_t, std::string> by_id;
+  std::unordered_map<int64_t, bool> added_special;
+  int64_t n = std::max(0, in.vocab_size);
+  auto put = [&](const json& id_json, const std::string& text) {
+    if (!id_json.is_number_integer() || id_json.get<int64_t>() < 0 ||
+        id_json.get<int64_t>() >= kMaxVocab) {
+      fail(ErrorCode::kCorrupt, "'{}': token '{}' has an invalid id in tokenizer.json", name, text);
+    }
+    const int64_t id = id_json.get<int64_t>();
+    by_id[id] = text;
+    n = std::max(n, id + 1);
+    return id;
+  };
+  for (const auto& [text, id] : model["vocab"].items()) put(id, text);
+  if (tok.contains("added_tokens") && tok["added_tokens"].is_array()) {
+    for (const auto& a : tok["added_tokens"]) {
+      if (!a.is_object() || !a.contains("content") || !a["content"].is_string() ||
+          !a.contains("id")) {
+        fail(ErrorCode::kCorrupt, "'{}': malformed added_tokens entry in tokenizer.json", name);
+      }
+      const int64_t id = put(a["id"], a["content"].get<std::string>());
+      added_special[id] = a.value("special", false);
+    }
+  }
+  if (n == 0) fail(ErrorCode::kCorrupt, "'{}': tokenizer.json has an empty vocabulary", name);
+
+  std::unordered_map<std::string, int32_t> id_of;
+  t.tokens.resize(n);
+  t.types.assign(n, TokenType::kNormal);
+  t.scores.assign(n, spm ? kHfTokenScore : 0.0f);
+  for (int64_t i = 0; i < n; ++i) {
+    auto it = by_id.find(i);
+    if (it == by_id.end()) {
+      t.tokens[i] = "[PAD" + std::to_string(i) + "]";
+      t.types[i] = TokenType::kUnused;
+      continue;
+    }
+    t.tokens[i] = it->second;
+    id_of.emplace(it->second, static_cast<int32_t>(i));
+    if (auto a = added_special.find(i); a != added_special.end()) {
+      t.types[i] = a->second ? TokenType::kControl : TokenType::kUserDefined;
+    } else if (spm && is_byte_token(it->second)) {
+      t.types[i] = TokenType::kByte;
+    }
+  }
+
+  if (!spm) {
+    if (!model.contains("merges") || !model["merges"].is_array()) {
+      fail(ErrorCode::kCorrupt, "'{}': byte-level BPE tokenizer.json has no merges", name);
+    }
+    for (const auto& merge : model["merges"]) {
+      if (merge.is_string()) {
+        t.merges.push_back(merge.get<std::string>());
+      } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() &&
+                 merge[1].is_string()) {  // tokenizers >= 0.20 writes pairs
+        t.merges.push_back(merge[0].get<std::string>() + " " + merge[1].get<std::string>());
+      } else {
+        fail(ErrorCode::kCorrupt, "'{}': malformed merge in tokenizer.json", name);
+      }
+    }
+    t.pre = guess_pre(tok, in.model_type);
+  } else {
+    t.pre = "default";
+  }
+
+  const auto lookup = [&](const std::string& text, int32_t fallback) {
+    if (text.empty()) return fallback;
+    auto it = id_of.find(text);
+    return it == id_of.end() ? fallback : it->second;
+  };
+  const auto valid = [&](int id) { return id >= 0 && id < n ? id : -1; };
+  t.bos_id = lookup(token_text(config, "bos_token"), valid(in.config_bos_id));
+  t.eos_id = lookup(token_text(config, "eos_token"), valid(in.config_eos_id));
+  std::string unk = token_text(config, "unk_token");
+  if (unk.empty() && model.contains("unk_token") && model["unk_token"].is_string()) {
+    unk = model["unk_token"].get<std::string>();
+  }
+  t.unk_id = lookup(unk, -1);
+  t.pad_id = lookup(token_text(config, "pad_token"), -1);
+  const auto flag = [&](const char* key, bool fallback) {
+    return config.contains(key) && config[key].is_boolean() ? config[key].get<bool>() : fallback;
+  };
+  t.add_bos = flag("add_bos_token", spm);
+  t.add_eos = flag("add_eos_token", false);
+  t.add_space_prefix = spm && prepends_space(tok);
+  t.chat_template = chat_template_of(config);
+  if (t.chat_template.empty()) t.chat_template = in.chat_template_file;
+  return t;
+}
+
+}  // namespace rapide

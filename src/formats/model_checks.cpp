@@ -1,0 +1,75 @@
+#include "formats/model_checks.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "base/error.h"
+
+namespace rapide {
+namespace {
+
+void expect_shape(const ModelFile& m, const std::string& name, std::vector<int64_t> shape) {
+  const TensorView* t = m.find(name);
+  if (t == nullptr) fail(ErrorCode::kCorrupt, "'{}': missing tensor '{}'", m.path, name);
+  if (t->shape != shape) {
+    fail(ErrorCode::kCorrupt, "'{}': tensor '{}' has shape [{}], expected [{}] from the config",
+         m.path, name, fmt::join(t->shape, ", "), fmt::join(shape, ", "));
+  }
+}
+
+void expect_positive(const ModelFile& m, const char* what, int value) {
+  if (value <= 0)
+    fail(ErrorCode::kCorrupt, "'{}': {} is {} (must be positive)", m.path, what, value);
+}
+
+}  // namespace
+
+void check_model(const ModelFile& m) {
+  const ModelConfig& c = m.config;
+  if (c.n_heads > 0 && c.n_kv_heads > 0 && c.n_heads % c.n_kv_heads != 0) {
+    fail(ErrorCode::kCorrupt, "'{}': {} attention heads are not a multiple of {} KV heads", m.path,
+         c.n_heads, c.n_kv_heads);
+  }
+  const TokenizerData& tok = m.tokenizer;
+  if (tok.kind != TokenizerKind::kNone &&
+      (tok.scores.size() != tok.tokens.size() || tok.types.size() != tok.tokens.size())) {
+    fail(ErrorCode::kInternal, "'{}': tokenizer arrays differ in length", m.path);
+  }
+  if (m.tensors.empty()) return;  // vocabulary-only file
+  if (c.architecture != "llama" && c.architecture != "qwen2") return;
+
+  expect_positive(m, "embedding width", c.dim);
+  expect_positive(m, "layer count", c.n_layers);
+  expect_positive(m, "head count", c.n_heads);
+  expect_positive(m, "KV head count", c.n_kv_heads);
+  expect_positive(m, "head size", c.head_dim);
+  expect_positive(m, "feed-forward width", c.ffn_dim);
+  expect_positive(m, "vocabulary size", c.vocab_size);
+  if (tok.kind != TokenizerKind::kNone && tok.tokens.size() != static_cast<size_t>(c.vocab_size)) {
+    fail(ErrorCode::kCorrupt, "'{}': the tokenizer has {} tokens but the model's vocabulary is {}",
+         m.path, tok.tokens.size(), c.vocab_size);
+  }
+  const int64_t dim = c.dim, q = c.q_dim(), kv = c.kv_dim(), ffn = c.ffn_dim, vocab = c.vocab_size;
+  expect_shape(m, "token_embd.weight", {dim, vocab});
+  expect_shape(m, "output_norm.weight", {dim});
+  if (!c.tied_embeddings) expect_shape(m, "output.weight", {dim, vocab});
+  for (int l = 0; l < c.n_layers; ++l) {
+    const std::string b = fmt::format("blk.{}.", l);
+    expect_shape(m, b + "attn_norm.weight", {dim});
+    expect_shape(m, b + "attn_q.weight", {dim, q});
+    expect_shape(m, b + "attn_k.weight", {dim, kv});
+    expect_shape(m, b + "attn_v.weight", {dim, kv});
+    expect_shape(m, b + "attn_output.weight", {q, dim});
+    expect_shape(m, b + "ffn_norm.weight", {dim});
+    expect_shape(m, b + "ffn_gate.weight", {dim, ffn});
+    expect_shape(m, b + "ffn_up.weight", {dim, ffn});
+    expect_shape(m, b + "ffn_down.weight", {ffn, dim});
+    if (c.qkv_bias) {
+      expect_shape(m, b + "attn_q.bias", {q});
+      expect_shape(m, b + "attn_k.bias", {kv});
+      expect_shape(m, b + "attn_v.bias", {kv});
+    }
+  }
+}
+
+}  // namespace rapide
