@@ -1,0 +1,181 @@
+#include "sampling/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "base/error.h"
+
+namespace rapide {
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// A uniform double in [0, 1) from the top 53 bits. std::uniform_real_distribution is
+// implementation-defined, so it would make seeded outputs differ between standard libraries.
+double uniform01(std::mt19937_64& rng) {
+  return static_cast<double>(rng() >> 11) * 0x1.0p-53;
+}
+
+}  // namespace
+
+Sampler::Sampler(const SamplingParams& params, int vocab_size,
+                 std::span<const int32_t> end_of_generation_ids)
+    : params_(params),
+      vocab_size_(vocab_size),
+      penalties_{params.repetition_penalty, params.presence_penalty, params.frequency_penalty},
+      rng_(params.seed) {
+  params_.validate(vocab_size);
+  always_bias_ = params_.logit_bias;
+  for (int32_t token : end_of_generation_ids) {
+    if (token < 0 || token >= vocab_size) {
+      fail(ErrorCode::kInvalidArgument,
+           "end_of_generation_ids: token id {} is outside the vocabulary [0, {})", token,
+           vocab_size);
+    }
+    if (params_.ignore_eos) always_bias_.push_back({token, -kInf});
+    min_tokens_bans_.push_back({token, -kInf});
+  }
+  for (int32_t token : params_.stop_token_ids) min_tokens_bans_.push_back({token, -kInf});
+  if (params_.penalty_last_n > 0) {
+    penalty_scratch_.reserve(static_cast<size_t>(params_.penalty_last_n));
+  }
+  const auto alternatives = static_cast<size_t>(params_.num_alternatives());
+  alternatives_heap_.reserve(alternatives);
+  alternatives_.reserve(alternatives);
+  // Greedy keeps one candidate; other modes grow the buffer on the first call to what the
+  // configured truncation needs (top_k entries, or the whole vocabulary).
+  candidates_.resize(1);
+}
+
+SampleResult Sampler::sample(std::span<float> logits, std::span<const int32_t> history_tokens) {
+  if (logits.size() != static_cast<size_t>(vocab_size_)) {
+    fail(ErrorCode::kInvalidArgument, "logits: {} entries for a vocabulary of {}", logits.size(),
+         vocab_size_);
+  }
+  SampleResult result;
+  double log_normalizer = 0.0;
+  if (params_.wants_logprobs()) log_normalizer = raw_log_normalizer(logits);
+  apply_processors(logits, history_tokens);
+
+  if (params_.is_greedy()) {
+    const LogitStats stats = scan_logits(logits);
+    if (stats.max_token < 0) {
+      fail(ErrorCode::kInvalidArgument,
+           "no token left to sample: logit_bias / ignore_eos / min_tokens ban every token");
+    }
+    result.token = static_cast<int32_t>(stats.max_token);
+    result.logprob = 0.0f;
+    candidates_[0] = {result.token, stats.max_logit, 1.0f};
+    num_candidates_ = 1;
+  } else {
+    result.token = draw(logits, &result.logprob);
+  }
+
+  if (params_.wants_logprobs()) {
+    const double raw = original_logit(logits, originals_, result.token);
+    result.raw_logprob = static_cast<float>(raw - log_normalizer);
+    result.top_logprobs = alternatives_;
+  } else {
+    result.raw_logprob = std::numeric_limits<float>::quiet_NaN();
+  }
+  ++num_sampled_;
+  return result;
+}
+
+double Sampler::raw_log_normalizer(std::span<const float> logits) {
+  const LogitStats stats = scan_logits(logits);
+  alternatives_.clear();
+  if (stats.num_finite == 0) return 0.0;  // apply_processors/draw report the failure
+  double sum = 0.0;
+  for (float logit : logits) sum += std::exp(static_cast<double>(logit) - stats.max_logit);
+  const double log_normalizer = stats.max_logit + std::log(sum);
+
+  const int64_t k = std::min<int64_t>(params_.num_alternatives(), stats.num_finite);
+  if (k > 0) {
+    select_top_k(logits, k, alternatives_heap_);
+    for (int64_t i = 0; i < k; ++i) {
+      const Candidate& c = alternatives_heap_[static_cast<size_t>(i)];
+      alternatives_.push_back({c.token, static_cast<float>(c.logit - log_normalizer)});
+    }
+  }
+  return log_normalizer;
+}
+
+void Sampler::apply_processors(std::span<float> logits, std::span<const int32_t> history_tokens) {
+  originals_.clear();
+  apply_logit_bias(logits, always_bias_, originals_);
+  if (num_sampled_ < params_.min_tokens) apply_logit_bias(logits, min_tokens_bans_, originals_);
+  if (penalties_.active() && params_.penalty_last_n != 0) {
+    size_t window = history_tokens.size();
+    if (params_.penalty_last_n > 0) {
+      window = std::min(window, static_cast<size_t>(params_.penalty_last_n));
+    }
+    apply_penalties(logits, history_tokens.last(window), penalties_, penalty_scratch_, originals_);
+  }
+}
+
+int32_t Sampler::draw(std::span<const float> logits, float* logprob) {
+  const LogitStats stats = scan_logits(logits);
+  if (stats.num_finite == 0) {
+    fail(ErrorCode::kInvalidArgument,
+         "no token left to sample: logit_bias / ignore_eos / min_tokens ban every token");
+  }
+  const float max_logit = stats.max_logit;
+
+  // Top-k, or collect everything min-p would keep. Pre-filtering by min-p is exact: min-p
+  // keeps a best-first prefix relative to the best token, which top-k and top-p never drop,
+  // and top-p's normalizer is still taken over all candidates below.
+  size_t n = 0;
+  size_t sorted = 0;
+  double sum_exp = 0.0;
+  if (params_.top_k > 0 && params_.top_k < stats.num_finite) {
+    select_top_k(logits, params_.top_k, candidates_);
+    n = sorted = static_cast<size_t>(params_.top_k);
+    for (size_t i = 0; i < n; ++i) {
+      sum_exp += std::exp(static_cast<double>(candidates_[i].logit) - max_logit);
+    }
+  } else {
+    n = collect_candidates(logits, max_logit, min_p_threshold(max_logit, params_.min_p),
+                           candidates_, &sum_exp);
+  }
+  const std::span<Candidate> all(candidates_.data(), n);
+  if (params_.top_p < 1.0f) {
+    n = truncate_top_p(all, sorted, max_logit, sum_exp, params_.top_p);
+  }
+  if (params_.min_p > 0.0f) {
+    n = truncate_min_p(all.first(n), max_logit, params_.min_p);
+  }
+  num_candidates_ = n;
+
+  // Temperature, then one uniform draw over the survivors. Exactly one RNG value per call
+  // keeps a sequence's stream position equal to its token count.
+  const double inv_temperature = 1.0 / params_.temperature;
+  double total = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    // The total sums the stored (float) weights in the order the walk below does, so the
+    // walk's final running sum equals it and a token of weight 0 can never be chosen.
+    candidates_[i].prob =
+        static_cast<float>(std::exp((candidates_[i].logit - max_logit) * inv_temperature));
+    total += candidates_[i].prob;
+  }
+  const double target = uniform01(rng_) * total;
+  size_t chosen = n - 1;
+  double cumulative = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    cumulative += candidates_[i].prob;
+    if (target < cumulative) {
+      chosen = i;
+      break;
+    }
+  }
+  const double inv_total = 1.0 / total;
+  for (size_t i = 0; i < n; ++i) {
+    candidates_[i].prob = static_cast<float>(candidates_[i].prob * inv_total);
+  }
+  const Candidate& picked = candidates_[chosen];
+  *logprob = static_cast<float>((picked.logit - max_logit) * inv_temperature - std::log(total));
+  return picked.token;
+}
+
+}  // namespace rapide

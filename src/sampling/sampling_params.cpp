@@ -1,0 +1,83 @@
+#include "sampling/sampling_params.h"
+
+#include <cmath>
+
+#include "base/error.h"
+
+namespace rapide {
+namespace {
+
+// Comparisons with NaN are false, so NaN is never in range.
+bool in_closed(float x, float lo, float hi) {
+  return lo <= x && x <= hi;
+}
+
+void check_token(int32_t token, int vocab_size, const char* what) {
+  if (token < 0 || token >= vocab_size) {
+    fail(ErrorCode::kInvalidArgument, "{}: token id {} is outside the vocabulary [0, {})", what,
+         token, vocab_size);
+  }
+}
+
+}  // namespace
+
+void SamplingParams::validate(int vocab_size) const {
+  if (vocab_size <= 0) {
+    fail(ErrorCode::kInvalidArgument, "vocab_size must be positive, got {}", vocab_size);
+  }
+  if (!in_closed(temperature, 0.0f, 100.0f)) {
+    fail(ErrorCode::kInvalidArgument, "temperature must be in [0, 100], got {}", temperature);
+  }
+  if (top_k < 0) fail(ErrorCode::kInvalidArgument, "top_k must be >= 0, got {}", top_k);
+  if (!(top_p > 0.0f && top_p <= 1.0f)) {
+    fail(ErrorCode::kInvalidArgument, "top_p must be in (0, 1], got {}", top_p);
+  }
+  if (!in_closed(min_p, 0.0f, 1.0f)) {
+    fail(ErrorCode::kInvalidArgument, "min_p must be in [0, 1], got {}", min_p);
+  }
+  if (!(repetition_penalty > 0.0f && std::isfinite(repetition_penalty))) {
+    fail(ErrorCode::kInvalidArgument, "repetition_penalty must be a finite value > 0, got {}",
+         repetition_penalty);
+  }
+  if (!in_closed(presence_penalty, -2.0f, 2.0f)) {
+    fail(ErrorCode::kInvalidArgument, "presence_penalty must be in [-2, 2], got {}",
+         presence_penalty);
+  }
+  if (!in_closed(frequency_penalty, -2.0f, 2.0f)) {
+    fail(ErrorCode::kInvalidArgument, "frequency_penalty must be in [-2, 2], got {}",
+         frequency_penalty);
+  }
+  if (penalty_last_n < -1) {
+    fail(ErrorCode::kInvalidArgument, "penalty_last_n must be >= -1, got {}", penalty_last_n);
+  }
+  for (const TokenBias& entry : logit_bias) {
+    check_token(entry.token, vocab_size, "logit_bias");
+    // -inf is an explicit ban; NaN or +inf would poison the softmax.
+    if (std::isnan(entry.bias) || entry.bias == std::numeric_limits<float>::infinity()) {
+      fail(ErrorCode::kInvalidArgument,
+           "logit_bias: bias for token {} must be finite or -inf, got {}", entry.token, entry.bias);
+    }
+  }
+  if (max_tokens < 1) {
+    fail(ErrorCode::kInvalidArgument, "max_tokens must be >= 1, got {}", max_tokens);
+  }
+  if (min_tokens < 0 || min_tokens > max_tokens) {
+    fail(ErrorCode::kInvalidArgument, "min_tokens must be in [0, max_tokens={}], got {}",
+         max_tokens, min_tokens);
+  }
+  for (int32_t token : stop_token_ids) check_token(token, vocab_size, "stop_token_ids");
+  for (size_t i = 0; i < stop.size(); ++i) {
+    // An empty stop string would match before any text and end every request at once.
+    if (stop[i].empty()) fail(ErrorCode::kInvalidArgument, "stop[{}] must not be empty", i);
+  }
+  if (top_logprobs < 0 || top_logprobs > kMaxTopLogprobs) {
+    fail(ErrorCode::kInvalidArgument, "top_logprobs must be in [0, {}], got {}", kMaxTopLogprobs,
+         top_logprobs);
+  }
+  if (n_probs < 0 || n_probs > vocab_size) {
+    fail(ErrorCode::kInvalidArgument, "n_probs must be in [0, vocab size {}], got {}", vocab_size,
+         n_probs);
+  }
+}
+
+}  // namespace rapide
