@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -116,6 +117,9 @@ ModelConfig config_from_hf_json(const std::string& config_json, const std::strin
   }
   c.head_dim = json_int(config, "head_dim", name, c.dim / c.n_heads);
   c.rms_eps = json_float(config, "rms_norm_eps", name, 1e-6f);
+  c.tied_embeddings = config.contains("tie_word_embeddings") &&
+                      config["tie_word_embeddings"].is_boolean() &&
+                      config["tie_word_embeddings"].get<bool>();
   c.rope_theta = json_float(config, "rope_theta", name, 10000.0f);
   if (config.contains("rope_scaling") && !config["rope_scaling"].is_null()) {
     const json& s = config["rope_scaling"];
@@ -245,6 +249,19 @@ ModelFile load_hf(const std::string& dir_path) {
         view.data = copy->data();
       }
       m.tensors.push_back(std::move(view));
+    }
+  }
+  // With tie_word_embeddings, transformers may save either of the two shared tensors (e.g.
+  // only lm_head.weight); keep one, as token_embd.weight, like llama.cpp's converter.
+  if (c.tied_embeddings) {
+    auto output = std::find_if(m.tensors.begin(), m.tensors.end(),
+                               [](const TensorView& t) { return t.name == "output.weight"; });
+    if (output != m.tensors.end()) {
+      if (m.find("token_embd.weight") == nullptr) {
+        output->name = "token_embd.weight";
+      } else {
+        m.tensors.erase(output);
+      }
     }
   }
   m.config.tied_embeddings = m.find("output.weight") == nullptr;

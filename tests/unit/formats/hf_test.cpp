@@ -1,0 +1,348 @@
+// Hugging Face folders: TinyStories-656K's HF export equals its GGUF conversion (config,
+// every tensor within F16 rounding after the Llama Q/K permutation, tokenizer data); a
+// synthetic Qwen2 folder covers byte-level BPE, biases, NeoX rope and shards.
+#include "formats/hf_loader.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstring>
+
+#include "base/mapped_file.h"
+#include "formats/safetensors_reader.h"
+#include "formats_test_util.h"
+#include "test_paths.h"
+
+namespace rapide {
+namespace {
+
+using nlohmann::json;
+using testing::expect_error;
+using testing::shared_path;
+
+const std::string kHf = "models/tinystories-656k/hf";
+
+TEST(HfLoader, TinyStoriesHfEqualsItsGgufConversion) {
+  const ModelFile hf = load_model(shared_path(kHf));
+  const ModelFile gguf =
+      load_model(shared_path("models/tinystories-656k/TinyStories-656K-F16.gguf"));
+  EXPECT_EQ(hf.format, "hf");
+  const ModelConfig &a = hf.config, &b = gguf.config;
+  EXPECT_EQ(a.architecture, b.architecture);
+  EXPECT_EQ(a.dim, b.dim);
+  EXPECT_EQ(a.n_layers, b.n_layers);
+  EXPECT_EQ(a.n_heads, b.n_heads);
+  EXPECT_EQ(a.n_kv_heads, b.n_kv_heads);
+  EXPECT_EQ(a.head_dim, b.head_dim);
+  EXPECT_EQ(a.ffn_dim, b.ffn_dim);
+  EXPECT_EQ(a.vocab_size, b.vocab_size);
+  EXPECT_EQ(a.max_context, b.max_context);
+  EXPECT_EQ(a.rms_eps, b.rms_eps);
+  EXPECT_EQ(a.rope_theta, b.rope_theta);
+  EXPECT_EQ(a.rope_scale, b.rope_scale);
+  EXPECT_EQ(a.rope_style, b.rope_style);
+  EXPECT_EQ(a.tied_embeddings, b.tied_embeddings);
+  EXPECT_EQ(a.qkv_bias, b.qkv_bias);
+  ASSERT_EQ(hf.tensors.size(), gguf.tensors.size());
+  for (const TensorView& g : gguf.tensors) {
+    SCOPED_TRACE(g.name);
+    const TensorView& h = hf.get(g.name);
+    EXPECT_EQ(h.type, TensorType::kF32);
+    ASSERT_EQ(h.shape, g.shape);
+    const std::vector<float> hv = testing::to_f32(h), gv = testing::to_f32(g);
+    for (size_t i = 0; i < hv.size(); ++i) {
+      // The converter rounded F32 to F16 (round to nearest even); norms stayed F32.
+      const float expected = g.type == TensorType::kF16 ? fp16_to_fp32(fp32_to_fp16(hv[i])) : hv[i];
+      ASSERT_EQ(expected, gv[i]) << "element " << i;
+    }
+  }
+}
+
+TEST(HfLoader, Bf16FolderLoadsWithTheSameValues) {
+  const ModelFile f32 = load_model(shared_path(kHf));
+  const ModelFile bf16 = load_model(shared_path("models/tinystories-656k/hf-bf16"));
+  ASSERT_EQ(bf16.tensors.size(), f32.tensors.size());
+  for (const TensorView& t : bf16.tensors) {
+    SCOPED_TRACE(t.name);
+    EXPECT_EQ(t.type, TensorType::kBF16);
+    const std::vector<float> a = testing::to_f32(t), b = testing::to_f32(f32.get(t.name));
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(a[i], bf16_to_fp32(fp32_to_bf16(b[i])));
+  }
+}
+
+TEST(HfLoader, TokenizerJsonGivesTheGgufTokenizerData) {
+  const TokenizerData a = load_model(shared_path(kHf)).tokenizer;
+  const TokenizerData b =
+      load_model(shared_path("models/tinystories-656k/TinyStories-656K-F16.gguf")).tokenizer;
+  EXPECT_EQ(a.kind, b.kind);
+  EXPECT_EQ(a.tokens, b.tokens);
+  EXPECT_EQ(a.scores, b.scores);
+  EXPECT_EQ(a.types, b.types);
+  EXPECT_EQ(a.merges, b.merges);
+  EXPECT_EQ(a.pre, b.pre);
+  EXPECT_EQ(a.bos_id, b.bos_id);
+  EXPECT_EQ(a.eos_id, b.eos_id);
+  EXPECT_EQ(a.unk_id, b.unk_id);
+  EXPECT_EQ(a.pad_id, b.pad_id);
+  EXPECT_EQ(a.add_bos, b.add_bos);
+  EXPECT_EQ(a.add_eos, b.add_eos);
+  EXPECT_EQ(a.add_space_prefix, b.add_space_prefix);
+  EXPECT_EQ(a.chat_template, b.chat_template);
+}
+
+TEST(HfLoader, PermuteMatchesLlamaCppForOneHead) {
+  // One head of 4 rows: rotate-half order (r0 r1 | r2 r3) becomes pairs (r0 r2 r1 r3).
+  const uint8_t in[8] = {0, 0, 1, 1, 2, 2, 3, 3};
+  uint8_t out[8];
+  permute_rope_rows(in, out, 4, 2, 1);
+  const uint8_t expected[8] = {0, 0, 2, 2, 1, 1, 3, 3};
+  EXPECT_EQ(std::memcmp(out, expected, 8), 0);
+  // Two heads of 2 rows: nothing moves within a 2-row head.
+  permute_rope_rows(in, out, 4, 2, 2);
+  EXPECT_EQ(std::memcmp(out, in, 8), 0);
+}
+
+TEST(HfLoader, MapsNames) {
+  EXPECT_EQ(gguf_name_for_hf("model.layers.12.self_attn.o_proj.weight", "f"),
+            "blk.12.attn_output.weight");
+  EXPECT_EQ(gguf_name_for_hf("model.layers.0.mlp.down_proj.weight", "f"), "blk.0.ffn_down.weight");
+  EXPECT_EQ(gguf_name_for_hf("model.layers.3.self_attn.rotary_emb.inv_freq", "f"), "");
+  expect_error([] { gguf_name_for_hf("model.layers.0.mlp.experts.weight", "f"); },
+               ErrorCode::kUnsupported, "unexpected tensor 'model.layers.0.mlp.experts.weight'");
+}
+
+// Writes a safetensors file of F32 tensors {name: (shape, values)}.
+void write_safetensors(const std::string& path,
+                       const std::vector<std::pair<std::string, std::vector<int64_t>>>& tensors,
+                       std::vector<std::vector<float>>* values = nullptr) {
+  json header = json::object();
+  std::vector<uint8_t> body;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    int64_t n = 1;
+    for (int64_t d : tensors[i].second) n *= d;
+    std::vector<float> v(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) v[j] = static_cast<float>(i) + 0.001f * static_cast<float>(j);
+    header[tensors[i].first] = {{"dtype", "F32"},
+                                {"shape", tensors[i].second},
+                                {"data_offsets", {body.size(), body.size() + v.size() * 4}}};
+    const auto* p = reinterpret_cast<const uint8_t*>(v.data());
+    body.insert(body.end(), p, p + v.size() * 4);
+    if (values) values->push_back(std::move(v));
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  std::vector<uint8_t> bytes(8);
+  const uint64_t length = text.size();
+  std::memcpy(bytes.data(), &length, 8);
+  bytes.insert(bytes.end(), text.begin(), text.end());
+  bytes.insert(bytes.end(), body.begin(), body.end());
+  testing::write_file(path, bytes);
+}
+
+// A 2-layer Qwen2 with dim 8, 2 heads, 1 KV head, ffn 16, vocab 8 (6 in tokenizer.json).
+void write_qwen2_folder(const testing::TempDir& dir, bool sharded) {
+  testing::write_file(dir.file("config.json"),
+                      json{{"architectures", {"Qwen2ForCausalLM"}},
+                           {"model_type", "qwen2"},
+                           {"hidden_size", 8},
+                           {"intermediate_size", 16},
+                           {"num_hidden_layers", 2},
+                           {"num_attention_heads", 2},
+                           {"num_key_value_heads", 1},
+                           {"max_position_embeddings", 128},
+                           {"rms_norm_eps", 1e-6},
+                           {"rope_theta", 1000000.0},
+                           {"rope_scaling", {{"type", "linear"}, {"factor", 4.0}}},
+                           {"vocab_size", 8},
+                           {"tie_word_embeddings", true},
+                           {"eos_token_id", 5}}
+                          .dump());
+  std::vector<std::pair<std::string, std::vector<int64_t>>> all = {
+      {"model.embed_tokens.weight", {8, 8}}, {"model.norm.weight", {8}}};
+  for (int l = 0; l < 2; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    for (auto [name, shape] : std::vector<std::pair<std::string, std::vector<int64_t>>>{
+             {"input_layernorm.weight", {8}},
+             {"post_attention_layernorm.weight", {8}},
+             {"self_attn.q_proj.weight", {8, 8}},
+             {"self_attn.k_proj.weight", {4, 8}},
+             {"self_attn.v_proj.weight", {4, 8}},
+             {"self_attn.q_proj.bias", {8}},
+             {"self_attn.k_proj.bias", {4}},
+             {"self_attn.v_proj.bias", {4}},
+             {"self_attn.o_proj.weight", {8, 8}},
+             {"mlp.gate_proj.weight", {16, 8}},
+             {"mlp.up_proj.weight", {16, 8}},
+             {"mlp.down_proj.weight", {8, 16}}}) {
+      all.push_back({p + name, shape});
+    }
+  }
+  if (sharded) {
+    json index = {{"weight_map", json::object()}};
+    std::vector<std::pair<std::string, std::vector<int64_t>>> shard[2];
+    for (size_t i = 0; i < all.size(); ++i) {
+      shard[i % 2].push_back(all[i]);
+      index["weight_map"][all[i].first] =
+          "model-0000" + std::to_string(i % 2 + 1) + "-of-00002.safetensors";
+    }
+    write_safetensors(dir.file("model-00001-of-00002.safetensors"), shard[0]);
+    write_safetensors(dir.file("model-00002-of-00002.safetensors"), shard[1]);
+    testing::write_file(dir.file("model.safetensors.index.json"), index.dump());
+  } else {
+    write_safetensors(dir.file("model.safetensors"), all);
+  }
+  const json tokenizer = {
+      {"model",
+       {{"type", "BPE"},
+        {"vocab", {{"a", 0}, {"b", 1}, {"ab", 2}, {"\xc4\xa0", 3}}},
+        {"merges", json::array({json::array({"a", "b"})})}}},
+      {"added_tokens",
+       {{{"id", 4}, {"content", "<|im_start|>"}, {"special", true}},
+        {{"id", 5}, {"content", "<|im_end|>"}, {"special", true}},
+        {{"id", 6}, {"content", "<tool>"}, {"special", false}}}},
+      {"pre_tokenizer",
+       {{"type", "Sequence"},
+        {"pretokenizers",
+         {{{"type", "Split"},
+           {"pattern",
+            {{"Regex", "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}"}}}},
+          {{"type", "ByteLevel"}, {"add_prefix_space", false}}}}}}};
+  testing::write_file(dir.file("tokenizer.json"), tokenizer.dump());
+  testing::write_file(dir.file("tokenizer_config.json"), json{{"add_bos_token", false},
+                                                              {"eos_token", "<|im_end|>"},
+                                                              {"chat_template", "{{ messages }}"}}
+                                                             .dump());
+}
+
+TEST(HfLoader, Qwen2FolderKeepsNeoxLayoutAndBiases) {
+  for (bool sharded : {false, true}) {
+    SCOPED_TRACE(sharded ? "sharded" : "single file");
+    testing::TempDir dir;
+    write_qwen2_folder(dir, sharded);
+    const ModelFile m = load_model(dir.path().string());
+    const ModelConfig& c = m.config;
+    EXPECT_EQ(c.architecture, "qwen2");
+    EXPECT_EQ(c.rope_style, RopeStyle::kNeox);
+    EXPECT_TRUE(c.qkv_bias);
+    EXPECT_TRUE(c.tied_embeddings);
+    EXPECT_EQ(c.rope_scale, 4.0f);
+    EXPECT_EQ(c.rope_theta, 1000000.0f);
+    EXPECT_EQ(c.head_dim, 4);
+    EXPECT_EQ(m.get("blk.1.attn_k.weight").shape, (std::vector<int64_t>{8, 4}));
+    EXPECT_EQ(m.get("blk.1.ffn_down.weight").shape, (std::vector<int64_t>{16, 8}));
+    // Not permuted: rows stay in file order (row r of q_proj starts with value i + 0.008 r).
+    const std::vector<float> q = testing::to_f32(m.get("blk.0.attn_q.weight"));
+    for (int r = 0; r < 8; ++r) EXPECT_NEAR(q[r * 8 + 1] - q[r * 8], 0.001f, 1e-5) << r;
+    EXPECT_NEAR(q[8] - q[0], 0.008f, 1e-5);
+    const TokenizerData& t = m.tokenizer;
+    EXPECT_EQ(t.kind, TokenizerKind::kByteLevelBpe);
+    EXPECT_EQ(t.pre, "qwen2");
+    ASSERT_EQ(t.tokens.size(), 8u);
+    EXPECT_EQ(t.tokens[7], "[PAD7]");
+    EXPECT_EQ(t.types[7], TokenType::kUnused);
+    EXPECT_EQ(t.types[4], TokenType::kControl);
+    EXPECT_EQ(t.types[6], TokenType::kUserDefined);
+    EXPECT_EQ(t.merges, std::vector<std::string>{"a b"});
+    EXPECT_EQ(t.eos_id, 5);
+    EXPECT_EQ(t.bos_id, -1);
+    EXPECT_FALSE(t.add_bos);
+    EXPECT_FALSE(t.add_space_prefix);
+    EXPECT_EQ(t.chat_template, "{{ messages }}");
+  }
+}
+
+TEST(HfLoader, LlamaQAndKArePermutedLikeLlamaCpp) {
+  // TinyStories head_dim 16: GGUF row 1 of head 0 is HF row 8 (the second half's first row).
+  const ModelFile hf = load_model(shared_path(kHf));
+  const SafetensorsFile raw = SafetensorsFile::open(shared_path(kHf + "/model.safetensors"));
+  const SafetensorsTensor* k = nullptr;
+  for (const auto& t : raw.tensors()) {
+    if (t.name == "model.layers.1.self_attn.k_proj.weight") k = &t;
+  }
+  ASSERT_NE(k, nullptr);
+  const TensorView& view = hf.get("blk.1.attn_k.weight");
+  const size_t row = 128 * 4;
+  EXPECT_EQ(std::memcmp(view.data + 1 * row, k->data + 8 * row, row), 0);
+  EXPECT_EQ(std::memcmp(view.data + 2 * row, k->data + 1 * row, row), 0);
+  EXPECT_EQ(std::memcmp(view.data + 17 * row, k->data + 24 * row, row), 0);  // head 1
+}
+
+TEST(HfLoader, RejectsBrokenFolders) {
+  testing::TempDir dir;
+  write_qwen2_folder(dir, false);
+  const std::string config = read_text_file(dir.file("config.json"));
+  testing::write_file(dir.file("config.json"),
+                      std::string("{\"architectures\": [\"GPT2LMHeadModel\"]}"));
+  expect_error([&] { load_model(dir.path().string()); }, ErrorCode::kUnsupported,
+               "architecture 'GPT2LMHeadModel' is not supported");
+  json bad = json::parse(config);
+  bad["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 2.0}};
+  testing::write_file(dir.file("config.json"), bad.dump());
+  expect_error([&] { load_model(dir.path().string()); }, ErrorCode::kUnsupported,
+               "rope_scaling type 'yarn'");
+  bad = json::parse(config);
+  bad.erase("hidden_size");
+  testing::write_file(dir.file("config.json"), bad.dump());
+  expect_error([&] { load_model(dir.path().string()); }, ErrorCode::kCorrupt,
+               "config.json lacks 'hidden_size'");
+  testing::write_file(dir.file("config.json"), std::string("{not json"));
+  expect_error([&] { load_model(dir.path().string()); }, ErrorCode::kCorrupt, "not valid JSON");
+  testing::write_file(dir.file("config.json"), config);
+  testing::write_file(dir.file("tokenizer.json"),
+                      std::string("{\"model\": {\"type\": \"Unigram\"}}"));
+  expect_error([&] { load_model(dir.path().string()); }, ErrorCode::kUnsupported,
+               "model type 'Unigram'");
+}
+
+std::vector<uint8_t> safetensors_bytes(const std::string& header, size_t body_bytes) {
+  std::vector<uint8_t> b(8 + header.size() + body_bytes, 0);
+  const uint64_t n = header.size();
+  std::memcpy(b.data(), &n, 8);
+  std::memcpy(b.data() + 8, header.data(), header.size());
+  return b;
+}
+
+TEST(Safetensors, RejectsMalformedFiles) {
+  auto parse = [](const std::vector<uint8_t>& b) {
+    SafetensorsFile::parse(b.data(), b.size(), "x.safetensors");
+  };
+  std::vector<uint8_t> b = safetensors_bytes("{}", 0);
+  const uint64_t huge = 1000;
+  std::memcpy(b.data(), &huge, 8);
+  expect_error([&] { parse(b); }, ErrorCode::kCorrupt, "header length 1000 exceeds");
+  expect_error([&] { parse(safetensors_bytes("{\"a\":", 0)); }, ErrorCode::kCorrupt,
+               "not valid JSON");
+  expect_error(
+      [&] {
+        parse(safetensors_bytes(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 4));
+      },
+      ErrorCode::kCorrupt, "outside the 4-byte data");
+  expect_error(
+      [&] {
+        parse(safetensors_bytes(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8));
+      },
+      ErrorCode::kCorrupt, "holds 8 bytes but its shape and dtype need 12");
+  expect_error(
+      [&] {
+        parse(safetensors_bytes(R"({"a":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}})", 8));
+      },
+      ErrorCode::kUnsupported, "dtype I64");
+  expect_error(
+      [&] {
+        parse(safetensors_bytes(R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,8]}})", 8));
+      },
+      ErrorCode::kCorrupt, "shape entry");
+  expect_error([&] { parse(safetensors_bytes(R"({"a":{"dtype":"F32"}})", 0)); },
+               ErrorCode::kCorrupt, "lacks dtype/shape/data_offsets");
+  const auto ok = safetensors_bytes(
+      R"({"__metadata__":{"format":"pt"},"a":{"dtype":"F16","shape":[2,2],"data_offsets":[0,8]}})",
+      8);
+  const SafetensorsFile f = SafetensorsFile::parse(ok.data(), ok.size(), "ok");
+  ASSERT_EQ(f.tensors().size(), 1u);
+  EXPECT_EQ(f.tensors()[0].type, TensorType::kF16);
+}
+
+}  // namespace
+}  // namespace rapide
