@@ -86,8 +86,8 @@ inline std::vector<float> to_f32(const TensorView& t) {
   return out;
 }
 
-// A small valid llama GGUF (dim 32, 1 layer, 2 heads, vocab 4) with every tensor F32 except
-// blk.0.ffn_up (Q8_0), so tests can corrupt real structure.
+// A small valid llama GGUF (dim 32, 1 layer, 2 heads, vocab 4): vectors and the embedding
+// F32, matrices Q4_0, blk.0.ffn_up Q8_0, so tests can corrupt real structure.
 inline GgufWriter tiny_llama_writer() {
   GgufWriter w;
   w.set("general.architecture", GgufValue::string("llama"));
@@ -112,16 +112,25 @@ inline GgufWriter tiny_llama_writer() {
     for (int64_t i = 0; i < n; ++i) v[i] = 0.01f * static_cast<float>(i % 97);
     w.add_tensor(name, TensorType::kF32, shape, v.data(), v.size() * 4);
   };
+  // Matrices in Q4_0 keep the file (and the committed corpus made from it) small.
+  auto q4 = [&](const std::string& name, std::vector<int64_t> shape) {
+    std::vector<BlockQ4_0> blocks(static_cast<size_t>(shape[0] * shape[1] / kQuantBlock));
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      blocks[i].d = fp32_to_fp16(0.25f);
+      for (int j = 0; j < kQuantBlock / 2; ++j) blocks[i].qs[j] = static_cast<uint8_t>(i + j);
+    }
+    w.add_tensor(name, TensorType::kQ4_0, shape, blocks.data(), blocks.size() * 18);
+  };
   f32("token_embd.weight", {32, 4});
   f32("output_norm.weight", {32});
   f32("blk.0.attn_norm.weight", {32});
-  f32("blk.0.attn_q.weight", {32, 32});
-  f32("blk.0.attn_k.weight", {32, 16});
-  f32("blk.0.attn_v.weight", {32, 16});
-  f32("blk.0.attn_output.weight", {32, 32});
+  q4("blk.0.attn_q.weight", {32, 32});
+  q4("blk.0.attn_k.weight", {32, 16});
+  q4("blk.0.attn_v.weight", {32, 16});
+  q4("blk.0.attn_output.weight", {32, 32});
   f32("blk.0.ffn_norm.weight", {32});
-  f32("blk.0.ffn_gate.weight", {32, 32});
-  f32("blk.0.ffn_down.weight", {32, 32});
+  q4("blk.0.ffn_gate.weight", {32, 32});
+  q4("blk.0.ffn_down.weight", {32, 32});
   std::vector<BlockQ8_0> q8(32);
   for (size_t i = 0; i < q8.size(); ++i) {
     q8[i].d = fp32_to_fp16(0.5f);
