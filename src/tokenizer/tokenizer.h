@@ -24,7 +24,7 @@ class Tokenizer {
  public:
   // Throws Error(kUnsupported) for TokenizerKind::kNone or an unknown pre-tokenizer,
   // Error(kCorrupt) for inconsistent data (a merge naming an unknown token, a special id
-  // outside the vocabulary, a vocabulary with no way to encode some byte).
+  // outside the vocabulary, more scores or types than tokens).
   static std::unique_ptr<Tokenizer> create(const TokenizerData& data);
   virtual ~Tokenizer() = default;
   Tokenizer(const Tokenizer&) = delete;
@@ -34,6 +34,8 @@ class Tokenizer {
   // data asks for it (data().add_bos); EOS is never appended. parse_special makes the text
   // of control tokens (e.g. "<|im_start|>", "<s>") encode to those tokens; otherwise it is
   // tokenized as plain text. User-defined tokens always encode to themselves, as in llama.cpp.
+  // Throws Error(kInvalidArgument) only for a character a SentencePiece vocabulary can express
+  // neither as byte tokens nor as its unknown token.
   std::vector<int32_t> encode(std::string_view text, bool add_bos,
                               bool parse_special = false) const;
 

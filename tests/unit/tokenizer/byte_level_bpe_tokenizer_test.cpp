@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "base/error.h"
 #include "tiny_vocab.h"
 #include "tokenizer/tokenizer.h"
@@ -137,6 +139,23 @@ TEST(ByteLevelBpeTokenizer, LongTextStaysFast) {
   EXPECT_EQ(tok->encode(one_word, false).size(), one_word.size());
   const std::string spaces(200000, ' ');
   EXPECT_EQ(tok->decode(tok->encode(spaces + "x", false)), spaces + "x");
+}
+
+TEST(ByteLevelBpeTokenizer, ConcurrentEncodesAgree) {
+  // One tokenizer serves every request thread: encode keeps no shared mutable state.
+  auto tok = Tokenizer::create(byte_level_vocab({{"a", "b"}, {kG, "ab"}, {"1", "2"}}));
+  std::string text;
+  while (text.size() < 20000) text += "ab ab 12 abab, ab!\n";
+  const Ids expected = tok->encode(text, false);
+  std::vector<Ids> results(4);
+  std::vector<std::thread> threads;
+  for (auto& result : results) {
+    threads.emplace_back([&tok, &text, &result] {
+      for (int i = 0; i < 20; ++i) result = tok->encode(text, false);
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  for (const Ids& result : results) EXPECT_EQ(result, expected);
 }
 
 }  // namespace
