@@ -1,9 +1,97 @@
+// `rapide run`: generate from one prompt, streaming text, then one line of figures.
+#include <cstdio>
+
 #include "apps/rapide/commands.h"
+#include "apps/rapide/engine_flags.h"
+#include "apps/rapide/model_options.h"
+#include "base/error.h"
+#include "base/mapped_file.h"
+#include "engine/engine.h"
 
 namespace rapide::cli {
 
+namespace {
+
+struct RunOptions {
+  ModelOptions model;
+  EngineFlags engine;
+  SamplingFlags sampling;
+  std::string prompt;
+  std::string prompt_file;
+  bool no_bos = false;
+  bool special = false;
+  bool print_prompt = true;
+};
+
+void print_figures(const TokenEvent& last) {
+  const RequestTimings& t = last.timings;
+  const double ttft = seconds_between(t.arrival, t.first_token);
+  const double prefill = seconds_between(t.first_scheduled, t.first_token);
+  const int n = last.completion_tokens;
+  const double tpot = n > 1 ? seconds_between(t.first_token, t.finished) / (n - 1) : 0.0;
+  std::fprintf(stderr,
+               "\nprompt tokens: %d | TTFT: %.2f ms | prefill: %.1f tok/s | TPOT: %.2f ms | "
+               "decode: %.1f tok/s | generated: %d (%s)\n",
+               last.prompt_tokens, ttft * 1e3, prefill > 0 ? last.prompt_tokens / prefill : 0.0,
+               tpot * 1e3, tpot > 0 ? 1.0 / tpot : 0.0, n, finish_reason_name(last.finish_reason));
+}
+
+void run(const RunOptions& options) {
+  if (options.prompt.empty() == options.prompt_file.empty()) {
+    fail(ErrorCode::kInvalidArgument, "give exactly one of -p/--prompt and -f/--file");
+  }
+  const std::string prompt =
+      options.prompt_file.empty() ? options.prompt : read_text_file(options.prompt_file);
+  LoadedModel loaded = load_for_inference(options.model);
+  const Tokenizer& tokenizer = *loaded.tokenizer;
+  std::vector<int32_t> tokens = tokenizer.encode(prompt, !options.no_bos, options.special);
+
+  EngineOptions engine_options = options.engine.resolve(loaded.pool->size());
+  // One sequence: a KV budget of exactly one full context, not the server default.
+  const ModelConfig& c = loaded.model->config();
+  const int context = engine_options.max_context > 0 ? engine_options.max_context : c.max_context;
+  const KvLayout layout = KvLayout::for_model(c, engine_options.kv_block_size, engine_options.kv_type);
+  const uint64_t blocks = (context + layout.block_size - 1) / layout.block_size;
+  if (options.engine.options.kv_memory == EngineOptions{}.kv_memory) {
+    engine_options.kv_memory = std::to_string(blocks * layout.block_bytes());
+  }
+  loaded.pool.reset();  // the engine builds its own pool
+  Engine engine(*loaded.model, tokenizer, engine_options);
+
+  auto queue = std::make_shared<EventQueue>();
+  Request request;
+  request.prompt = tokens;
+  request.sampling = options.sampling.resolve();
+  request.sink = queue;
+  if (options.print_prompt) {
+    std::fputs(prompt.c_str(), stdout);
+    std::fflush(stdout);
+  }
+  engine.submit(std::move(request));
+  TokenEvent event;
+  while (queue->pop(event)) {
+    std::fputs(event.text.c_str(), stdout);
+    std::fflush(stdout);
+    if (event.finished) break;
+  }
+  if (event.finish_reason == FinishReason::kError) fail(ErrorCode::kInternal, "{}", event.error);
+  print_figures(event);
+}
+
+}  // namespace
+
 void register_run(CLI::App& app) {
-  app.add_subcommand("run", "(not built yet)");
+  auto options = std::make_shared<RunOptions>();
+  CLI::App* cmd = app.add_subcommand("run", "generate text from a prompt and report TTFT / TPOT");
+  add_model_options(*cmd, options->model);
+  cmd->add_option("-p,--prompt", options->prompt, "prompt text");
+  cmd->add_option("-f,--file", options->prompt_file, "read the prompt from a file");
+  cmd->add_flag("--no-bos", options->no_bos, "do not prepend the BOS token");
+  cmd->add_flag("--special", options->special, "parse special tokens (e.g. <|im_start|>) in the prompt");
+  cmd->add_flag("!--no-print-prompt", options->print_prompt, "print only the generated text");
+  add_sampling_flags(*cmd, options->sampling);
+  add_engine_flags(*cmd, options->engine);
+  cmd->callback([options] { run(*options); });
 }
 
 }  // namespace rapide::cli

@@ -1,0 +1,99 @@
+#include "apps/rapide/engine_flags.h"
+
+#include <cmath>
+#include <random>
+
+#include "base/error.h"
+
+namespace rapide::cli {
+
+void add_engine_flags(CLI::App& command, EngineFlags& flags) {
+  EngineOptions& o = flags.options;
+  command.add_option("--max-batch-tokens", o.max_batch_tokens, "tokens per forward pass")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  command.add_option("--max-seqs", o.max_seqs, "sequences running at once")
+      ->check(CLI::Range(1, 1 << 16))
+      ->capture_default_str();
+  command.add_option("--prefill-chunk", o.prefill_chunk, "most prompt tokens of one sequence per step")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  command.add_option("-c,--ctx-size", o.max_context, "context length (0 = the model's)")
+      ->check(CLI::Range(0, 1 << 24))
+      ->capture_default_str();
+  command.add_option("--batching", flags.batching, "continuous | static")->capture_default_str();
+  command.add_option("--kv-layout", flags.kv_layout, "paged | contiguous")->capture_default_str();
+  command.add_option("--kv-block-size", o.kv_block_size, "token positions per KV block")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  command.add_option("--kv-memory", o.kv_memory, "KV budget: 2GiB, 512MiB, or a fraction of free RAM (0.5)")
+      ->capture_default_str();
+  command.add_option("--kv-type", flags.kv_type, "f16 | f32")->capture_default_str();
+  command.add_option("--max-queue", o.max_queue, "waiting requests before new ones are refused")
+      ->check(CLI::Range(1, 1 << 24))
+      ->capture_default_str();
+}
+
+EngineOptions EngineFlags::resolve(int threads) const {
+  EngineOptions o = options;
+  o.threads = threads;
+  o.batching = parse_batching_mode(batching);
+  o.kv_layout = parse_kv_layout_mode(kv_layout);
+  if (kv_type == "f16") {
+    o.kv_type = KvType::kF16;
+  } else if (kv_type == "f32") {
+    o.kv_type = KvType::kF32;
+  } else {
+    fail(ErrorCode::kInvalidArgument, "--kv-type must be f16 or f32, got '{}'", kv_type);
+  }
+  return o;
+}
+
+void add_sampling_flags(CLI::App& command, SamplingFlags& flags) {
+  SamplingParams& p = flags.params;
+  // llama.cpp's CLI defaults, so `rapide run` and `llama-cli` sample alike.
+  p.temperature = 0.8f;
+  p.top_k = 40;
+  p.top_p = 0.95f;
+  p.min_p = 0.05f;
+  p.max_tokens = 256;
+  command.add_option("--temp,--temperature", p.temperature, "temperature (0 = greedy)")->capture_default_str();
+  command.add_option("--top-k", p.top_k, "keep the k most likely tokens (0 = off)")->capture_default_str();
+  command.add_option("--top-p", p.top_p, "nucleus sampling threshold (1 = off)")->capture_default_str();
+  command.add_option("--min-p", p.min_p, "drop tokens below min-p x the best (0 = off)")->capture_default_str();
+  command.add_option("--repeat-penalty", p.repetition_penalty, "repetition penalty (1 = off)")->capture_default_str();
+  command.add_option("--repeat-last-n", p.penalty_last_n, "penalty window (-1 = whole history)")->capture_default_str();
+  command.add_option("--presence-penalty", p.presence_penalty, "OpenAI presence penalty")->capture_default_str();
+  command.add_option("--frequency-penalty", p.frequency_penalty, "OpenAI frequency penalty")->capture_default_str();
+  command.add_option("-s,--seed", flags.seed, "RNG seed (-1 = random)")->capture_default_str();
+  command.add_option("-n,--max-tokens", p.max_tokens, "tokens to generate")->capture_default_str();
+  command.add_option("--min-tokens", p.min_tokens, "tokens before end-of-generation is allowed");
+  command.add_flag("--ignore-eos", p.ignore_eos, "never stop at end-of-generation tokens");
+  command.add_option("--stop", p.stop, "stop string (repeatable)");
+  command.add_option("--stop-token", p.stop_token_ids, "stop token id (repeatable)");
+  command.add_option("--logit-bias", flags.logit_bias, "TOKEN=BIAS, e.g. 13=-inf (repeatable)");
+  command.add_option("--top-logprobs", p.top_logprobs, "alternatives to report per token");
+}
+
+SamplingParams SamplingFlags::resolve() const {
+  SamplingParams p = params;
+  p.seed = seed >= 0 ? static_cast<uint64_t>(seed) : std::random_device{}();
+  for (const std::string& entry : logit_bias) {
+    const size_t eq = entry.find('=');
+    if (eq == std::string::npos) {
+      fail(ErrorCode::kInvalidArgument, "--logit-bias expects TOKEN=BIAS, got '{}'", entry);
+    }
+    TokenBias bias;
+    try {
+      bias.token = std::stoi(entry.substr(0, eq));
+      const std::string value = entry.substr(eq + 1);
+      bias.bias = value == "-inf" ? -INFINITY : std::stof(value);
+    } catch (const std::exception&) {
+      fail(ErrorCode::kInvalidArgument, "--logit-bias expects TOKEN=BIAS, got '{}'", entry);
+    }
+    p.logit_bias.push_back(bias);
+  }
+  return p;
+}
+
+}  // namespace rapide::cli

@@ -1,0 +1,36 @@
+// Command-line flags shared by the subcommands that drive an Engine (run, serve, batch,
+// bench): the engine's switches and a request's sampling parameters.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "engine/engine_options.h"
+#include "sampling/sampling_params.h"
+
+namespace rapide::cli {
+
+// --max-batch-tokens, --max-seqs, --prefill-chunk, --ctx-size, --batching, --kv-layout,
+// --kv-block-size, --kv-memory, --kv-type. Parsed values land in `options` after parse().
+struct EngineFlags {
+  EngineOptions options;
+  std::string batching = "continuous";
+  std::string kv_layout = "paged";
+  std::string kv_type = "f16";
+  // Converts the string-valued flags; throws Error(kInvalidArgument) for unknown values.
+  EngineOptions resolve(int threads) const;
+};
+void add_engine_flags(CLI::App& command, EngineFlags& flags);
+
+// --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n, --presence-penalty,
+// --frequency-penalty, --seed, -n/--max-tokens, --min-tokens, --ignore-eos, --stop,
+// --logit-bias, --top-logprobs.
+struct SamplingFlags {
+  SamplingParams params;
+  int64_t seed = -1;  // -1 = random
+  std::vector<std::string> logit_bias;  // "TOKEN=BIAS" or "TOKEN=-inf"
+  SamplingParams resolve() const;
+};
+void add_sampling_flags(CLI::App& command, SamplingFlags& flags);
+
+}  // namespace rapide::cli

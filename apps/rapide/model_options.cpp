@@ -1,0 +1,38 @@
+#include "apps/rapide/model_options.h"
+
+#include "base/clock.h"
+#include "base/cpu_features.h"
+#include "base/error.h"
+#include "base/logging.h"
+
+namespace rapide::cli {
+
+void add_model_options(CLI::App& command, ModelOptions& options) {
+  command.add_option("-m,--model", options.model_path,
+                     "model: a GGUF file, a llama2.c checkpoint, or a Hugging Face folder")
+      ->required();
+  command.add_option("--tokenizer", options.tokenizer_path,
+                     "tokenizer.bin for llama2.c checkpoints (default: next to the checkpoint)");
+  command.add_option("-t,--threads", options.threads, "worker threads (default: physical cores)")
+      ->check(CLI::Range(0, 1024));
+}
+
+LoadedModel load_for_inference(const ModelOptions& options) {
+  const TimePoint start = Clock::now();
+  LoadOptions load_options;
+  load_options.tokenizer_path = options.tokenizer_path;
+  LoadedModel loaded;
+  loaded.file = std::make_shared<const ModelFile>(load_model(options.model_path, load_options));
+  loaded.model = std::make_unique<Model>(loaded.file);
+  loaded.tokenizer = Tokenizer::create(loaded.file->tokenizer);
+  const int threads = options.threads > 0 ? options.threads : physical_core_count();
+  loaded.pool = std::make_unique<ThreadPool>(threads);
+  const ModelConfig& c = loaded.model->config();
+  spdlog::info("loaded {} ({}, {} layers, dim {}, vocab {}, {:.1f} MiB of weights) in {:.0f} ms",
+               options.model_path, loaded.file->format, c.n_layers, c.dim, c.vocab_size,
+               loaded.model->weight_bytes() / 1048576.0, seconds_between(start, Clock::now()) * 1e3);
+  spdlog::info("{} threads, kernels: {}", threads, isa_level_name(active_isa_level()));
+  return loaded;
+}
+
+}  // namespace rapide::cli

@@ -1,0 +1,34 @@
+// Options every model-using subcommand shares (-m, --tokenizer, --threads), and loading
+// a model with its tokenizer from them.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+
+#include "base/thread_pool.h"
+#include "formats/model_file.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace rapide::cli {
+
+struct ModelOptions {
+  std::string model_path;
+  std::string tokenizer_path;
+  int threads = 0;  // 0 = physical cores
+};
+
+void add_model_options(CLI::App& command, ModelOptions& options);
+
+struct LoadedModel {
+  std::shared_ptr<const ModelFile> file;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<ThreadPool> pool;
+};
+
+// Loads and prepares the model, logging what was loaded and how long it took.
+LoadedModel load_for_inference(const ModelOptions& options);
+
+}  // namespace rapide::cli

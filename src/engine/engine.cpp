@@ -1,0 +1,315 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/cpu_features.h"
+#include "base/error.h"
+#include "base/logging.h"
+#include "kv/memory_budget.h"
+
+namespace rapide {
+
+namespace {
+constexpr size_t kRecentSteps = 256;
+}  // namespace
+
+Engine::Engine(Model& model, const Tokenizer& tokenizer, const EngineOptions& options)
+    : model_(model), tokenizer_(tokenizer), options_(options) {
+  const ModelConfig& c = model_.config();
+  max_context_ = options_.max_context > 0 ? std::min(options_.max_context, c.max_context)
+                                          : c.max_context;
+  if (options_.max_batch_tokens < 1 || options_.max_seqs < 1 || options_.prefill_chunk < 1) {
+    fail(ErrorCode::kInvalidArgument,
+         "--max-batch-tokens, --max-seqs and --prefill-chunk must be at least 1");
+  }
+  for (int32_t id = 0; id < tokenizer_.vocab_size(); ++id) {
+    if (tokenizer_.is_end_of_generation(id)) end_of_generation_ids_.push_back(id);
+  }
+  const int threads = options_.threads > 0 ? options_.threads : physical_core_count();
+  pool_ = std::make_unique<ThreadPool>(threads);
+  const KvLayout layout = KvLayout::for_model(c, options_.kv_block_size, options_.kv_type);
+  kv_ = PagedKvStore::with_budget(layout, parse_memory_budget(options_.kv_memory), max_context_,
+                                  options_.kv_layout);
+  scheduler_ = std::make_unique<Scheduler>(options_, *kv_);
+  logits_row_.resize(c.vocab_size);
+  spdlog::info("engine: {} KV blocks of {} tokens ({} layout, {}), context {}, batching {}, "
+               "max {} tokens / {} sequences per step, {} threads",
+               kv_->total_blocks(), options_.kv_block_size, kv_layout_mode_name(options_.kv_layout),
+               format_bytes(static_cast<uint64_t>(kv_->total_blocks()) * layout.block_bytes()),
+               max_context_, batching_mode_name(options_.batching), options_.max_batch_tokens,
+               options_.max_seqs, threads);
+  thread_ = std::thread([this] { loop(); });
+}
+
+Engine::~Engine() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  thread_.join();
+}
+
+RequestId Engine::submit(Request request) {
+  const int vocab = model_.config().vocab_size;
+  const int prompt_length = static_cast<int>(request.prompt.size());
+  if (prompt_length == 0) fail(ErrorCode::kInvalidArgument, "the prompt is empty");
+  for (int32_t token : request.prompt) {
+    if (token < 0 || token >= vocab) {
+      fail(ErrorCode::kInvalidArgument, "prompt token id {} is outside the vocabulary (0..{})",
+           token, vocab - 1);
+    }
+  }
+  if (prompt_length >= max_context_) {
+    fail(ErrorCode::kOutOfRange,
+         "the prompt has {} tokens but the context holds {} (prompt + at least 1 generated)",
+         prompt_length, max_context_);
+  }
+  auto s = std::make_unique<Sequence>();
+  s->sampler = std::make_unique<Sampler>(request.sampling, vocab, end_of_generation_ids_);
+  s->max_generated = std::min(request.sampling.max_tokens, max_context_ - prompt_length);
+  const int final_length = prompt_length + s->max_generated;
+  if (kv_->blocks_for_new_sequence(final_length) > kv_->total_blocks()) {
+    fail(ErrorCode::kResourceExhausted,
+         "the request needs {} KV blocks for {} tokens but the whole KV budget ({}) holds {}; "
+         "raise --kv-memory or lower max_tokens",
+         kv_->blocks_for_new_sequence(final_length), final_length, options_.kv_memory,
+         kv_->total_blocks());
+  }
+  s->id = next_id_.fetch_add(1);
+  s->kv_id = static_cast<int32_t>(s->id & 0x7fffffff);
+  s->priority = request.priority;
+  s->arrival_order = arrivals_.fetch_add(1);
+  s->tokens = std::move(request.prompt);
+  s->prompt_length = prompt_length;
+  s->sink = std::move(request.sink);
+  if (request.stream_text) {
+    s->detokenizer.emplace(tokenizer_, /*skip_leading_space=*/false);
+    if (!request.sampling.stop.empty()) s->stop_checker.emplace(request.sampling.stop);
+  }
+  s->timings.arrival = Clock::now();
+  const RequestId id = s->id;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_ || draining_) fail(ErrorCode::kUnavailable, "the engine is shutting down");
+    const size_t queued = incoming_.size() + static_cast<size_t>(stats_.waiting);
+    if (queued >= static_cast<size_t>(options_.max_queue)) {
+      fail(ErrorCode::kResourceExhausted, "the request queue is full ({} waiting)", queued);
+    }
+    incoming_.push_back(std::move(s));
+    stats_.requests_submitted++;
+  }
+  wake_.notify_all();
+  return id;
+}
+
+void Engine::abort(RequestId id) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    aborts_.push_back(id);
+  }
+  wake_.notify_all();
+}
+
+bool Engine::drain(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  draining_ = true;
+  const bool done = drained_.wait_for(lock, timeout, [this] {
+    return incoming_.empty() && stats_.waiting == 0 && stats_.running == 0;
+  });
+  if (done) return true;
+  stopping_ = true;  // the loop aborts the rest and exits
+  lock.unlock();
+  wake_.notify_all();
+  return false;
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+void Engine::loop() {
+  std::vector<std::unique_ptr<Sequence>> arrived;
+  std::vector<RequestId> aborts;
+  for (;;) {
+    bool stop = false;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [this] {
+        return stopping_ || !incoming_.empty() || !aborts_.empty() || !scheduler_->idle();
+      });
+      stop = stopping_;
+      arrived.swap(incoming_);
+      aborts.swap(aborts_);
+    }
+    for (auto& s : arrived) scheduler_->add_waiting(std::move(s));
+    arrived.clear();
+    if (stop) {
+      // Shutting down: everything still queued or running ends as aborted.
+      for (Sequence* s : scheduler_->all()) finish(s, FinishReason::kAbort);
+      std::lock_guard<std::mutex> lock(mutex_);
+      stats_.waiting = stats_.running = 0;
+      drained_.notify_all();
+      return;
+    }
+    handle_aborts(aborts);
+    if (!scheduler_->idle()) step();
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.waiting = static_cast<int>(scheduler_->waiting_count());
+    stats_.running = static_cast<int>(scheduler_->running_count());
+    stats_.kv = kv_->usage();
+    if (incoming_.empty() && scheduler_->idle()) drained_.notify_all();
+  }
+}
+
+void Engine::handle_aborts(std::vector<RequestId>& aborts) {
+  for (RequestId id : aborts) {
+    if (Sequence* s = scheduler_->find(id)) finish(s, FinishReason::kAbort);
+  }
+  aborts.clear();
+}
+
+void Engine::step() {
+  const TimePoint start = Clock::now();
+  SchedulerOutput plan = scheduler_->schedule();
+  if (plan.empty()) {
+    // Nothing fits right now (e.g. every block is pinned); wait for an abort or arrival.
+    std::unique_lock<std::mutex> lock(mutex_);
+    wake_.wait_for(lock, std::chrono::milliseconds(1));
+    return;
+  }
+  batch_.clear();
+  for (const ScheduledWork& w : plan.work) {
+    Sequence& s = *w.sequence;
+    if (!s.scheduled_once) {
+      s.scheduled_once = true;
+      s.timings.first_scheduled = start;
+    }
+    for (int j = 0; j < w.n_tokens; ++j) {
+      const int pos = s.num_computed + j;
+      batch_.add(s.tokens[pos], s.kv_id, pos, w.needs_logits && j + 1 == w.n_tokens);
+    }
+  }
+  std::span<const float> logits;
+  try {
+    logits = model_.forward(batch_, *kv_, *pool_);
+  } catch (const std::exception& e) {
+    spdlog::error("forward pass failed: {}", e.what());
+    for (const ScheduledWork& w : plan.work) finish(w.sequence, FinishReason::kError, e.what());
+    return;
+  }
+  const int vocab = model_.config().vocab_size;
+  size_t row = 0;
+  std::vector<Sequence*> finished;
+  for (const ScheduledWork& w : plan.work) {
+    Sequence& s = *w.sequence;
+    s.num_computed += w.n_tokens;
+    if (!w.needs_logits) continue;
+    if (advance(s, logits.data() + row * vocab)) finished.push_back(&s);
+    ++row;
+  }
+  for (Sequence* s : finished) scheduler_->remove(s);
+
+  StepStats st;
+  st.start = start;
+  st.seconds = seconds_between(start, Clock::now());
+  st.sequences = static_cast<int>(plan.work.size());
+  st.prefill_tokens = plan.prefill_tokens;
+  st.decode_tokens = plan.decode_tokens;
+  st.preemptions = plan.preempted;
+  st.waiting = static_cast<int>(scheduler_->waiting_count());
+  st.running = static_cast<int>(scheduler_->running_count());
+  st.kv_used_blocks = kv_->used_blocks();
+  st.kv_free_blocks = kv_->free_blocks();
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.steps++;
+  stats_.preemptions += plan.preempted;
+  stats_.computed_prompt_tokens += plan.prefill_tokens;
+  if (stats_.recent_steps.size() >= kRecentSteps) {
+    stats_.recent_steps.erase(stats_.recent_steps.begin());
+  }
+  stats_.recent_steps.push_back(st);
+}
+
+bool Engine::advance(Sequence& s, const float* logits_row) {
+  std::memcpy(logits_row_.data(), logits_row, logits_row_.size() * sizeof(float));
+  const SampleResult r = s.sampler->sample(logits_row_, s.tokens);
+  s.tokens.push_back(r.token);
+  const int generated = s.generated();
+  TokenEvent event;
+  event.request_id = s.id;
+  event.token = r.token;
+  event.index = generated - 1;
+  event.time = Clock::now();
+  if (generated == 1) s.timings.first_token = event.time;
+  if (s.sampler->params().wants_logprobs()) {
+    event.logprob = r.raw_logprob;
+    event.top_logprobs.assign(r.top_logprobs.begin(), r.top_logprobs.end());
+  }
+  std::optional<FinishReason> reason = finish_after_token(
+      s.sampler->params(), r.token, tokenizer_.is_end_of_generation(r.token), generated);
+  if (!reason && s.detokenizer) {
+    // Stop tokens contribute no text; others go through the detokenizer and stop strings.
+    std::string piece = s.detokenizer->push(r.token);
+    if (s.stop_checker) {
+      StopOutput out = s.stop_checker->push(piece);
+      event.text = std::move(out.text);
+      if (out.stopped) reason = FinishReason::kStop;
+    } else {
+      event.text = std::move(piece);
+    }
+  }
+  if (!reason && generated >= s.max_generated) reason = FinishReason::kLength;
+  if (!reason) {
+    if (s.sink) s.sink->on_event(std::move(event));
+    return false;
+  }
+  emit_final(s, event, *reason);
+  return true;
+}
+
+void Engine::emit_final(Sequence& s, TokenEvent& event, FinishReason reason) {
+  const bool stopped_by_string = s.stop_checker && s.stop_checker->stopped();
+  if (s.detokenizer && !stopped_by_string) {
+    std::string rest = s.detokenizer->flush();
+    if (s.stop_checker) {
+      StopOutput out = s.stop_checker->push(rest);
+      event.text += out.text;
+      if (!out.stopped) event.text += s.stop_checker->flush();
+    } else {
+      event.text += rest;
+    }
+  }
+  s.timings.finished = Clock::now();
+  event.finished = true;
+  event.finish_reason = reason;
+  event.prompt_tokens = s.prompt_length;
+  event.completion_tokens = s.generated();
+  event.timings = s.timings;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (reason == FinishReason::kAbort) {
+      stats_.requests_aborted++;
+    } else if (reason == FinishReason::kError) {
+      stats_.requests_failed++;
+    } else {
+      stats_.requests_finished++;
+    }
+    stats_.prompt_tokens += s.prompt_length;
+    stats_.generated_tokens += s.generated();
+  }
+  if (s.sink) s.sink->on_event(std::move(event));
+}
+
+void Engine::finish(Sequence* s, FinishReason reason, const std::string& error) {
+  TokenEvent event;
+  event.request_id = s->id;
+  event.time = Clock::now();
+  event.error = error;
+  std::unique_ptr<Sequence> owned = scheduler_->remove(s);
+  emit_final(*owned, event, reason);
+}
+
+}  // namespace rapide

@@ -1,0 +1,84 @@
+// The Engine: one thread that owns the scheduler, the KV cache and the model, and turns
+// submitted requests into streams of token events. Every front end (CLI, HTTP server,
+// offline batch) talks to it through submit / abort / stats, all thread-safe.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "engine/engine_options.h"
+#include "engine/engine_stats.h"
+#include "engine/request.h"
+#include "engine/scheduler.h"
+#include "kv/paged_kv_store.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace rapide {
+
+class Engine {
+ public:
+  // The model and tokenizer must outlive the engine. Starts the engine thread.
+  Engine(Model& model, const Tokenizer& tokenizer, const EngineOptions& options);
+  ~Engine();  // aborts whatever is still queued or running, then joins the thread
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Validates and queues a request. Throws Error: kInvalidArgument (empty prompt, token id
+  // out of range, invalid sampling values), kOutOfRange (prompt does not fit the context),
+  // kResourceExhausted (queue full, or the request could never fit the KV budget),
+  // kUnavailable (draining). Events then arrive on request.sink.
+  RequestId submit(Request request);
+  // Ends the request with FinishReason::kAbort and frees its KV blocks at the next step.
+  // Unknown or already finished ids are ignored.
+  void abort(RequestId id);
+  // Stops accepting requests and waits until everything in flight has finished, or until
+  // `timeout`, after which the rest are aborted. Returns true if all finished.
+  bool drain(std::chrono::milliseconds timeout);
+
+  EngineStats stats() const;
+  const ModelConfig& config() const { return model_.config(); }
+  const Tokenizer& tokenizer() const { return tokenizer_; }
+  const EngineOptions& options() const { return options_; }
+  int max_context() const { return max_context_; }
+
+ private:
+  void loop();
+  void step();
+  void handle_aborts(std::vector<RequestId>& aborts);
+  // Samples for one sequence whose logits are ready; returns true if it finished.
+  bool advance(Sequence& s, const float* logits_row);
+  void finish(Sequence* s, FinishReason reason, const std::string& error = {});
+  void emit_final(Sequence& s, TokenEvent& event, FinishReason reason);
+
+  Model& model_;
+  const Tokenizer& tokenizer_;
+  EngineOptions options_;
+  int max_context_;
+  std::vector<int32_t> end_of_generation_ids_;
+  std::unique_ptr<ThreadPool> pool_;
+  std::unique_ptr<PagedKvStore> kv_;
+  std::unique_ptr<Scheduler> scheduler_;
+  Batch batch_;
+  std::vector<float> logits_row_;
+
+  mutable std::mutex mutex_;  // guards the fields below
+  std::condition_variable wake_;
+  std::vector<std::unique_ptr<Sequence>> incoming_;
+  std::vector<RequestId> aborts_;
+  bool stopping_ = false;
+  bool draining_ = false;
+  EngineStats stats_;
+  std::condition_variable drained_;
+
+  std::atomic<RequestId> next_id_{1};
+  std::atomic<uint64_t> arrivals_{0};
+  std::thread thread_;
+};
+
+}  // namespace rapide

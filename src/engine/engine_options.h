@@ -1,0 +1,34 @@
+// The engine's switches. Each optimization can be turned off so its effect is measurable.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "kv/kv_layout_mode.h"
+#include "model/kv_store.h"
+
+namespace rapide {
+
+enum class BatchingMode {
+  kContinuous,  // every step: running sequences decode, waiting ones join (iteration-level)
+  kStatic,      // a batch is admitted only when the previous one has fully finished
+};
+
+BatchingMode parse_batching_mode(const std::string& text);
+const char* batching_mode_name(BatchingMode mode);
+
+struct EngineOptions {
+  int threads = 0;                // 0 = physical cores
+  int max_batch_tokens = 512;     // tokens per forward pass (prefill chunks + decodes)
+  int max_seqs = 64;              // sequences running at once
+  int prefill_chunk = 512;        // most prompt tokens of one sequence per step
+  int max_context = 0;            // 0 = the model's trained context
+  int max_queue = 4096;           // waiting requests before submit() refuses
+  BatchingMode batching = BatchingMode::kContinuous;
+  KvLayoutMode kv_layout = KvLayoutMode::kPaged;
+  KvType kv_type = KvType::kF16;
+  int kv_block_size = 16;
+  std::string kv_memory = "1GiB";  // see kv/memory_budget.h
+};
+
+}  // namespace rapide

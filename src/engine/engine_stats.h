@@ -1,0 +1,42 @@
+// What the engine reports about itself: per-step figures (for the advisor and metrics)
+// and running totals. Snapshots are copied out under a lock; nothing here is live.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "base/clock.h"
+#include "kv/paged_kv_store.h"
+
+namespace rapide {
+
+struct StepStats {
+  TimePoint start;
+  double seconds = 0.0;
+  int sequences = 0;       // sequences in the forward pass
+  int prefill_tokens = 0;  // prompt tokens computed this step
+  int decode_tokens = 0;   // generated tokens fed this step
+  int preemptions = 0;
+  int waiting = 0;  // queue length after the step
+  int running = 0;
+  int32_t kv_used_blocks = 0;
+  int32_t kv_free_blocks = 0;
+};
+
+struct EngineStats {
+  uint64_t steps = 0;
+  uint64_t requests_submitted = 0;
+  uint64_t requests_finished = 0;  // stop or length
+  uint64_t requests_aborted = 0;
+  uint64_t requests_failed = 0;
+  uint64_t prompt_tokens = 0;     // of finished requests
+  uint64_t computed_prompt_tokens = 0;  // prompt positions actually run (recomputes included)
+  uint64_t generated_tokens = 0;
+  uint64_t preemptions = 0;
+  int waiting = 0;
+  int running = 0;
+  KvUsage kv;
+  std::vector<StepStats> recent_steps;  // the last steps, oldest first
+};
+
+}  // namespace rapide

@@ -1,0 +1,81 @@
+// What a front end hands the engine, and what flows back.
+//
+// A Request is token ids plus sampling parameters; events come back through the request's
+// EventSink, called on the engine thread. Sinks must not block (push to a queue, post to an
+// io_context): the engine thread serves every request and never waits on a client.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "base/clock.h"
+#include "sampling/finish_reason.h"
+#include "sampling/sampler.h"
+#include "sampling/sampling_params.h"
+
+namespace rapide {
+
+using RequestId = uint64_t;
+
+// Per-request timestamps for TTFT / TPOT accounting.
+struct RequestTimings {
+  TimePoint arrival;          // submit() returned
+  TimePoint first_scheduled;  // first prefill chunk started
+  TimePoint first_token;      // first generated token sampled
+  TimePoint finished;
+};
+
+// One event per generated token; the last one of a request has `finished` set (it may carry
+// no token, e.g. an abort or a stop string that consumed the token's text).
+struct TokenEvent {
+  RequestId request_id = 0;
+  int32_t token = -1;        // -1 when the event carries no new token
+  int32_t index = -1;        // 0-based index of the token among the generated ones
+  std::string text;          // text that became final with this event (UTF-8 complete)
+  float logprob = 0.0f;      // raw model logprob (when requested)
+  std::vector<TokenLogprob> top_logprobs;
+  TimePoint time;            // when the token was sampled
+  bool finished = false;
+  FinishReason finish_reason = FinishReason::kLength;
+  std::string error;  // set with FinishReason::kError
+  // Filled on the final event.
+  int32_t prompt_tokens = 0;
+  int32_t completion_tokens = 0;
+  int32_t cached_prompt_tokens = 0;  // prompt positions not recomputed (prefix cache)
+  RequestTimings timings;
+};
+
+class EventSink {
+ public:
+  virtual ~EventSink() = default;
+  // Called on the engine thread, in order; must return quickly without blocking.
+  virtual void on_event(TokenEvent&& event) = 0;
+};
+
+// A sink a consumer thread can block on (CLI, tests, batch runner).
+class EventQueue final : public EventSink {
+ public:
+  void on_event(TokenEvent&& event) override;
+  // Waits for the next event. Returns false if none arrived within `timeout`.
+  bool pop(TokenEvent& event, std::chrono::milliseconds timeout = std::chrono::hours(24));
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<TokenEvent> events_;
+};
+
+struct Request {
+  std::vector<int32_t> prompt;  // token ids, BOS included if wanted
+  SamplingParams sampling;
+  int priority = 0;  // higher runs first and is preempted last; FCFS among equals
+  std::shared_ptr<EventSink> sink;
+  bool stream_text = true;  // detokenize and apply stop strings (off: token ids only)
+};
+
+}  // namespace rapide

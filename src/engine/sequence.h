@@ -1,0 +1,43 @@
+// A request as the engine tracks it while it waits, runs, or is preempted.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "engine/request.h"
+#include "sampling/sampler.h"
+#include "sampling/stop_checker.h"
+#include "tokenizer/tokenizer.h"
+
+namespace rapide {
+
+enum class SequenceStatus { kWaiting, kRunning, kFinished };
+
+struct Sequence {
+  RequestId id = 0;
+  int32_t kv_id = 0;  // the KV store's sequence id (unique while alive)
+  int priority = 0;
+  uint64_t arrival_order = 0;  // FCFS tie-break, and "youngest" for preemption
+  SequenceStatus status = SequenceStatus::kWaiting;
+
+  std::vector<int32_t> tokens;  // prompt, then generated tokens
+  int prompt_length = 0;
+  int num_computed = 0;   // positions whose K/V are in the KV store
+  int max_generated = 0;  // max_tokens, clipped to the context
+  int preemptions = 0;
+
+  std::shared_ptr<EventSink> sink;
+  std::unique_ptr<Sampler> sampler;
+  std::optional<StreamingDetokenizer> detokenizer;
+  std::optional<StopChecker> stop_checker;
+  RequestTimings timings;
+  bool scheduled_once = false;
+
+  int generated() const { return static_cast<int>(tokens.size()) - prompt_length; }
+  // Tokens still to feed before the next logits are due (1 for a decoding sequence).
+  int uncomputed() const { return static_cast<int>(tokens.size()) - num_computed; }
+  bool is_prefilling() const { return uncomputed() > 1; }
+};
+
+}  // namespace rapide

@@ -1,0 +1,70 @@
+// A Llama-family decoder (Llama 1/2/3, Mistral, Qwen2, TinyStories...): one token's path
+// from embedding to logits reads top to bottom in Model::forward. Architectures differ only
+// through ModelConfig (rope style, biases, tied head); the speed is in src/kernels.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "formats/model_file.h"
+#include "kernels/matmul.h"
+#include "model/attention.h"
+#include "model/batch.h"
+#include "model/kv_store.h"
+
+namespace rapide {
+
+struct LayerWeights {
+  std::vector<float> attn_norm;
+  std::vector<float> ffn_norm;
+  WeightMatrix wq, wk, wv, wo;
+  std::vector<float> bq, bk, bv;  // empty unless config.qkv_bias
+  WeightMatrix ffn_gate, ffn_up, ffn_down;
+};
+
+class Model {
+ public:
+  // Prepares every weight matrix (kernels may repack them). The ModelFile is kept alive.
+  explicit Model(std::shared_ptr<const ModelFile> file);
+
+  const ModelConfig& config() const { return config_; }
+  const ModelFile& file() const { return *file_; }
+
+  // Runs every token of the batch through the network, storing their K/V, and returns the
+  // logits of the tokens flagged needs_logits, in batch order: rows x vocab_size floats.
+  // The span stays valid until the next forward(). Throws Error(kInvalidArgument) for a token
+  // id outside the vocabulary and kOutOfRange for a position beyond the KV capacity.
+  std::span<const float> forward(const Batch& batch, KvStore& kv, ThreadPool& pool);
+
+  // Bytes of weights read per decode step (for roofline figures).
+  uint64_t weight_bytes() const { return weight_bytes_; }
+  // Multiply-accumulates per token in the weight matrices (2x this = FLOPs per token).
+  uint64_t matmul_parameters() const { return matmul_parameters_; }
+
+ private:
+  void ensure_scratch(int n_tokens, int n_logits);
+  void embed(const Batch& batch);
+  void attention_block(int layer, const Batch& batch, KvStore& kv, ThreadPool& pool);
+  void ffn_block(int layer, int n, ThreadPool& pool);
+  void apply_rope(const Batch& batch);
+
+  std::shared_ptr<const ModelFile> file_;
+  ModelConfig config_;
+  WeightMatrix token_embedding_;
+  std::vector<LayerWeights> layers_;
+  std::vector<float> output_norm_;
+  WeightMatrix output_;
+  uint64_t weight_bytes_ = 0;
+  uint64_t matmul_parameters_ = 0;
+  Attention attention_;
+
+  // Activations for the current batch, grown on demand (no allocation in steady state).
+  int scratch_tokens_ = 0;
+  int scratch_logits_ = 0;
+  std::vector<float> x_, xn_, q_, k_, v_, att_, gate_, up_, rope_cos_, rope_sin_;
+  std::vector<float> logits_in_, logits_;
+};
+
+}  // namespace rapide

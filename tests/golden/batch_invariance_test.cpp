@@ -1,0 +1,82 @@
+// A sequence's greedy tokens must not depend on its batch-mates or on how its prompt was
+// chunked: alone == inside a batch of 8 mixed-length sequences == prompt fed 7 at a time.
+#include <gtest/gtest.h>
+
+#include "golden/greedy_runner.h"
+#include "test_paths.h"
+
+namespace rapide::testing {
+namespace {
+
+const std::vector<std::string> kPrompts = {
+    "Once upon a time",
+    "Lily and Tom went to the park. They saw a big dog and a small cat playing in the sun.",
+    "One day",
+    "The little dog was sad because",
+    "Tim had a red ball. He liked to throw it high in the sky. One day the ball",
+    "Sue",
+    "There was a big tree in the garden. Every morning a bird sang on it, and the children",
+    "The sun was hot and",
+};
+const std::vector<int> kLengths = {40, 12, 33, 25, 8, 47, 19, 30};
+
+// Runs all prompts as one batch: prefill together, then decode together until each
+// sequence has its own number of tokens (so the batch shrinks as sequences finish).
+std::vector<std::vector<int32_t>> greedy_batched(Model& model,
+                                                 const std::vector<std::vector<int32_t>>& prompts,
+                                                 ThreadPool& pool) {
+  const int n = static_cast<int>(prompts.size());
+  const int vocab = model.config().vocab_size;
+  ContiguousKvStore kv(model.config(), n, 256);
+  std::vector<std::vector<int32_t>> out(n);
+  Batch batch;
+  for (int s = 0; s < n; ++s) {
+    for (size_t p = 0; p < prompts[s].size(); ++p) {
+      batch.add(prompts[s][p], s, static_cast<int>(p), p + 1 == prompts[s].size());
+    }
+  }
+  std::vector<int> order(n);
+  for (int s = 0; s < n; ++s) order[s] = s;
+  for (;;) {
+    auto logits = model.forward(batch, kv, pool);
+    std::vector<int> still_running;
+    for (size_t row = 0; row < order.size(); ++row) {
+      const int s = order[row];
+      out[s].push_back(top_two(logits.data() + row * vocab, vocab).best);
+      if (static_cast<int>(out[s].size()) < kLengths[s]) still_running.push_back(s);
+    }
+    if (still_running.empty()) break;
+    batch.clear();
+    for (int s : still_running) {
+      const int pos = static_cast<int>(prompts[s].size() + out[s].size()) - 1;
+      batch.add(out[s].back(), s, pos, true);
+    }
+    order = still_running;
+  }
+  return out;
+}
+
+void check_invariance(const std::string& model_path) {
+  LoadedForTest t = load_for_test(shared_path(model_path));
+  ThreadPool pool(2);
+  std::vector<std::vector<int32_t>> prompts;
+  for (const auto& p : kPrompts) prompts.push_back(t.tokenizer->encode(p, true));
+  auto batched = greedy_batched(*t.model, prompts, pool);
+  for (size_t s = 0; s < prompts.size(); ++s) {
+    auto alone = greedy(*t.model, prompts[s], kLengths[s], pool);
+    auto chunked = greedy(*t.model, prompts[s], kLengths[s], pool, /*chunk=*/7);
+    EXPECT_EQ(alone.tokens, batched[s]) << model_path << " prompt " << s << ": batched differs";
+    EXPECT_EQ(alone.tokens, chunked.tokens) << model_path << " prompt " << s << ": chunked differs";
+  }
+}
+
+TEST(BatchInvariance, Stories260KF32) { check_invariance("models/stories260K/stories260K.gguf"); }
+TEST(BatchInvariance, TinyStoriesF16) {
+  check_invariance("models/tinystories-656k/TinyStories-656K-F16.gguf");
+}
+TEST(BatchInvariance, TinyStoriesQ8_0) {
+  check_invariance("models/tinystories-656k/TinyStories-656K-Q8_0.gguf");
+}
+
+}  // namespace
+}  // namespace rapide::testing
