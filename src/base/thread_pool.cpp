@@ -37,7 +37,10 @@ void ThreadPool::dispatch(Call call, void* ctx) {
 }
 
 void ThreadPool::worker_loop(int thread) {
-  uint32_t seen = generation_.load(std::memory_order_acquire);
+  // Not generation_.load(): the constructor may return and the first dispatch bump the
+  // generation before this thread starts, and the worker would then skip that dispatch
+  // while the caller waits for it forever. No dispatch precedes construction: start at 0.
+  uint32_t seen = 0;
   for (;;) {
     uint32_t current = generation_.load(std::memory_order_acquire);
     for (int i = 0; i < kSpinIterations && current == seen; ++i) {

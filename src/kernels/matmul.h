@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "base/cpu_features.h"
 #include "base/thread_pool.h"
 #include "formats/model_file.h"
 
@@ -42,6 +43,9 @@ class WeightMatrix {
   // y[t * rows() + r] = sum_c W[r][c] * x[t * cols() + c]  for t in [0, n).
   // Parallelised over rows (and tokens) with `pool`. No allocation once warmed up.
   void multiply(const float* x, int64_t n, float* y, ThreadPool& pool) const;
+  // The same with the kernels of one ISA level, which must not exceed what this CPU runs
+  // (cpu_features().best_level()): tests and benchmarks compare the variants in-process.
+  void multiply_with(IsaLevel level, const float* x, int64_t n, float* y, ThreadPool& pool) const;
   // The same with the scalar reference kernel, single-threaded (tests, debugging).
   void multiply_reference(const float* x, int64_t n, float* y) const;
   // Row r converted to f32 (embedding lookup).

@@ -1,0 +1,370 @@
+// WeightMatrix: packing at prepare() time, activation conversion, and the parallel split of
+// a product across the thread pool. The arithmetic lives in the per-ISA kernel files.
+#include "kernels/matmul.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/cpu_features.h"
+#include "base/error.h"
+#include "base/fp16.h"
+#include "kernels/matmul_internal.h"
+
+namespace rapide {
+
+using matmul::Activations;
+using matmul::KernelSet;
+using matmul::kPanel;
+using matmul::PackedWeights;
+
+struct WeightMatrix::Impl {
+  PackedWeights packed;
+};
+
+namespace matmul {
+
+// Tables of function pointers only: built at the baseline ISA, and a SIMD function is
+// called only once active_isa_level() has confirmed the CPU runs it.
+const KernelSet& avx2_kernels() {
+  static const KernelSet set{
+      avx2::round_f16, avx2::to_bf16, avx2::quantize_q8, avx2::f32, avx2::f16,
+      avx2::bf16,      avx2::q8_0,    avx2::q4_0,        0};  // sign trick: no offset to correct
+  return set;
+}
+
+const KernelSet& avx512_kernels() {
+  static const KernelSet set{avx512::round_f16, avx512::to_bf16, avx512::quantize_q8,
+                             avx512::f32,       avx512::f16,     avx512::bf16,
+                             avx512::q8_0,      avx512::q4_0,    128};  // weights + 128
+  return set;
+}
+
+}  // namespace matmul
+
+namespace {
+
+const KernelSet& kernels_for(IsaLevel level) {
+  if (level > cpu_features().best_level()) {
+    fail(ErrorCode::kUnsupported, "this CPU cannot run the {} kernels", isa_level_name(level));
+  }
+  switch (level) {
+    case IsaLevel::kAvx512:
+      return matmul::avx512_kernels();
+    case IsaLevel::kAvx2:
+      return matmul::avx2_kernels();
+    case IsaLevel::kScalar:
+      break;
+  }
+  return matmul::reference_kernels();
+}
+
+// Copies rows [row_begin, row_end) of a GGUF-layout tensor into the panel layout
+// described in matmul_internal.h.
+void pack(const TensorView& view, int64_t row_begin, int64_t row_end, PackedWeights& out) {
+  const int64_t cols = out.cols;
+  const int64_t row_bytes = tensor_row_bytes(view.type, cols);
+  const uint8_t* src = view.data + row_begin * row_bytes;
+  const int64_t rows = row_end - row_begin;
+  for (int64_t p = 0; p < out.panels; ++p) {
+    uint8_t* panel = out.data.data() + p * out.panel_bytes;
+    std::memset(panel, 0, static_cast<size_t>(out.panel_bytes));
+    for (int r = 0; r < kPanel; ++r) {
+      const int64_t row = p * kPanel + r;
+      if (row >= rows) break;
+      const uint8_t* s = src + row * row_bytes;
+      switch (out.type) {
+        case TensorType::kF32:
+          for (int64_t c = 0; c < cols; ++c) {
+            std::memcpy(panel + (c * kPanel + r) * 4, s + c * 4, 4);
+          }
+          break;
+        case TensorType::kF16:
+          for (int64_t c = 0; c < cols; ++c) {
+            std::memcpy(panel + (c * kPanel + r) * 2, s + c * 2, 2);
+          }
+          break;
+        case TensorType::kBF16:
+          for (int64_t c = 0; c < cols; ++c) {
+            std::memcpy(panel + ((c / 2) * kPanel * 2 + r * 2 + c % 2) * 2, s + c * 2, 2);
+          }
+          break;
+        case TensorType::kQ8_0:
+          for (int64_t b = 0; b < out.blocks(); ++b) {
+            BlockQ8_0 block;
+            std::memcpy(&block, s + b * sizeof(BlockQ8_0), sizeof(block));
+            uint8_t* pb = panel + b * matmul::kQ8PanelBlockBytes;
+            std::memcpy(pb + r * 2, &block.d, 2);
+            for (int g = 0; g < 8; ++g) {
+              std::memcpy(pb + 2 * kPanel + (g * kPanel + r) * 4, block.qs + g * 4, 4);
+            }
+          }
+          break;
+        case TensorType::kQ4_0:
+          for (int64_t b = 0; b < out.blocks(); ++b) {
+            BlockQ4_0 block;
+            std::memcpy(&block, s + b * sizeof(BlockQ4_0), sizeof(block));
+            uint8_t* pb = panel + b * matmul::kQ4PanelBlockBytes;
+            std::memcpy(pb + r * 2, &block.d, 2);
+            // GGUF byte j already pairs col j (low) with col j + 16 (high): copy 4 at a time.
+            for (int g = 0; g < 4; ++g) {
+              std::memcpy(pb + 2 * kPanel + (g * kPanel + r) * 4, block.qs + g * 4, 4);
+            }
+          }
+          break;
+      }
+    }
+  }
+}
+
+int64_t panel_bytes(TensorType type, int64_t cols) {
+  switch (type) {
+    case TensorType::kF32:
+      return cols * kPanel * 4;
+    case TensorType::kF16:
+      return cols * kPanel * 2;
+    case TensorType::kBF16:
+      return (cols + 1) / 2 * kPanel * 4;
+    case TensorType::kQ8_0:
+      return cols / kQuantBlock * matmul::kQ8PanelBlockBytes;
+    case TensorType::kQ4_0:
+      return cols / kQuantBlock * matmul::kQ4PanelBlockBytes;
+  }
+  return 0;
+}
+
+// Grow-only buffers for converted activations, one set per calling thread, so a warmed-up
+// multiply allocates nothing.
+struct Scratch {
+  AlignedBuffer<float> f32;
+  AlignedBuffer<uint32_t> bf16;
+  AlignedBuffer<int8_t> q;
+  AlignedBuffer<float> d;
+  AlignedBuffer<int32_t> bias;
+
+  template <typename T>
+  static T* ensure(AlignedBuffer<T>& buf, int64_t count) {
+    if (buf.size() < static_cast<size_t>(count)) buf.resize(static_cast<size_t>(count));
+    return buf.data();
+  }
+};
+
+Scratch& thread_scratch() {
+  thread_local Scratch scratch;
+  return scratch;
+}
+
+// Below this many multiply-adds a dispatch to the pool costs more than it saves.
+constexpr int64_t kMinParallelWork = 1 << 15;
+
+// Converts n tokens of x for `type` into scratch and returns the kernels' view of them.
+template <typename ForTokens>
+Activations convert_activations(const KernelSet& ks, TensorType type, const float* x, int64_t n,
+                                int64_t cols, Scratch& s, ForTokens&& for_tokens) {
+  Activations a;
+  switch (type) {
+    case TensorType::kF32:
+      a.f32 = x;
+      a.stride = cols;
+      break;
+    case TensorType::kF16: {
+      float* out = Scratch::ensure(s.f32, n * cols);
+      for_tokens([&](int64_t t0, int64_t t1) {
+        ks.round_f16(x + t0 * cols, out + t0 * cols, (t1 - t0) * cols);
+      });
+      a.f32 = out;
+      a.stride = cols;
+      break;
+    }
+    case TensorType::kBF16: {
+      const int64_t pairs = (cols + 1) / 2;
+      uint32_t* out = Scratch::ensure(s.bf16, n * pairs);
+      for_tokens([&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t) ks.to_bf16(x + t * cols, out + t * pairs, cols);
+      });
+      a.bf16 = out;
+      a.stride = pairs;
+      break;
+    }
+    case TensorType::kQ8_0:
+    case TensorType::kQ4_0: {
+      const int64_t blocks = cols / kQuantBlock;
+      int8_t* q = Scratch::ensure(s.q, n * cols);
+      float* d = Scratch::ensure(s.d, n * blocks);
+      int32_t* bias = Scratch::ensure(s.bias, n * blocks);
+      const int offset = type == TensorType::kQ4_0 ? 8 : ks.q8_bias_offset;
+      for_tokens([&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t) {
+          ks.quantize_q8(x + t * cols, cols, offset, q + t * cols, d + t * blocks,
+                         bias + t * blocks);
+        }
+      });
+      a.q = q;
+      a.d = d;
+      a.bias = bias;
+      a.stride = cols;
+      a.blocks = blocks;
+      break;
+    }
+  }
+  return a;
+}
+
+matmul::PanelKernel panel_kernel(const KernelSet& ks, TensorType type) {
+  switch (type) {
+    case TensorType::kF32:
+      return ks.f32;
+    case TensorType::kF16:
+      return ks.f16;
+    case TensorType::kBF16:
+      return ks.bf16;
+    case TensorType::kQ8_0:
+      return ks.q8_0;
+    case TensorType::kQ4_0:
+      return ks.q4_0;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+WeightMatrix::WeightMatrix() = default;
+WeightMatrix::~WeightMatrix() = default;
+WeightMatrix::WeightMatrix(WeightMatrix&&) noexcept = default;
+WeightMatrix& WeightMatrix::operator=(WeightMatrix&&) noexcept = default;
+
+WeightMatrix WeightMatrix::prepare(const TensorView& view) {
+  return prepare_rows(view, 0, view.rows());
+}
+
+WeightMatrix WeightMatrix::prepare_rows(const TensorView& view, int64_t row_begin,
+                                        int64_t row_end) {
+  if (!is_supported_tensor_type(static_cast<uint32_t>(view.type))) {
+    fail(ErrorCode::kUnsupported, "tensor '{}': type {} has no matmul kernel", view.name,
+         static_cast<uint32_t>(view.type));
+  }
+  bool matrix = view.shape.size() >= 2;
+  for (size_t i = 2; i < view.shape.size(); ++i) matrix = matrix && view.shape[i] == 1;
+  if (!matrix) {
+    fail(ErrorCode::kInvalidArgument, "tensor '{}': a weight matrix must be 2-D, got {} dims",
+         view.name, view.shape.size());
+  }
+  const int64_t cols = view.row_length();
+  if (cols <= 0 || cols % tensor_type_block_size(view.type) != 0) {
+    fail(ErrorCode::kInvalidArgument,
+         "tensor '{}': row length {} is not a positive multiple of the {} block size", view.name,
+         cols, tensor_type_name(view.type));
+  }
+  if (row_begin < 0 || row_end > view.rows() || row_begin >= row_end) {
+    fail(ErrorCode::kInvalidArgument, "tensor '{}': row range [{}, {}) outside [0, {})", view.name,
+         row_begin, row_end, view.rows());
+  }
+  const int64_t row_bytes = tensor_row_bytes(view.type, cols);
+  if (view.data == nullptr || static_cast<uint64_t>(row_end * row_bytes) > view.size_bytes) {
+    fail(ErrorCode::kInvalidArgument, "tensor '{}': {} bytes of data, {} rows need {}", view.name,
+         view.size_bytes, row_end, row_end * row_bytes);
+  }
+  WeightMatrix m;
+  m.impl_ = std::make_unique<Impl>();
+  PackedWeights& p = m.impl_->packed;
+  p.type = view.type;
+  p.rows = row_end - row_begin;
+  p.cols = cols;
+  p.panels = (p.rows + kPanel - 1) / kPanel;
+  p.panel_bytes = panel_bytes(view.type, cols);
+  p.data.resize(static_cast<size_t>(p.panels * p.panel_bytes));
+  pack(view, row_begin, row_end, p);
+  return m;
+}
+
+int64_t WeightMatrix::rows() const {
+  return impl_ ? impl_->packed.rows : 0;
+}
+int64_t WeightMatrix::cols() const {
+  return impl_ ? impl_->packed.cols : 0;
+}
+TensorType WeightMatrix::type() const {
+  return impl_ ? impl_->packed.type : TensorType::kF32;
+}
+
+void WeightMatrix::multiply(const float* x, int64_t n, float* y, ThreadPool& pool) const {
+  static const IsaLevel level = active_isa_level();
+  multiply_with(level, x, n, y, pool);
+}
+
+void WeightMatrix::multiply_with(IsaLevel level, const float* x, int64_t n, float* y,
+                                 ThreadPool& pool) const {
+  if (n <= 0 || !impl_) return;
+  const PackedWeights& w = impl_->packed;
+  const KernelSet& ks = kernels_for(level);
+  const bool parallel = pool.size() > 1 && n * w.rows * w.cols >= kMinParallelWork;
+  // Converting activations is O(n * cols), worth spreading only for a batch of tokens.
+  const bool parallel_convert = parallel && n * w.cols >= kMinParallelWork;
+  const Activations a =
+      convert_activations(ks, w.type, x, n, w.cols, thread_scratch(), [&](auto&& convert) {
+        if (!parallel_convert) return convert(int64_t{0}, n);
+        pool.parallel_for(n, 1, [&](int64_t t0, int64_t t1, int) { convert(t0, t1); });
+      });
+  const matmul::PanelKernel kernel = panel_kernel(ks, w.type);
+  if (!parallel) return kernel(w, a, 0, w.panels, 0, n, y);
+  const int threads = pool.size();
+  // Rows split evenly for decode and for tall matrices; a batch of tokens against a short
+  // matrix is split by tokens instead so every thread still gets work.
+  if (w.panels >= 8 * threads || n < 8 * threads) {
+    pool.parallel_for(w.panels, 2,
+                      [&](int64_t p0, int64_t p1, int) { kernel(w, a, p0, p1, 0, n, y); });
+  } else {
+    pool.parallel_for(n, 4,
+                      [&](int64_t t0, int64_t t1, int) { kernel(w, a, 0, w.panels, t0, t1, y); });
+  }
+}
+
+void WeightMatrix::multiply_reference(const float* x, int64_t n, float* y) const {
+  if (n <= 0 || !impl_) return;
+  const PackedWeights& w = impl_->packed;
+  const KernelSet& ks = matmul::reference_kernels();
+  const Activations a = convert_activations(ks, w.type, x, n, w.cols, thread_scratch(),
+                                            [&](auto&& convert) { convert(int64_t{0}, n); });
+  panel_kernel(ks, w.type)(w, a, 0, w.panels, 0, n, y);
+}
+
+void WeightMatrix::dequantize_row(int64_t r, float* out) const {
+  if (!impl_ || r < 0 || r >= impl_->packed.rows) {
+    fail(ErrorCode::kOutOfRange, "row {} outside a {}-row matrix", r, rows());
+  }
+  const PackedWeights& w = impl_->packed;
+  const uint8_t* panel = w.panel(r / kPanel);
+  const int pr = static_cast<int>(r % kPanel);
+  switch (w.type) {
+    case TensorType::kF32:
+      for (int64_t c = 0; c < w.cols; ++c) {
+        std::memcpy(out + c, panel + (c * kPanel + pr) * 4, 4);
+      }
+      return;
+    case TensorType::kF16:
+    case TensorType::kBF16:
+      for (int64_t c = 0; c < w.cols; ++c) {
+        uint16_t h;
+        const int64_t i =
+            w.type == TensorType::kF16 ? c * kPanel + pr : (c / 2) * kPanel * 2 + pr * 2 + c % 2;
+        std::memcpy(&h, panel + i * 2, 2);
+        out[c] = w.type == TensorType::kF16 ? fp16_to_fp32(h) : bf16_to_fp32(h);
+      }
+      return;
+    case TensorType::kQ8_0:
+    case TensorType::kQ4_0: {
+      const bool q8 = w.type == TensorType::kQ8_0;
+      for (int64_t b = 0; b < w.blocks(); ++b) {
+        const uint8_t* pb =
+            panel + b * (q8 ? matmul::kQ8PanelBlockBytes : matmul::kQ4PanelBlockBytes);
+        const float d = fp16_to_fp32(matmul::q_scale(pb, pr));
+        for (int c = 0; c < kQuantBlock; ++c) {
+          const int v = q8 ? matmul::q8_value(pb, pr, c) : matmul::q4_nibble(pb, pr, c) - 8;
+          out[b * kQuantBlock + c] = d * static_cast<float>(v);
+        }
+      }
+      return;
+    }
+  }
+}
+
+}  // namespace rapide

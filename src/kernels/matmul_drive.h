@@ -1,0 +1,58 @@
+// The loop nest shared by the SIMD matmul kernels: walks a block of panels x tokens in
+// register tiles of R panels x T tokens, calling Tile<R, T>::run(w, a, panel, token, y).
+//
+// Tokens are taken in chunks whose activations fit in L2, and within a chunk each group of
+// R panels is multiplied by every token tile before moving on: the panels' weights are read
+// from memory once per chunk and reused from cache by the following tiles.
+// Included only by the per-ISA kernel files; the anonymous namespace keeps each file's
+// instantiations (compiled with different -m flags) apart.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <utility>
+
+#include "kernels/matmul_internal.h"
+
+namespace rapide::matmul {
+namespace {
+
+using TileFn = void (*)(const PackedWeights&, const Activations&, int64_t, int64_t, float*);
+
+template <int R, int kT, template <int, int> class Tile, int... Ts>
+constexpr auto make_tile_table(std::integer_sequence<int, Ts...>) {
+  return std::array<TileFn, sizeof...(Ts)>{&Tile<R, Ts + 1>::run...};
+}
+
+template <int R, int kT, template <int, int> class Tile>
+void tokens_loop(const PackedWeights& w, const Activations& a, int64_t p, int64_t t0, int64_t t1,
+                 float* y) {
+  static constexpr auto table = make_tile_table<R, kT, Tile>(std::make_integer_sequence<int, kT>());
+  int64_t t = t0;
+  for (; t + kT <= t1; t += kT) Tile<R, kT>::run(w, a, p, t, y);
+  if (t < t1) table[t1 - t - 1](w, a, p, t, y);
+}
+
+// bytes_per_token: activation bytes one token occupies (to size the L2 chunk).
+template <int R, int kT, template <int, int> class Tile>
+void drive(const PackedWeights& w, const Activations& a, int64_t p0, int64_t p1, int64_t t0,
+           int64_t t1, float* y, int64_t bytes_per_token) {
+  constexpr int64_t kChunkBytes = 192 * 1024;
+  int64_t chunk = kChunkBytes / (bytes_per_token > 0 ? bytes_per_token : 1) / kT * kT;
+  if (chunk < kT) chunk = kT;
+  for (int64_t c0 = t0; c0 < t1; c0 += chunk) {
+    const int64_t c1 = c0 + chunk < t1 ? c0 + chunk : t1;
+    int64_t p = p0;
+    for (; p + R <= p1; p += R) tokens_loop<R, kT, Tile>(w, a, p, c0, c1, y);
+    for (; p < p1; ++p) tokens_loop<1, kT, Tile>(w, a, p, c0, c1, y);
+  }
+}
+
+// Mask of the valid rows of panel p (all 16 except in the last, padded panel).
+inline uint32_t row_mask(const PackedWeights& w, int64_t p) {
+  const int64_t left = w.rows - p * kPanel;
+  return left >= kPanel ? 0xffffu : (1u << left) - 1;
+}
+
+}  // namespace
+}  // namespace rapide::matmul

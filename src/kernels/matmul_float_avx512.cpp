@@ -1,0 +1,160 @@
+// AVX-512 kernels for float weights (F32, F16, BF16) in the panel layout: each zmm holds
+// one column of 16 rows, multiplied by one activation value broadcast from memory.
+//
+// Per-lane accumulation runs over the columns in order with one FMA each, exactly like the
+// scalar reference, so F32/F16 results match it bit for bit. BF16 uses vdpbf16ps (two
+// columns per instruction, AVX512-BF16) on activations rounded to bf16, as llama.cpp does.
+#include "kernels/avx512_common.h"
+#include "kernels/matmul_drive.h"
+#include "kernels/matmul_internal.h"
+
+namespace rapide::matmul::avx512 {
+
+namespace {
+
+// Bytes ahead of the current column at which each panel stream is prefetched: far enough
+// to cover memory latency at decode, when every weight byte comes from DRAM.
+constexpr int64_t kPrefetchBytes = 1024;
+
+struct LoadF32 {
+  static constexpr int kBytes = 4;
+  static __m512 load(const uint8_t* p) { return _mm512_loadu_ps(p); }
+};
+struct LoadF16 {
+  static constexpr int kBytes = 2;
+  static __m512 load(const uint8_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+};
+
+template <typename Load>
+struct FloatTiles {
+  template <int R, int T>
+  struct Tile {
+    static void run(const PackedWeights& w, const Activations& a, int64_t p, int64_t t, float* y) {
+      __m512 acc[R][T];
+      for (int r = 0; r < R; ++r) {
+        for (int i = 0; i < T; ++i) acc[r][i] = _mm512_setzero_ps();
+      }
+      const uint8_t* wp[R];
+      for (int r = 0; r < R; ++r) wp[r] = w.panel(p + r);
+      const float* xs[T];
+      for (int i = 0; i < T; ++i) xs[i] = a.f32 + (t + i) * a.stride;
+      constexpr int64_t kColBytes = kPanel * Load::kBytes;
+      for (int64_t c = 0; c < w.cols; ++c) {
+        if ((c * kColBytes) % 64 == 0) {
+          for (int r = 0; r < R; ++r) {
+            _mm_prefetch(reinterpret_cast<const char*>(wp[r] + c * kColBytes + kPrefetchBytes),
+                         _MM_HINT_T0);
+          }
+        }
+        __m512 wv[R];
+        for (int r = 0; r < R; ++r) wv[r] = Load::load(wp[r] + c * kColBytes);
+        for (int i = 0; i < T; ++i) {
+          const __m512 xb = _mm512_set1_ps(xs[i][c]);
+          for (int r = 0; r < R; ++r) acc[r][i] = _mm512_fmadd_ps(wv[r], xb, acc[r][i]);
+        }
+      }
+      for (int r = 0; r < R; ++r) {
+        const uint32_t mask = row_mask(w, p + r);
+        for (int i = 0; i < T; ++i) store_tile(y, w.rows, p + r, t + i, mask, acc[r][i]);
+      }
+    }
+  };
+};
+
+template <int R, int T>
+using F32Tile = FloatTiles<LoadF32>::Tile<R, T>;
+template <int R, int T>
+using F16Tile = FloatTiles<LoadF16>::Tile<R, T>;
+
+template <int R, int T>
+struct Bf16Tile {
+  static void run(const PackedWeights& w, const Activations& a, int64_t p, int64_t t, float* y) {
+    __m512 acc[R][T];
+    for (int r = 0; r < R; ++r) {
+      for (int i = 0; i < T; ++i) acc[r][i] = _mm512_setzero_ps();
+    }
+    const uint8_t* wp[R];
+    for (int r = 0; r < R; ++r) wp[r] = w.panel(p + r);
+    const uint32_t* xs[T];
+    for (int i = 0; i < T; ++i) xs[i] = a.bf16 + (t + i) * a.stride;
+    const int64_t pairs = (w.cols + 1) / 2;
+    for (int64_t k = 0; k < pairs; ++k) {
+      __m512bh wv[R];
+      for (int r = 0; r < R; ++r) {
+        _mm_prefetch(reinterpret_cast<const char*>(wp[r] + k * 64 + kPrefetchBytes), _MM_HINT_T0);
+        wv[r] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(wp[r] + k * 64));
+      }
+      for (int i = 0; i < T; ++i) {
+        const __m512bh xb =
+            reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(xs[i][k])));
+        for (int r = 0; r < R; ++r) acc[r][i] = _mm512_dpbf16_ps(acc[r][i], wv[r], xb);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      const uint32_t mask = row_mask(w, p + r);
+      for (int i = 0; i < T; ++i) store_tile(y, w.rows, p + r, t + i, mask, acc[r][i]);
+    }
+  }
+};
+
+// Few tokens: more panels at once, for independent FMA chains and memory streams.
+// Many tokens: 2 panels x 12 tokens = 24 accumulators, each weight vector used 12 times.
+template <template <int, int> class Tile>
+void run_tiles(const PackedWeights& w, const Activations& a, int64_t p0, int64_t p1, int64_t t0,
+               int64_t t1, float* y, int64_t bytes_per_token) {
+  if (t1 - t0 <= 2) {
+    drive<4, 2, Tile>(w, a, p0, p1, t0, t1, y, bytes_per_token);
+  } else {
+    drive<2, 12, Tile>(w, a, p0, p1, t0, t1, y, bytes_per_token);
+  }
+}
+
+}  // namespace
+
+void round_f16(const float* x, float* out, int64_t count) {
+  int64_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+    const __m256i h = _mm512_cvtps_ph(_mm512_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT);
+    _mm512_storeu_ps(out + i, _mm512_cvtph_ps(h));
+  }
+  if (i < count) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (count - i)) - 1);
+    const __m256i h = _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, x + i), _MM_FROUND_TO_NEAREST_INT);
+    _mm512_mask_storeu_ps(out + i, m, _mm512_cvtph_ps(h));
+  }
+}
+
+void to_bf16(const float* x, uint32_t* out, int64_t cols) {
+  for (int64_t c = 0; c < cols; c += 32) {
+    const int64_t left = cols - c;
+    const __mmask16 m0 = static_cast<__mmask16>(left >= 16 ? 0xffff : (1u << left) - 1);
+    const __mmask16 m1 = static_cast<__mmask16>(left >= 32  ? 0xffff
+                                                : left > 16 ? (1u << (left - 16)) - 1
+                                                            : 0);
+    const __m512 lo = _mm512_maskz_loadu_ps(m0, x + c);
+    const __m512 hi = _mm512_maskz_loadu_ps(m1, x + c + 16);
+    const __m512i packed = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(hi, lo));
+    const int64_t pairs = left >= 32 ? 16 : (left + 1) / 2;
+    const __mmask16 pm = static_cast<__mmask16>(pairs == 16 ? 0xffff : (1u << pairs) - 1);
+    _mm512_mask_storeu_epi32(out + c / 2, pm, packed);
+  }
+}
+
+void f32(const PackedWeights& w, const Activations& a, int64_t p0, int64_t p1, int64_t t0,
+         int64_t t1, float* y) {
+  run_tiles<F32Tile>(w, a, p0, p1, t0, t1, y, a.stride * 4);
+}
+
+void f16(const PackedWeights& w, const Activations& a, int64_t p0, int64_t p1, int64_t t0,
+         int64_t t1, float* y) {
+  run_tiles<F16Tile>(w, a, p0, p1, t0, t1, y, a.stride * 4);
+}
+
+void bf16(const PackedWeights& w, const Activations& a, int64_t p0, int64_t p1, int64_t t0,
+          int64_t t1, float* y) {
+  run_tiles<Bf16Tile>(w, a, p0, p1, t0, t1, y, a.stride * 4);
+}
+
+}  // namespace rapide::matmul::avx512

@@ -1,0 +1,124 @@
+// Internals shared by the matmul front end (matmul.cpp) and its per-ISA kernels.
+//
+// Packed weight layout ("panels"): rows are grouped 16 at a time and each panel stores its
+// 16 rows interleaved column by column, so one 512-bit vector holds the same column(s) of
+// 16 rows. A kernel multiplies that vector by one activation value broadcast to every lane
+// and accumulates 16 rows' results in one register: no horizontal reductions, each weight
+// byte loaded once per tile of tokens, and a panel is one contiguous stream in memory.
+// The last panel is padded with zero rows. Per panel:
+//   F32:  [col][16 rows] f32                                         64 bytes per column
+//   F16:  [col][16 rows] f16                                         32 bytes per column
+//   BF16: [col pair][16 rows][2] bf16 (cols padded to even)          64 bytes per pair
+//   Q8_0: per block of 32 cols: [16 f16 scales][8 groups][16 rows][4 int8]      544 bytes
+//   Q4_0: per block: [16 f16 scales][4 groups][16 rows][4 bytes]               288 bytes;
+//         byte j of group g holds col 4g+j in its low nibble, col 16+4g+j in its high one,
+//         so one load yields two 64-byte operands for VNNI after masking/shifting.
+// Groups of 4 columns match vpdpbusd, which sums 4 byte products into each 32-bit lane.
+#pragma once
+
+#include <cstdint>
+
+#include "base/aligned_buffer.h"
+#include "formats/tensor_type.h"
+
+namespace rapide::matmul {
+
+constexpr int kPanel = 16;
+constexpr int64_t kQ8PanelBlockBytes = 2 * kPanel + kPanel * kQuantBlock;      // 544
+constexpr int64_t kQ4PanelBlockBytes = 2 * kPanel + kPanel * kQuantBlock / 2;  // 288
+
+struct PackedWeights {
+  TensorType type = TensorType::kF32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  int64_t panels = 0;
+  int64_t panel_bytes = 0;
+  AlignedBuffer<uint8_t> data;
+
+  const uint8_t* panel(int64_t p) const { return data.data() + p * panel_bytes; }
+  int64_t blocks() const { return cols / kQuantBlock; }
+};
+
+// Activations converted for the weight type, n tokens, token t at offset t * stride:
+//   F32 / F16 weights: `f32` (for F16 already rounded to f16 precision), stride = cols
+//   BF16: `bf16` pairs packed in 32 bits, stride = (cols + 1) / 2 pairs
+//   Q8_0 / Q4_0: `q` int8 (stride = cols), per block scale `d` (f16-rounded like llama.cpp's
+//   block_q8_0) and `bias` = -offset * (sum of the block's q), stride blocks per token: the
+//   correction for kernels whose weights carry an unsigned offset (+128 or +8).
+struct Activations {
+  const float* f32 = nullptr;
+  const uint32_t* bf16 = nullptr;
+  const int8_t* q = nullptr;
+  const float* d = nullptr;
+  const int32_t* bias = nullptr;
+  int64_t stride = 0;
+  int64_t blocks = 0;
+};
+
+// Writes y[t * w.rows + r] for rows of panels [p0, p1) and tokens [t0, t1).
+using PanelKernel = void (*)(const PackedWeights& w, const Activations& a, int64_t p0, int64_t p1,
+                             int64_t t0, int64_t t1, float* y);
+
+// Per-ISA conversions of tokens [t0, t1) of x (n_cols floats each) into the buffers above.
+using RoundKernel = void (*)(const float* x, float* out, int64_t count);        // f32 -> f16 -> f32
+using Bf16Kernel = void (*)(const float* x, uint32_t* out, int64_t cols);       // one token
+using QuantizeKernel = void (*)(const float* x, int64_t cols, int bias_offset,  // one token
+                                int8_t* q, float* d, int32_t* bias);
+
+struct KernelSet {
+  RoundKernel round_f16;
+  Bf16Kernel to_bf16;
+  QuantizeKernel quantize_q8;
+  PanelKernel f32, f16, bf16, q8_0, q4_0;
+  int q8_bias_offset;  // what q8_0 expects in Activations::bias (q4_0 always wants 8)
+};
+
+// The kernel family of each ISA level.
+const KernelSet& reference_kernels();
+const KernelSet& avx2_kernels();
+const KernelSet& avx512_kernels();
+
+namespace scalar {
+void round_f16(const float* x, float* out, int64_t count);
+void to_bf16(const float* x, uint32_t* out, int64_t cols);
+void quantize_q8(const float* x, int64_t cols, int bias_offset, int8_t* q, float* d, int32_t* bias);
+void f32(const PackedWeights&, const Activations&, int64_t, int64_t, int64_t, int64_t, float*);
+void f16(const PackedWeights&, const Activations&, int64_t, int64_t, int64_t, int64_t, float*);
+void bf16(const PackedWeights&, const Activations&, int64_t, int64_t, int64_t, int64_t, float*);
+void q8_0(const PackedWeights&, const Activations&, int64_t, int64_t, int64_t, int64_t, float*);
+void q4_0(const PackedWeights&, const Activations&, int64_t, int64_t, int64_t, int64_t, float*);
+}  // namespace scalar
+
+#define RAPIDE_DECLARE_KERNELS(ns)                                                                 \
+  namespace ns {                                                                                   \
+  void round_f16(const float* x, float* out, int64_t count);                                       \
+  void to_bf16(const float* x, uint32_t* out, int64_t cols);                                       \
+  void quantize_q8(const float* x, int64_t cols, int bias_offset, int8_t* q, float* d,             \
+                   int32_t* bias);                                                                 \
+  void f32(const PackedWeights&, const Activations&, int64_t, int64_t, int64_t, int64_t, float*);  \
+  void f16(const PackedWeights&, const Activations&, int64_t, int64_t, int64_t, int64_t, float*);  \
+  void bf16(const PackedWeights&, const Activations&, int64_t, int64_t, int64_t, int64_t, float*); \
+  void q8_0(const PackedWeights&, const Activations&, int64_t, int64_t, int64_t, int64_t, float*); \
+  void q4_0(const PackedWeights&, const Activations&, int64_t, int64_t, int64_t, int64_t, float*); \
+  }
+RAPIDE_DECLARE_KERNELS(avx2)
+RAPIDE_DECLARE_KERNELS(avx512)
+#undef RAPIDE_DECLARE_KERNELS
+
+// Element accessors of the packed layout (packing, dequantize_row, reference kernels).
+inline uint16_t q_scale(const uint8_t* panel_block, int row) {
+  return reinterpret_cast<const uint16_t*>(panel_block)[row];
+}
+inline int q8_value(const uint8_t* panel_block, int row, int col) {
+  const auto* q = reinterpret_cast<const int8_t*>(panel_block + 2 * kPanel);
+  return q[(col / 4) * kPanel * 4 + row * 4 + col % 4];
+}
+// The nibble 0..15 (weight = d * (nibble - 8)).
+inline int q4_nibble(const uint8_t* panel_block, int row, int col) {
+  const uint8_t* q = panel_block + 2 * kPanel;
+  const int c = col % 16;
+  const uint8_t byte = q[(c / 4) * kPanel * 4 + row * 4 + c % 4];
+  return col < 16 ? (byte & 0x0f) : (byte >> 4);
+}
+
+}  // namespace rapide::matmul

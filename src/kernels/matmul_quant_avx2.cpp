@@ -1,0 +1,197 @@
+// AVX2 kernels for Q8_0 / Q4_0 weights times Q8_0-quantized activations.
+//
+// vpmaddubsw multiplies unsigned by signed bytes and adds pairs into saturating int16.
+// Q8_0 uses llama.cpp's sign trick: |w| (unsigned) times sign(w) * a (signed) stays within
+// int16 (2 * 128 * 127 < 32767), so no bias is needed. Q4_0 nibbles are already unsigned
+// (w + 8) and small, and the block's accumulator starts at -8 * sum(a). Integer block sums
+// are exact, then scaled and summed in the reference's order: bit-exact with it.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "base/fp16.h"
+#include "kernels/matmul_drive.h"
+#include "kernels/matmul_internal.h"
+
+namespace rapide::matmul::avx2 {
+
+namespace {
+
+inline __m256i broadcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+inline void store_half(float* y, int64_t rows, int64_t p, int h, int64_t t, uint32_t mask,
+                       __m256 v) {
+  float* dst = y + t * rows + p * kPanel + h * 8;
+  const uint32_t m = (mask >> (h * 8)) & 0xff;
+  if (m == 0xff) {
+    _mm256_storeu_ps(dst, v);
+  } else if (m != 0) {
+    alignas(32) float tmp[8];
+    _mm256_store_ps(tmp, v);
+    for (int j = 0; j < 8; ++j) {
+      if (m & (1u << j)) dst[j] = tmp[j];
+    }
+  }
+}
+
+// H halves (8 rows each) of R = H / 2 panels.
+template <typename Weights, int R, int T>
+void quant_tile(const PackedWeights& w, const Activations& a, int64_t p, int64_t t, float* y) {
+  constexpr int H = 2 * R;
+  __m256 acc[H][T];
+  for (int h = 0; h < H; ++h) {
+    for (int i = 0; i < T; ++i) acc[h][i] = _mm256_setzero_ps();
+  }
+  const uint8_t* wp[R];
+  for (int r = 0; r < R; ++r) wp[r] = w.panel(p + r);
+  const int8_t* xs[T];
+  const float* ds[T];
+  const int32_t* bs[T];
+  for (int i = 0; i < T; ++i) {
+    xs[i] = a.q + (t + i) * a.stride;
+    ds[i] = a.d + (t + i) * a.blocks;
+    bs[i] = a.bias + (t + i) * a.blocks;
+  }
+  for (int64_t b = 0; b < w.blocks(); ++b) {
+    const uint8_t* pb[R];
+    for (int r = 0; r < R; ++r) {
+      pb[r] = wp[r] + b * Weights::kBlockBytes;
+      for (int64_t l = 0; l < Weights::kBlockBytes; l += 64) {
+        _mm_prefetch(reinterpret_cast<const char*>(pb[r] + 2 * Weights::kBlockBytes + l),
+                     _MM_HINT_T0);
+      }
+    }
+    __m256i iacc[H][T];
+    for (int i = 0; i < T; ++i) {
+      const __m256i bias = _mm256_set1_epi32(bs[i][b]);
+      for (int h = 0; h < H; ++h) iacc[h][i] = bias;
+    }
+    Weights::template dot<H, T>(iacc, pb, xs, b * kQuantBlock);
+    for (int h = 0; h < H; ++h) {
+      const __m256 dw = _mm256_cvtph_ps(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(pb[h / 2] + h % 2 * 16)));
+      for (int i = 0; i < T; ++i) {
+        const __m256 scale = _mm256_mul_ps(dw, _mm256_set1_ps(ds[i][b]));
+        acc[h][i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(iacc[h][i]), scale, acc[h][i]);
+      }
+    }
+  }
+  for (int h = 0; h < H; ++h) {
+    const uint32_t mask = row_mask(w, p + h / 2);
+    for (int i = 0; i < T; ++i) store_half(y, w.rows, p + h / 2, h % 2, t + i, mask, acc[h][i]);
+  }
+}
+
+struct Q8Weights {
+  static constexpr int64_t kBlockBytes = kQ8PanelBlockBytes;
+  template <int H, int T>
+  static void dot(__m256i (&iacc)[H][T], const uint8_t* const (&pb)[H / 2],
+                  const int8_t* const (&xs)[T], int64_t col) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int g = 0; g < 8; ++g) {
+      for (int h = 0; h < H; ++h) {
+        const __m256i wv = _mm256_loadu_si256(
+            reinterpret_cast<const __m256i*>(pb[h / 2] + 2 * kPanel + g * 64 + h % 2 * 32));
+        const __m256i aw = _mm256_abs_epi8(wv);
+        for (int i = 0; i < T; ++i) {
+          const __m256i sx = _mm256_sign_epi8(broadcast4(xs[i] + col + 4 * g), wv);
+          const __m256i prod = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), ones);
+          iacc[h][i] = _mm256_add_epi32(iacc[h][i], prod);
+        }
+      }
+    }
+  }
+};
+
+struct Q4Weights {
+  static constexpr int64_t kBlockBytes = kQ4PanelBlockBytes;
+  template <int H, int T>
+  static void dot(__m256i (&iacc)[H][T], const uint8_t* const (&pb)[H / 2],
+                  const int8_t* const (&xs)[T], int64_t col) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    const __m256i low = _mm256_set1_epi8(0x0f);
+    for (int g = 0; g < 4; ++g) {
+      for (int h = 0; h < H; ++h) {
+        const __m256i v = _mm256_loadu_si256(
+            reinterpret_cast<const __m256i*>(pb[h / 2] + 2 * kPanel + g * 64 + h % 2 * 32));
+        const __m256i lo = _mm256_and_si256(v, low);
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+        for (int i = 0; i < T; ++i) {
+          // Products are at most 15 * 127, so the int16 pair sums cannot saturate.
+          const __m256i plo = _mm256_maddubs_epi16(lo, broadcast4(xs[i] + col + 4 * g));
+          const __m256i phi = _mm256_maddubs_epi16(hi, broadcast4(xs[i] + col + 16 + 4 * g));
+          iacc[h][i] =
+              _mm256_add_epi32(iacc[h][i], _mm256_madd_epi16(_mm256_add_epi16(plo, phi), ones));
+        }
+      }
+    }
+  }
+};
+
+template <int R, int T>
+struct Q8Tile {
+  static void run(const PackedWeights& w, const Activations& a, int64_t p, int64_t t, float* y) {
+    quant_tile<Q8Weights, R, T>(w, a, p, t, y);
+  }
+};
+template <int R, int T>
+struct Q4Tile {
+  static void run(const PackedWeights& w, const Activations& a, int64_t p, int64_t t, float* y) {
+    quant_tile<Q4Weights, R, T>(w, a, p, t, y);
+  }
+};
+
+}  // namespace
+
+void quantize_q8(const float* x, int64_t cols, int bias_offset, int8_t* q, float* d,
+                 int32_t* bias) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  for (int64_t b = 0; b < cols / kQuantBlock; ++b) {
+    const float* xb = x + b * kQuantBlock;
+    __m256 v[4];
+    __m256 m = _mm256_setzero_ps();
+    for (int k = 0; k < 4; ++k) {
+      v[k] = _mm256_loadu_ps(xb + 8 * k);
+      m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v[k]));
+    }
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    const float amax = _mm_cvtss_f32(m4);
+    d[b] = fp16_to_fp32(fp32_to_fp16(amax / 127.0f));
+    const __m256 id = _mm256_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
+    __m256i qi[4];
+    __m256i sum = _mm256_setzero_si256();
+    for (int k = 0; k < 4; ++k) {
+      qi[k] = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], id));  // MXCSR: nearest even
+      sum = _mm256_add_epi32(sum, qi[k]);
+    }
+    // The packs work within 128-bit lanes; the permute restores element order.
+    const __m256i p01 = _mm256_packs_epi32(qi[0], qi[1]);
+    const __m256i p23 = _mm256_packs_epi32(qi[2], qi[3]);
+    const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p01, p23),
+                                                      _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + b * kQuantBlock), bytes);
+    __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+    s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+    bias[b] = -bias_offset * _mm_cvtsi128_si32(s4);
+  }
+}
+
+// 2 halves x 2 tokens: 4 integer + 4 float accumulators plus the operands fit 16 ymm.
+void q8_0(const PackedWeights& w, const Activations& a, int64_t p0, int64_t p1, int64_t t0,
+          int64_t t1, float* y) {
+  drive<1, 2, Q8Tile>(w, a, p0, p1, t0, t1, y, a.stride);
+}
+
+void q4_0(const PackedWeights& w, const Activations& a, int64_t p0, int64_t p1, int64_t t0,
+          int64_t t1, float* y) {
+  drive<1, 2, Q4Tile>(w, a, p0, p1, t0, t1, y, a.stride);
+}
+
+}  // namespace rapide::matmul::avx2

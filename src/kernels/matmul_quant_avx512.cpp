@@ -1,0 +1,179 @@
+// AVX-512 VNNI kernels for Q8_0 / Q4_0 weights times Q8_0-quantized activations.
+//
+// vpdpbusd multiplies unsigned bytes (first operand) by signed bytes (second) and sums
+// groups of 4 into 32-bit lanes. Activations are the signed operand, broadcast 4 bytes at a
+// time from memory; weights are made unsigned: Q8_0 by flipping the sign bit (w + 128),
+// Q4_0 nibbles are already 0..15 (w + 8). The excess offset * sum(activations) of a block
+// is removed by starting the block's accumulator at the precomputed bias
+// -offset * sum(q), so each lane ends the block holding the exact integer dot product.
+// Blocks are then scaled and summed in the reference's order: bit-exact with it.
+#include <cstring>
+
+#include "base/fp16.h"
+#include "kernels/avx512_common.h"
+#include "kernels/matmul_drive.h"
+#include "kernels/matmul_internal.h"
+
+namespace rapide::matmul::avx512 {
+
+namespace {
+
+inline __m512i broadcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+// Shared by both types: Weights::dot(iacc, block, xs, b) adds one block's integer products.
+template <typename Weights, int R, int T>
+void quant_tile(const PackedWeights& w, const Activations& a, int64_t p, int64_t t, float* y) {
+  __m512 acc[R][T];
+  for (int r = 0; r < R; ++r) {
+    for (int i = 0; i < T; ++i) acc[r][i] = _mm512_setzero_ps();
+  }
+  const uint8_t* wp[R];
+  for (int r = 0; r < R; ++r) wp[r] = w.panel(p + r);
+  const int8_t* xs[T];
+  const float* ds[T];
+  const int32_t* bs[T];
+  for (int i = 0; i < T; ++i) {
+    xs[i] = a.q + (t + i) * a.stride;
+    ds[i] = a.d + (t + i) * a.blocks;
+    bs[i] = a.bias + (t + i) * a.blocks;
+  }
+  const int64_t blocks = w.blocks();
+  for (int64_t b = 0; b < blocks; ++b) {
+    const uint8_t* pb[R];
+    for (int r = 0; r < R; ++r) pb[r] = wp[r] + b * Weights::kBlockBytes;
+    if constexpr (T <= 2) {
+      // Decode streams weights from DRAM: fetch two blocks ahead.
+      for (int r = 0; r < R; ++r) {
+        for (int64_t l = 0; l < Weights::kBlockBytes; l += 64) {
+          _mm_prefetch(reinterpret_cast<const char*>(pb[r] + 2 * Weights::kBlockBytes + l),
+                       _MM_HINT_T0);
+        }
+      }
+    }
+    __m512i iacc[R][T];
+    for (int i = 0; i < T; ++i) {
+      const __m512i bias = _mm512_set1_epi32(bs[i][b]);
+      for (int r = 0; r < R; ++r) iacc[r][i] = bias;
+    }
+    Weights::template dot<R, T>(iacc, pb, xs, b * kQuantBlock);
+    __m512 dw[R];
+    for (int r = 0; r < R; ++r) {
+      dw[r] = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(pb[r])));
+    }
+    for (int i = 0; i < T; ++i) {
+      const __m512 da = _mm512_set1_ps(ds[i][b]);
+      for (int r = 0; r < R; ++r) {
+        acc[r][i] =
+            _mm512_fmadd_ps(_mm512_cvtepi32_ps(iacc[r][i]), _mm512_mul_ps(dw[r], da), acc[r][i]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    const uint32_t mask = row_mask(w, p + r);
+    for (int i = 0; i < T; ++i) store_tile(y, w.rows, p + r, t + i, mask, acc[r][i]);
+  }
+}
+
+struct Q8Weights {
+  static constexpr int64_t kBlockBytes = kQ8PanelBlockBytes;
+  template <int R, int T>
+  static void dot(__m512i (&iacc)[R][T], const uint8_t* const (&pb)[R],
+                  const int8_t* const (&xs)[T], int64_t col) {
+    const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+    for (int g = 0; g < 8; ++g) {
+      __m512i wv[R];
+      for (int r = 0; r < R; ++r) {
+        wv[r] = _mm512_xor_si512(_mm512_loadu_si512(pb[r] + 2 * kPanel + g * 64), flip);
+      }
+      for (int i = 0; i < T; ++i) {
+        const __m512i xb = broadcast4(xs[i] + col + 4 * g);
+        for (int r = 0; r < R; ++r) iacc[r][i] = _mm512_dpbusd_epi32(iacc[r][i], wv[r], xb);
+      }
+    }
+  }
+};
+
+struct Q4Weights {
+  static constexpr int64_t kBlockBytes = kQ4PanelBlockBytes;
+  template <int R, int T>
+  static void dot(__m512i (&iacc)[R][T], const uint8_t* const (&pb)[R],
+                  const int8_t* const (&xs)[T], int64_t col) {
+    const __m512i low = _mm512_set1_epi8(0x0f);
+    for (int g = 0; g < 4; ++g) {
+      __m512i lo[R], hi[R];
+      for (int r = 0; r < R; ++r) {
+        const __m512i v = _mm512_loadu_si512(pb[r] + 2 * kPanel + g * 64);
+        lo[r] = _mm512_and_si512(v, low);
+        hi[r] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+      }
+      for (int i = 0; i < T; ++i) {
+        const __m512i xlo = broadcast4(xs[i] + col + 4 * g);
+        const __m512i xhi = broadcast4(xs[i] + col + 16 + 4 * g);
+        for (int r = 0; r < R; ++r) {
+          iacc[r][i] = _mm512_dpbusd_epi32(iacc[r][i], lo[r], xlo);
+          iacc[r][i] = _mm512_dpbusd_epi32(iacc[r][i], hi[r], xhi);
+        }
+      }
+    }
+  }
+};
+
+template <int R, int T>
+struct Q8Tile {
+  static void run(const PackedWeights& w, const Activations& a, int64_t p, int64_t t, float* y) {
+    quant_tile<Q8Weights, R, T>(w, a, p, t, y);
+  }
+};
+template <int R, int T>
+struct Q4Tile {
+  static void run(const PackedWeights& w, const Activations& a, int64_t p, int64_t t, float* y) {
+    quant_tile<Q4Weights, R, T>(w, a, p, t, y);
+  }
+};
+
+template <template <int, int> class Tile>
+void run_tiles(const PackedWeights& w, const Activations& a, int64_t p0, int64_t p1, int64_t t0,
+               int64_t t1, float* y) {
+  if (t1 - t0 <= 2) {
+    drive<4, 2, Tile>(w, a, p0, p1, t0, t1, y, a.stride);
+  } else {
+    drive<2, 4, Tile>(w, a, p0, p1, t0, t1, y, a.stride);
+  }
+}
+
+}  // namespace
+
+void quantize_q8(const float* x, int64_t cols, int bias_offset, int8_t* q, float* d,
+                 int32_t* bias) {
+  for (int64_t b = 0; b < cols / kQuantBlock; ++b) {
+    const float* xb = x + b * kQuantBlock;
+    const __m512 v0 = _mm512_loadu_ps(xb);
+    const __m512 v1 = _mm512_loadu_ps(xb + 16);
+    const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+    d[b] = fp16_to_fp32(fp32_to_fp16(amax / 127.0f));
+    const __m512 id = _mm512_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
+    // Default MXCSR rounding is to nearest even, like the reference's nearbyintf.
+    const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, id));
+    const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, id));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b * kQuantBlock), _mm512_cvtepi32_epi8(q0));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + b * kQuantBlock + 16),
+                     _mm512_cvtepi32_epi8(q1));
+    bias[b] = -bias_offset * _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+  }
+}
+
+void q8_0(const PackedWeights& w, const Activations& a, int64_t p0, int64_t p1, int64_t t0,
+          int64_t t1, float* y) {
+  run_tiles<Q8Tile>(w, a, p0, p1, t0, t1, y);
+}
+
+void q4_0(const PackedWeights& w, const Activations& a, int64_t p0, int64_t p1, int64_t t0,
+          int64_t t1, float* y) {
+  run_tiles<Q4Tile>(w, a, p0, p1, t0, t1, y);
+}
+
+}  // namespace rapide::matmul::avx512

@@ -1,0 +1,215 @@
+// WeightMatrix: packing, the scalar reference against a naive double-precision product,
+// and every SIMD variant this CPU runs against the reference.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "base/cpu_features.h"
+#include "base/error.h"
+#include "base/fp16.h"
+#include "kernels/matmul.h"
+
+namespace rapide {
+namespace {
+
+struct Matrix {
+  std::vector<uint8_t> bytes;
+  TensorView view;
+};
+
+Matrix make_matrix(TensorType type, int64_t rows, int64_t cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  Matrix m;
+  const int64_t row_bytes = tensor_row_bytes(type, cols);
+  m.bytes.resize(static_cast<size_t>(rows * row_bytes));
+  std::vector<float> row(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (float& v : row) v = dist(rng);
+    quantize_row(type, row.data(), m.bytes.data() + r * row_bytes, cols);
+  }
+  m.view.name = std::string("w");
+  m.view.type = type;
+  m.view.shape = {cols, rows};
+  m.view.data = m.bytes.data();
+  m.view.size_bytes = m.bytes.size();
+  return m;
+}
+
+std::vector<float> random_activations(int64_t count, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(count));
+  for (float& v : x) v = dist(rng);
+  return x;
+}
+
+// Activations as each weight type's numerics see them (llama.cpp's conventions).
+std::vector<float> rounded_activations(TensorType type, const float* x, int64_t cols) {
+  std::vector<float> out(x, x + cols);
+  for (int64_t b = 0; b < cols; b += kQuantBlock) {
+    switch (type) {
+      case TensorType::kF32:
+        break;
+      case TensorType::kF16:
+        for (int64_t c = b; c < std::min(cols, b + kQuantBlock); ++c) {
+          out[c] = fp16_to_fp32(fp32_to_fp16(x[c]));
+        }
+        break;
+      case TensorType::kBF16:
+        for (int64_t c = b; c < std::min(cols, b + kQuantBlock); ++c) {
+          out[c] = bf16_to_fp32(fp32_to_bf16(x[c]));
+        }
+        break;
+      case TensorType::kQ8_0:
+      case TensorType::kQ4_0: {
+        float amax = 0;
+        for (int j = 0; j < kQuantBlock; ++j) amax = std::fmax(amax, std::fabs(x[b + j]));
+        const float d = fp16_to_fp32(fp32_to_fp16(amax / 127.0f));
+        const float id = amax != 0 ? 127.0f / amax : 0.0f;
+        for (int j = 0; j < kQuantBlock; ++j) out[b + j] = d * std::nearbyintf(x[b + j] * id);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+const TensorType kTypes[] = {TensorType::kF32, TensorType::kF16, TensorType::kBF16,
+                             TensorType::kQ8_0, TensorType::kQ4_0};
+
+struct Shape {
+  int64_t rows, cols;
+};
+// Rows that are not multiples of the 16-row panel or of any register tile.
+const Shape kShapes[] = {{16, 32}, {37, 64}, {100, 96}, {161, 256}, {5, 32}};
+const int64_t kTokens[] = {1, 3, 17, 64};
+
+TEST(WeightMatrix, ReferenceMatchesNaiveProduct) {
+  for (TensorType type : kTypes) {
+    for (Shape s : kShapes) {
+      const Matrix m = make_matrix(type, s.rows, s.cols, 11);
+      const WeightMatrix w = WeightMatrix::prepare(m.view);
+      ASSERT_EQ(w.rows(), s.rows);
+      ASSERT_EQ(w.cols(), s.cols);
+      ASSERT_EQ(w.type(), type);
+      const int64_t n = 3;
+      const std::vector<float> x = random_activations(n * s.cols, 5);
+      std::vector<float> y(static_cast<size_t>(n * s.rows));
+      w.multiply_reference(x.data(), n, y.data());
+      const int64_t row_bytes = tensor_row_bytes(type, s.cols);
+      std::vector<float> wr(static_cast<size_t>(s.cols));
+      for (int64_t t = 0; t < n; ++t) {
+        const std::vector<float> xr = rounded_activations(type, x.data() + t * s.cols, s.cols);
+        for (int64_t r = 0; r < s.rows; ++r) {
+          dequantize_row(type, m.bytes.data() + r * row_bytes, wr.data(), s.cols);
+          double sum = 0, mag = 0;
+          for (int64_t c = 0; c < s.cols; ++c) {
+            sum += static_cast<double>(wr[c]) * xr[c];
+            mag += std::fabs(static_cast<double>(wr[c]) * xr[c]);
+          }
+          EXPECT_NEAR(y[t * s.rows + r], sum, 1e-5 * mag + 1e-6)
+              << tensor_type_name(type) << " " << s.rows << "x" << s.cols << " t" << t << " r" << r;
+        }
+      }
+    }
+  }
+}
+
+TEST(WeightMatrix, SimdVariantsMatchReference) {
+  std::vector<IsaLevel> levels = {IsaLevel::kScalar};
+  if (cpu_features().best_level() >= IsaLevel::kAvx2) levels.push_back(IsaLevel::kAvx2);
+  if (cpu_features().best_level() >= IsaLevel::kAvx512) levels.push_back(IsaLevel::kAvx512);
+  ThreadPool pool(2);
+  for (TensorType type : kTypes) {
+    for (Shape s : kShapes) {
+      const Matrix m = make_matrix(type, s.rows, s.cols, 3);
+      const WeightMatrix w = WeightMatrix::prepare(m.view);
+      for (int64_t n : kTokens) {
+        const std::vector<float> x = random_activations(n * s.cols, 9);
+        std::vector<float> ref(static_cast<size_t>(n * s.rows));
+        w.multiply_reference(x.data(), n, ref.data());
+        for (IsaLevel level : levels) {
+          std::vector<float> y(ref.size(), NAN);
+          w.multiply_with(level, x.data(), n, y.data(), pool);
+          for (size_t i = 0; i < y.size(); ++i) {
+            // Same packed layout, same summation order, same integer math: identical bits,
+            // except vdpbf16ps, which flushes subnormals (none here) and may differ by ulps.
+            if (type == TensorType::kBF16) {
+              ASSERT_NEAR(y[i], ref[i], 1e-5f * (1.0f + std::fabs(ref[i])));
+            } else {
+              ASSERT_EQ(y[i], ref[i]) << tensor_type_name(type) << " " << isa_level_name(level)
+                                      << " " << s.rows << "x" << s.cols << " n" << n << " i" << i;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(WeightMatrix, LargeBatchSplitsAcrossThreadsIdentically) {
+  // Few rows and many tokens take the split over tokens; results must not change.
+  const Matrix m = make_matrix(TensorType::kQ8_0, 48, 128, 4);
+  const WeightMatrix w = WeightMatrix::prepare(m.view);
+  const int64_t n = 130;
+  const std::vector<float> x = random_activations(n * 128, 2);
+  std::vector<float> ref(static_cast<size_t>(n * 48)), y(ref.size());
+  w.multiply_reference(x.data(), n, ref.data());
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    w.multiply(x.data(), n, y.data(), pool);
+    EXPECT_EQ(y, ref) << threads;
+  }
+}
+
+TEST(WeightMatrix, DequantizeRowMatchesStorage) {
+  for (TensorType type : kTypes) {
+    const Matrix m = make_matrix(type, 37, 96, 8);
+    const WeightMatrix w = WeightMatrix::prepare(m.view);
+    std::vector<float> a(96), b(96);
+    for (int64_t r = 0; r < 37; ++r) {
+      w.dequantize_row(r, a.data());
+      dequantize_row(type, m.bytes.data() + r * tensor_row_bytes(type, 96), b.data(), 96);
+      ASSERT_EQ(a, b) << tensor_type_name(type) << " row " << r;
+    }
+    EXPECT_THROW(w.dequantize_row(37, a.data()), Error);
+  }
+}
+
+TEST(WeightMatrix, PrepareRowsIsAShard) {
+  const Matrix m = make_matrix(TensorType::kQ4_0, 70, 64, 6);
+  const WeightMatrix full = WeightMatrix::prepare(m.view);
+  const WeightMatrix shard = WeightMatrix::prepare_rows(m.view, 21, 50);
+  ASSERT_EQ(shard.rows(), 29);
+  const std::vector<float> x = random_activations(2 * 64, 1);
+  std::vector<float> yf(2 * 70), ys(2 * 29);
+  ThreadPool pool(2);
+  full.multiply(x.data(), 2, yf.data(), pool);
+  shard.multiply(x.data(), 2, ys.data(), pool);
+  for (int t = 0; t < 2; ++t) {
+    for (int r = 0; r < 29; ++r) EXPECT_EQ(ys[t * 29 + r], yf[t * 70 + 21 + r]);
+  }
+}
+
+TEST(WeightMatrix, RejectsBadTensors) {
+  Matrix m = make_matrix(TensorType::kQ8_0, 4, 64, 1);
+  TensorView v = m.view;
+  v.shape = {64, 2, 2};
+  EXPECT_THROW(WeightMatrix::prepare(v), Error);
+  v = m.view;
+  v.shape = {48, 4};  // not a multiple of the 32-weight block
+  EXPECT_THROW(WeightMatrix::prepare(v), Error);
+  v = m.view;
+  v.size_bytes = 10;
+  EXPECT_THROW(WeightMatrix::prepare(v), Error);
+  EXPECT_THROW(WeightMatrix::prepare_rows(m.view, 3, 2), Error);
+  v = m.view;
+  v.type = static_cast<TensorType>(12);
+  EXPECT_THROW(WeightMatrix::prepare(v), Error);
+}
+
+}  // namespace
+}  // namespace rapide
