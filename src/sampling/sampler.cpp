@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "base/error.h"
+#include "sampling/softmax_math.h"
 
 namespace rapide {
 namespace {
@@ -87,9 +88,7 @@ double Sampler::raw_log_normalizer(std::span<const float> logits) {
   const LogitStats stats = scan_logits(logits);
   alternatives_.clear();
   if (stats.num_finite == 0) return 0.0;  // apply_processors/draw report the failure
-  double sum = 0.0;
-  for (float logit : logits) sum += std::exp(static_cast<double>(logit) - stats.max_logit);
-  const double log_normalizer = stats.max_logit + std::log(sum);
+  const double log_normalizer = stats.max_logit + std::log(sum_exp(logits, stats.max_logit));
 
   const int64_t k = std::min<int64_t>(params_.num_alternatives(), stats.num_finite);
   if (k > 0) {
@@ -124,24 +123,25 @@ int32_t Sampler::draw(std::span<const float> logits, float* logprob) {
   const float max_logit = stats.max_logit;
 
   // Top-k, or collect everything min-p would keep. Pre-filtering by min-p is exact: min-p
-  // keeps a best-first prefix relative to the best token, which top-k and top-p never drop,
-  // and top-p's normalizer is still taken over all candidates below.
+  // keeps a best-ranked set relative to the best token, which top-k and top-p never drop,
+  // and top-p still normalizes over everything before min-p.
   size_t n = 0;
-  size_t sorted = 0;
-  double sum_exp = 0.0;
-  if (params_.top_k > 0 && params_.top_k < stats.num_finite) {
+  const bool top_k = params_.top_k > 0 && params_.top_k < stats.num_finite;
+  if (top_k) {
     select_top_k(logits, params_.top_k, candidates_);
-    n = sorted = static_cast<size_t>(params_.top_k);
-    for (size_t i = 0; i < n; ++i) {
-      sum_exp += std::exp(static_cast<double>(candidates_[i].logit) - max_logit);
-    }
+    n = static_cast<size_t>(params_.top_k);
   } else {
-    n = collect_candidates(logits, max_logit, min_p_threshold(max_logit, params_.min_p),
-                           candidates_, &sum_exp);
+    n = collect_candidates(logits, min_p_threshold(max_logit, params_.min_p), candidates_);
   }
   const std::span<Candidate> all(candidates_.data(), n);
   if (params_.top_p < 1.0f) {
-    n = truncate_top_p(all, sorted, max_logit, sum_exp, params_.top_p);
+    double total_weight = 0.0;
+    if (top_k) {
+      for (const Candidate& c : all) total_weight += fast_exp(c.logit - max_logit);
+    } else {
+      total_weight = sum_exp(logits, max_logit);
+    }
+    n = truncate_top_p(all, top_k, max_logit, total_weight, params_.top_p);
   }
   if (params_.min_p > 0.0f) {
     n = truncate_min_p(all.first(n), max_logit, params_.min_p);
@@ -150,13 +150,12 @@ int32_t Sampler::draw(std::span<const float> logits, float* logprob) {
 
   // Temperature, then one uniform draw over the survivors. Exactly one RNG value per call
   // keeps a sequence's stream position equal to its token count.
-  const double inv_temperature = 1.0 / params_.temperature;
+  const float inv_temperature = 1.0f / params_.temperature;
   double total = 0.0;
   for (size_t i = 0; i < n; ++i) {
     // The total sums the stored (float) weights in the order the walk below does, so the
     // walk's final running sum equals it and a token of weight 0 can never be chosen.
-    candidates_[i].prob =
-        static_cast<float>(std::exp((candidates_[i].logit - max_logit) * inv_temperature));
+    candidates_[i].prob = fast_exp((candidates_[i].logit - max_logit) * inv_temperature);
     total += candidates_[i].prob;
   }
   const double target = uniform01(rng_) * total;

@@ -54,8 +54,8 @@ class Sampler {
   SampleResult sample(std::span<float> logits, std::span<const int32_t> history_tokens);
 
   // The distribution the last token was drawn from: surviving tokens with their processed
-  // logits (before temperature) and final probabilities (summing to 1). Best first when
-  // top_k / top_p sorted them, else in token order. Valid until the next sample().
+  // logits (before temperature) and final probabilities (summing to 1). Sorted best first
+  // only when top_k ran; otherwise in an unspecified order. Valid until the next sample().
   std::span<const Candidate> last_distribution() const {
     return {candidates_.data(), num_candidates_};
   }

@@ -25,7 +25,7 @@ struct SamplingParams {
 
   // Distribution shaping, applied in llama.cpp's common sampler order:
   // logit_bias -> penalties -> top_k -> top_p -> min_p -> temperature -> draw.
-  float temperature = 1.0f;  // 0 = greedy (argmax, ties -> lowest id); valid range [0, 100]
+  float temperature = 1.0f;  // 0 (< kGreedyBelow) = greedy: argmax, ties -> lowest id; <= 100
   int32_t top_k = 0;         // keep the k most likely tokens; 0 = off
   float top_p = 1.0f;        // keep the smallest set with cumulative probability >= top_p; 1 = off
   float min_p = 0.0f;        // drop tokens with p < min_p * p(most likely); 0 = off
@@ -62,7 +62,9 @@ struct SamplingParams {
   // How many alternatives the sampler reports: the larger of top_logprobs and n_probs.
   int32_t num_alternatives() const { return top_logprobs > n_probs ? top_logprobs : n_probs; }
   bool wants_logprobs() const { return logprobs || num_alternatives() > 0; }
-  bool is_greedy() const { return temperature == 0.0f; }
+  // Temperatures this small are greedy (as in vLLM): dividing by them would overflow.
+  static constexpr float kGreedyBelow = 1e-5f;
+  bool is_greedy() const { return temperature < kGreedyBelow; }
 
   // Throws Error(kInvalidArgument) naming the offending parameter (e.g. "top_p must be in
   // (0, 1], got 1.5") when a value is out of range for a vocabulary of vocab_size tokens.

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "base/error.h"
+#include "sampling/softmax_math.h"
 
 namespace rapide {
 namespace {
@@ -15,26 +16,49 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 // k-th best rejects almost every token, and only k entries of scratch are touched.
 constexpr int64_t kHeapSelectRatio = 16;
 
-// The first chunk top-p sorts; later chunks double, so a flat distribution still costs
-// O(n log n) in total while a peaked one (the common case) sorts only this many.
-constexpr size_t kTopPFirstChunk = 64;
+// Top-p stops halving and sorts once the range holding its boundary is this small.
+constexpr size_t kTopPSortBelow = 64;
 
 }  // namespace
 
 LogitStats scan_logits(std::span<const float> logits) {
-  LogitStats stats{-kInf, -1, 0};
-  for (size_t i = 0; i < logits.size(); ++i) {
+  // Eight independent lanes and no branches let the compiler vectorize the pass; the rare
+  // error path looks for the offending entry afterwards.
+  constexpr size_t kLanes = 8;
+  float lane_max[kLanes];
+  int64_t lane_finite[kLanes] = {};
+  bool lane_bad[kLanes] = {};
+  std::fill(lane_max, lane_max + kLanes, -kInf);
+  const size_t n = logits.size();
+  const size_t full = n - n % kLanes;
+  for (size_t i = 0; i < full; i += kLanes) {
+    for (size_t j = 0; j < kLanes; ++j) {
+      const float logit = logits[i + j];
+      lane_max[j] = logit > lane_max[j] ? logit : lane_max[j];
+      lane_finite[j] += logit > -kInf;
+      lane_bad[j] |= !(logit < kInf);
+    }
+  }
+  for (size_t i = full; i < n; ++i) {
     const float logit = logits[i];
-    if (!(logit < kInf)) {
-      fail(ErrorCode::kInternal, "logits: token {} has value {} (the model produced NaN/inf)", i,
-           logit);
-    }
-    if (logit == -kInf) continue;
-    ++stats.num_finite;
-    if (logit > stats.max_logit) {
-      stats.max_logit = logit;
-      stats.max_token = static_cast<int64_t>(i);
-    }
+    lane_max[0] = logit > lane_max[0] ? logit : lane_max[0];
+    lane_finite[0] += logit > -kInf;
+    lane_bad[0] |= !(logit < kInf);
+  }
+  LogitStats stats{-kInf, -1, 0};
+  bool bad = false;
+  for (size_t j = 0; j < kLanes; ++j) {
+    stats.max_logit = std::max(stats.max_logit, lane_max[j]);
+    stats.num_finite += lane_finite[j];
+    bad |= lane_bad[j];
+  }
+  if (bad) {
+    const auto it = std::find_if(logits.begin(), logits.end(), [](float l) { return !(l < kInf); });
+    fail(ErrorCode::kInternal, "logits: token {} has value {} (the model produced NaN/inf)",
+         it - logits.begin(), *it);
+  }
+  if (stats.num_finite > 0) {
+    stats.max_token = std::find(logits.begin(), logits.end(), stats.max_logit) - logits.begin();
   }
   return stats;
 }
@@ -42,8 +66,7 @@ LogitStats scan_logits(std::span<const float> logits) {
 void select_top_k(std::span<const float> logits, int64_t k, std::vector<Candidate>& out) {
   const auto count = static_cast<size_t>(k);
   if (k * kHeapSelectRatio > static_cast<int64_t>(logits.size())) {
-    double unused_sum = 0.0;
-    const size_t n = collect_candidates(logits, -kInf, -kInf, out, &unused_sum);
+    const size_t n = collect_candidates(logits, -kInf, out);
     std::nth_element(out.begin(), out.begin() + (count - 1), out.begin() + n, ranks_before);
     std::sort(out.begin(), out.begin() + count, ranks_before);
     return;
@@ -67,39 +90,98 @@ void select_top_k(std::span<const float> logits, int64_t k, std::vector<Candidat
   std::sort(heap_begin, heap_begin + size, ranks_before);
 }
 
-size_t collect_candidates(std::span<const float> logits, float max_logit, float threshold,
-                          std::vector<Candidate>& out, double* sum_exp) {
+size_t collect_candidates(std::span<const float> logits, float threshold,
+                          std::vector<Candidate>& out) {
   if (out.size() < logits.size()) out.resize(logits.size());
-  double sum = 0.0;
   size_t n = 0;
   for (size_t i = 0; i < logits.size(); ++i) {
     const float logit = logits[i];
-    if (logit == -kInf) continue;
-    sum += std::exp(static_cast<double>(logit) - max_logit);
-    if (logit >= threshold) out[n++] = {static_cast<int32_t>(i), logit, 0.0f};
+    if (logit > -kInf && logit >= threshold) out[n++] = {static_cast<int32_t>(i), logit, 0.0f};
   }
-  *sum_exp = sum;
   return n;
 }
 
-size_t truncate_top_p(std::span<Candidate> candidates, size_t sorted, float max_logit,
-                      double sum_exp, float top_p) {
-  const size_t n = candidates.size();
-  // Comparing the unnormalized running sum with top_p * sum_exp keeps exact cases exact
+namespace {
+
+// Top-p's first narrowing step: a histogram of the probability mass over logit buckets
+// below the maximum finds the bucket holding the boundary in two branch-light passes,
+// where comparison-based selection on random logits would pay a branch mispredict per
+// comparison. Buckets are kTopPBucketRange / kTopPBuckets logits wide; the last one also
+// takes everything further below (weights under e^-32 there).
+constexpr int kTopPBuckets = 256;
+constexpr float kTopPBucketRange = 32.0f;
+
+struct Range {
+  size_t lo;
+  size_t hi;
+  double before;  // weight of [0, lo)
+};
+
+// Reorders the candidates so [0, lo) holds the buckets above the boundary bucket and
+// [lo, hi) the boundary bucket; candidates' prob must hold their weights.
+Range narrow_by_buckets(std::span<Candidate> candidates, float max_logit, double target) {
+  constexpr float kScale = kTopPBuckets / kTopPBucketRange;
+  const auto bucket_of = [&](const Candidate& c) {
+    return std::min(kTopPBuckets - 1, static_cast<int>((max_logit - c.logit) * kScale));
+  };
+  double bucket_weight[kTopPBuckets] = {};
+  for (const Candidate& c : candidates) bucket_weight[bucket_of(c)] += c.prob;
+  int boundary = 0;
+  double before = 0.0;
+  while (boundary < kTopPBuckets - 1 && before + bucket_weight[boundary] < target) {
+    before += bucket_weight[boundary++];
+  }
+  const auto above_end =
+      std::partition(candidates.begin(), candidates.end(),
+                     [&](const Candidate& c) { return bucket_of(c) < boundary; });
+  const auto boundary_end = std::partition(
+      above_end, candidates.end(), [&](const Candidate& c) { return bucket_of(c) == boundary; });
+  // The bucket sums and the per-candidate walk round differently; the walk decides.
+  double exact_before = 0.0;
+  for (auto it = candidates.begin(); it != above_end; ++it) exact_before += it->prob;
+  return {static_cast<size_t>(above_end - candidates.begin()),
+          static_cast<size_t>(boundary_end - candidates.begin()), exact_before};
+}
+
+}  // namespace
+
+size_t truncate_top_p(std::span<Candidate> candidates, bool sorted, float max_logit,
+                      double total_weight, float top_p) {
+  for (Candidate& c : candidates) c.prob = fast_exp(c.logit - max_logit);
+  // Comparing unnormalized running sums with top_p * total_weight keeps exact cases exact
   // (four equal logits and top_p = 0.5 keep exactly two).
-  const double target = static_cast<double>(top_p) * sum_exp;
-  double cumulative = 0.0;
-  for (size_t i = 0; i < n; ++i) {
-    if (i == sorted) {
-      const size_t end = std::min(n, sorted + std::max(kTopPFirstChunk, sorted));
-      std::partial_sort(candidates.begin() + sorted, candidates.begin() + end, candidates.end(),
-                        ranks_before);
-      sorted = end;
+  const double target = static_cast<double>(top_p) * total_weight;
+  // Invariant: [0, lo) ranks before [lo, hi), which ranks before [hi, n); `before` is the
+  // weight of [0, lo); the boundary token lies in [lo, hi) unless rounding says otherwise.
+  Range range{0, candidates.size(), 0.0};
+  if (!sorted && candidates.size() > kTopPSortBelow) {
+    range = narrow_by_buckets(candidates, max_logit, target);
+  }
+  const auto at = [&](size_t i) { return candidates.begin() + static_cast<ptrdiff_t>(i); };
+  // A boundary bucket can still be large (a flat distribution, or the catch-all bucket):
+  // halve it with nth_element until it is small enough to sort.
+  while (!sorted && range.hi - range.lo > kTopPSortBelow) {
+    const size_t mid = range.lo + (range.hi - range.lo) / 2;
+    std::nth_element(at(range.lo), at(mid), at(range.hi), ranks_before);
+    double weight = 0.0;
+    for (size_t i = range.lo; i < mid; ++i) weight += candidates[i].prob;
+    if (range.before + weight >= target) {
+      range.hi = mid;
+    } else {
+      range.before += weight;
+      range.lo = mid;
     }
-    cumulative += std::exp(static_cast<double>(candidates[i].logit) - max_logit);
+  }
+  if (!sorted) std::sort(at(range.lo), at(range.hi), ranks_before);
+  double cumulative = range.before;
+  if (cumulative >= target && range.lo > 0) return range.lo;  // rounding moved the boundary up
+  for (size_t i = range.lo; i < range.hi; ++i) {
+    cumulative += candidates[i].prob;
     if (cumulative >= target) return i + 1;
   }
-  return n;
+  // Only reached through rounding, or when the list ends first (min-p pre-filtered it):
+  // everything up to the boundary range stays.
+  return range.hi;
 }
 
 float min_p_threshold(float max_logit, float min_p) {

@@ -2,8 +2,8 @@
 //
 // Sorting a 150k-entry vocabulary per token costs more than the rest of sampling together,
 // so nothing here sorts more than it must: top-k selects with a bounded heap (or
-// nth_element for large k), top-p sorts the list progressively in doubling chunks until the
-// cumulative probability is reached, and min-p only filters.
+// nth_element for large k), top-p narrows down its boundary by halving with nth_element,
+// and min-p only filters.
 #pragma once
 
 #include <cstddef>
@@ -42,18 +42,21 @@ LogitStats scan_logits(std::span<const float> logits);
 // Requires 0 < k <= stats.num_finite.
 void select_top_k(std::span<const float> logits, int64_t k, std::vector<Candidate>& out);
 
-// Writes every finite logit >= threshold into `out` in token order and returns how many.
-// *sum_exp receives sum(exp(logit - max_logit)) over all finite logits, the normalizer of
-// the untruncated distribution.
-size_t collect_candidates(std::span<const float> logits, float max_logit, float threshold,
-                          std::vector<Candidate>& out, double* sum_exp);
+// Writes every finite logit >= threshold into `out` in token order and returns how many;
+// `out` grows to fit.
+size_t collect_candidates(std::span<const float> logits, float threshold,
+                          std::vector<Candidate>& out);
 
-// Top-p over candidates[0, n): keeps the smallest best-first prefix whose probability
-// (exp(logit - max_logit) / sum_exp) adds up to >= top_p, as llama.cpp does. The first
-// `sorted` entries must already be in ranks_before order and rank before the rest; the
-// kept prefix comes back sorted. Returns the new count (>= 1 when n >= 1).
-size_t truncate_top_p(std::span<Candidate> candidates, size_t sorted, float max_logit,
-                      double sum_exp, float top_p);
+// Top-p over the candidates: keeps the smallest best-ranked set whose probability
+// (exp(logit - max_logit) / total_weight) adds up to >= top_p, as llama.cpp does, and
+// returns its size (>= 1 for a non-empty list). total_weight is the sum of
+// exp(logit - max_logit) over the distribution top-p sees, which may be larger than the
+// list (min-p may have pre-filtered it). `sorted` says the list is in ranks_before order
+// (after top-k). Otherwise the kept set is found by repeated halving with nth_element,
+// which is O(n) however flat the distribution is, and ends up first in the list, sorted
+// only near its boundary. Uses Candidate::prob as scratch.
+size_t truncate_top_p(std::span<Candidate> candidates, bool sorted, float max_logit,
+                      double total_weight, float top_p);
 
 // Min-p: keeps candidates whose probability is >= min_p times the best one's, i.e.
 // logit >= max_logit + log(min_p); order is preserved. Returns the new count.

@@ -80,6 +80,16 @@ TEST(SamplerTest, GreedyIsUnaffectedBySeed) {
   EXPECT_EQ(sample_many(sb, logits, 10), std::vector<int32_t>(10, expected));
 }
 
+TEST(SamplerTest, TinyTemperatureIsGreedy) {
+  SamplingParams params;
+  params.temperature = 1e-30f;
+  Sampler sampler(params, 4);
+  for (int i = 0; i < 5; ++i) {
+    std::vector<float> logits = {0.0f, 1.0f, 1.0f, 0.5f};
+    EXPECT_EQ(sampler.sample(logits, {}).token, 1);
+  }
+}
+
 TEST(SamplerTest, SameSeedSameSequenceDifferentSeedDifferent) {
   const std::vector<float> logits = random_logits(1000, 1, 1.0f);
   SamplingParams params;

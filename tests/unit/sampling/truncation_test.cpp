@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "sampling/softmax_math.h"
 #include "sampling/truncation.h"
 
 namespace rapide {
@@ -80,42 +81,79 @@ TEST(TruncationTest, TopKNthElementPathMatchesFullSort) {
   }
 }
 
-TEST(TruncationTest, CollectKeepsTokenOrderAndSumsAllFiniteLogits) {
+TEST(TruncationTest, CollectKeepsTokenOrderAndDropsBanned) {
   const std::vector<float> logits = {0.0f, -kInf, -1.0f, 1.0f, -3.0f};
   std::vector<Candidate> out;
-  double sum = 0.0;
-  const size_t n = collect_candidates(logits, 1.0f, -1.5f, out, &sum);
+  const size_t n = collect_candidates(logits, -1.5f, out);
   ASSERT_EQ(n, 3u);
   EXPECT_EQ(out[0].token, 0);
   EXPECT_EQ(out[1].token, 2);
   EXPECT_EQ(out[2].token, 3);
-  EXPECT_NEAR(sum, std::exp(-1.0) + std::exp(-2.0) + 1.0 + std::exp(-4.0), 1e-12);
+  EXPECT_EQ(collect_candidates(logits, -kInf, out), 4u);
+}
+
+// The reference top-p count: full sort, then the smallest prefix reaching top_p.
+size_t reference_top_p(const std::vector<Candidate>& sorted, float top_p) {
+  double total = 0.0;
+  for (const Candidate& c : sorted) total += fast_exp(c.logit - sorted[0].logit);
+  double cumulative = 0.0;
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    cumulative += fast_exp(sorted[i].logit - sorted[0].logit);
+    if (cumulative >= top_p * total) return i + 1;
+  }
+  return sorted.size();
 }
 
 TEST(TruncationTest, TopPOnUnsortedLargeRowMatchesReference) {
-  // A flat row forces top-p through several doubling chunks of partial sorting.
-  for (float top_p : {0.05f, 0.3f, 0.9f, 0.999f}) {
-    const std::vector<float> logits = tied_logits(20000, 3, 0.5f);
+  // Flat rows (small scale) put the boundary deep into the list, through many halvings.
+  for (float scale : {0.5f, 2.0f, 6.0f}) {
+    const std::vector<float> logits = tied_logits(20000, 3, scale);
     const std::vector<Candidate> want = reference_order(logits);
-    double sum = 0.0;
-    for (const Candidate& c : want) sum += std::exp(static_cast<double>(c.logit) - want[0].logit);
-    size_t want_n = want.size();
-    double cumulative = 0.0;
-    for (size_t i = 0; i < want.size(); ++i) {
-      cumulative += std::exp(static_cast<double>(want[i].logit) - want[0].logit) / sum;
-      if (cumulative >= top_p) {
-        want_n = i + 1;
-        break;
-      }
+    const float max_logit = want[0].logit;
+    for (float top_p : {0.05f, 0.3f, 0.9f, 0.999f}) {
+      const size_t want_n = reference_top_p(want, top_p);
+      std::vector<Candidate> got;
+      const size_t n = collect_candidates(logits, -kInf, got);
+      const size_t kept =
+          truncate_top_p({got.data(), n}, false, max_logit, sum_exp(logits, max_logit), top_p);
+      ASSERT_EQ(kept, want_n) << "scale " << scale << " top_p " << top_p;
+      // The kept set is exactly the best-ranked want_n tokens, in some order.
+      std::vector<Candidate> kept_set(got.begin(), got.begin() + static_cast<ptrdiff_t>(kept));
+      std::sort(kept_set.begin(), kept_set.end(), ranks_before);
+      expect_same_tokens(kept_set, want, kept);
     }
-    std::vector<Candidate> got;
-    double got_sum = 0.0;
-    const size_t n = collect_candidates(logits, want[0].logit, -kInf, got, &got_sum);
-    const size_t kept = truncate_top_p({got.data(), n}, 0, want[0].logit, got_sum, top_p);
-    EXPECT_GT(want_n, 64u) << "the case must span more than one chunk";
-    EXPECT_EQ(kept, want_n) << "top_p " << top_p;
-    expect_same_tokens(got, want, std::min(kept, want_n));
   }
+}
+
+TEST(TruncationTest, TopPOnSortedListWalksInOrder) {
+  std::vector<Candidate> c = {{5, 2.0f, 0}, {1, 1.0f, 0}, {9, 0.0f, 0}, {2, -1.0f, 0}};
+  double total = 0.0;
+  for (const Candidate& x : c) total += fast_exp(x.logit - 2.0f);
+  // Probabilities 0.644, 0.237, 0.087, 0.032.
+  EXPECT_EQ(truncate_top_p(c, true, 2.0f, total, 0.6f), 1u);
+  EXPECT_EQ(truncate_top_p(c, true, 2.0f, total, 0.7f), 2u);
+  EXPECT_EQ(truncate_top_p(c, true, 2.0f, total, 0.95f), 3u);
+  EXPECT_EQ(truncate_top_p(c, true, 2.0f, total, 0.98f), 4u);
+  EXPECT_EQ(c[0].token, 5);
+  EXPECT_EQ(c[3].token, 2);
+  // With a larger total (tokens outside the list, e.g. dropped by min-p) the list may end
+  // before top_p is reached: then all of it stays.
+  EXPECT_EQ(truncate_top_p(c, true, 2.0f, total * 2, 0.9f), 4u);
+}
+
+TEST(TruncationTest, FastExpMatchesStdExp) {
+  double worst = 0.0;
+  for (float x = -87.0f; x <= 88.0f; x += 0.0137f) {
+    const double want = std::exp(static_cast<double>(x));
+    worst = std::max(worst, std::abs(fast_exp(x) - want) / want);
+  }
+  EXPECT_LT(worst, 3e-7);
+  EXPECT_EQ(fast_exp(0.0f), 1.0f);
+  EXPECT_EQ(fast_exp(-kInf), 0.0f);
+  EXPECT_EQ(fast_exp(-100.0f), 0.0f);
+  const std::vector<float> row = {0.0f, -kInf, std::log(3.0f), 0.0f, 0.0f,
+                                  0.0f, 0.0f,  0.0f,           0.0f, 0.0f};
+  EXPECT_NEAR(sum_exp(row, 0.0f), 11.0, 1e-5);
 }
 
 TEST(TruncationTest, MinPFiltersInPlacePreservingOrder) {
