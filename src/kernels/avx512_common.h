@@ -5,6 +5,7 @@
 // built on _mm512_undefined_*() (deliberately uninitialised) is inlined: a false positive.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 
 #include <immintrin.h>

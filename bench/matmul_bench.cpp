@@ -1,0 +1,139 @@
+// Matmul throughput on the synth100m shape (dim 768, 12 layers, 4 of 12 heads for K/V,
+// FFN 2048, vocab 32000): every weight matrix of one forward step, multiplied by n tokens.
+//   n = 1:      decode, memory-bound: GB/s of weights and % of the read-bandwidth roofline
+//               measured by the probe in the same process.
+//   n = 32/128: batched decode / prefill, compute-bound: GFLOP/s (2 per weight per token).
+// Run:  build-kern/bench/matmul_bench [--benchmark_filter=Q8_0]   (RAPIDE_ISA=avx2 to compare)
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <vector>
+
+#include "base/cpu_features.h"
+#include "base/thread_pool.h"
+#include "kernels/bandwidth.h"
+#include "kernels/matmul.h"
+
+namespace rapide {
+namespace {
+
+constexpr int64_t kDim = 768, kKvDim = 256, kFfn = 2048, kVocab = 32000, kLayers = 12;
+
+// RAPIDE_BENCH_THREADS overrides the physical core count (1 isolates kernel speed from
+// scheduling noise on a shared machine).
+ThreadPool& pool() {
+  static ThreadPool p([] {
+    const char* env = std::getenv("RAPIDE_BENCH_THREADS");
+    return env ? std::atoi(env) : physical_core_count();
+  }());
+  return p;
+}
+
+double probe_bandwidth() {
+  static const double bw = measure_read_bandwidth(pool());
+  return bw;
+}
+
+struct Model {
+  TensorType type;
+  std::vector<WeightMatrix> matrices;
+  double bytes = 0;
+  double params = 0;
+};
+
+WeightMatrix random_matrix(TensorType type, int64_t rows, int64_t cols, uint32_t seed) {
+  const int64_t row_bytes = tensor_row_bytes(type, cols);
+  std::vector<uint8_t> data(static_cast<size_t>(rows * row_bytes));
+  std::vector<float> row(static_cast<size_t>(cols));
+  uint32_t state = seed * 2654435761u + 1;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (float& v : row) {
+      state = state * 1664525u + 1013904223u;
+      v = static_cast<float>(static_cast<int32_t>(state)) * (0.02f / 2147483648.0f);
+    }
+    quantize_row(type, row.data(), data.data() + r * row_bytes, cols);
+  }
+  TensorView view;
+  view.name = std::string("bench");
+  view.type = type;
+  view.shape = {cols, rows};
+  view.data = data.data();
+  view.size_bytes = data.size();
+  return WeightMatrix::prepare(view);  // packs a copy: `data` may go
+}
+
+// One model at a time (the F16 one is 200+ MB).
+const Model& model(TensorType type) {
+  static std::unique_ptr<Model> cached;
+  if (cached && cached->type == type) return *cached;
+  cached.reset();
+  auto m = std::make_unique<Model>();
+  m->type = type;
+  struct Shape {
+    int64_t rows, cols;
+  };
+  const Shape layer[] = {{kDim, kDim}, {kKvDim, kDim}, {kKvDim, kDim}, {kDim, kDim},
+                         {kFfn, kDim}, {kFfn, kDim},   {kDim, kFfn}};
+  uint32_t seed = 1;
+  for (int l = 0; l < kLayers; ++l) {
+    for (Shape s : layer) m->matrices.push_back(random_matrix(type, s.rows, s.cols, seed++));
+  }
+  m->matrices.push_back(random_matrix(type, kVocab, kDim, seed++));
+  for (const WeightMatrix& w : m->matrices) {
+    m->bytes += static_cast<double>(tensor_row_bytes(type, w.cols()) * w.rows());
+    m->params += static_cast<double>(w.rows() * w.cols());
+  }
+  cached = std::move(m);
+  return *cached;
+}
+
+void BM_ReadBandwidth(benchmark::State& state) {
+  double bw = 0;
+  for (auto _ : state) bw = probe_bandwidth();
+  state.counters["GB/s"] = bw / 1e9;
+  state.counters["threads"] = pool().size();
+}
+BENCHMARK(BM_ReadBandwidth)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+// state.range(0): tensor type, state.range(1): tokens.
+void BM_ModelMatmuls(benchmark::State& state) {
+  const auto type = static_cast<TensorType>(state.range(0));
+  const int64_t n = state.range(1);
+  const Model& m = model(type);
+  const double roofline = probe_bandwidth();
+  std::vector<float> x(static_cast<size_t>(n * kFfn));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 37) % 101) * 0.01f - 0.5f;
+  std::vector<float> y(static_cast<size_t>(n * kVocab));
+  for (const WeightMatrix& w : m.matrices) w.multiply(x.data(), n, y.data(), pool());  // warm
+  int64_t steps = 0;
+  const auto start = std::chrono::steady_clock::now();
+  for (auto _ : state) {
+    for (const WeightMatrix& w : m.matrices) w.multiply(x.data(), n, y.data(), pool());
+    benchmark::DoNotOptimize(y.data());
+    ++steps;
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double per_step = seconds / static_cast<double>(steps);
+  state.SetLabel(std::string(tensor_type_name(type)) + " " + isa_level_name(active_isa_level()));
+  state.counters["tok/s"] = static_cast<double>(n) / per_step;
+  state.counters["GB/s"] = m.bytes / per_step / 1e9;
+  state.counters["GFLOP/s"] = 2.0 * m.params * static_cast<double>(n) / per_step / 1e9;
+  state.counters["threads"] = pool().size();
+  state.counters["roofline%"] = 100.0 * m.bytes / per_step / roofline;
+}
+
+void model_args(benchmark::internal::Benchmark* b) {
+  for (TensorType t : {TensorType::kF16, TensorType::kQ8_0, TensorType::kQ4_0, TensorType::kBF16}) {
+    for (int64_t n : {1, 32, 128}) b->Args({static_cast<int64_t>(t), n});
+  }
+}
+BENCHMARK(BM_ModelMatmuls)->Apply(model_args)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+}  // namespace rapide
+
+BENCHMARK_MAIN();
