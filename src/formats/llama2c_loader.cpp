@@ -1,6 +1,8 @@
 #include "formats/llama2c_loader.h"
 
+#include <algorithm>
 #include <cctype>
+#include <climits>
 #include <filesystem>
 
 #include "base/error.h"
@@ -183,8 +185,19 @@ ModelFile load_llama2c(const std::string& path, const LoadOptions& options) {
     add_layers(m, w, "ffn_down.weight", c.n_layers, {ffn, dim});
     add_layers(m, w, "ffn_up.weight", c.n_layers, {dim, ffn});
   }
-  if (!h.shared_classifier)
+  if (!h.shared_classifier) {
     add(m, "output.weight", {dim, c.vocab_size}, w.take(dim * c.vocab_size));
+  }
+  // List tensors as a GGUF does (embedding, then layer by layer, then the head) rather than
+  // in llama2.c's storage order, which groups each kind across layers.
+  const auto rank = [](const std::string& name) -> int64_t {
+    if (name == "token_embd.weight") return -1;
+    if (name.starts_with("blk.")) return std::stoll(name.substr(4));
+    return INT32_MAX;
+  };
+  std::stable_sort(
+      m.tensors.begin(), m.tensors.end(),
+      [&](const TensorView& a, const TensorView& b) { return rank(a.name) < rank(b.name); });
 
   const std::string tokenizer = find_tokenizer(path, options, c.vocab_size);
   if (tokenizer.empty()) {
