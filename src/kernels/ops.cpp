@@ -2,7 +2,12 @@
 
 #include <cmath>
 
+#include "base/cpu_features.h"
+#include "kernels/ops_internal.h"
+
 namespace rapide {
+
+namespace ops::scalar {
 
 void rms_norm(const float* x, const float* weight, int64_t n, float eps, float* out) {
   double sum = 0.0;
@@ -12,8 +17,8 @@ void rms_norm(const float* x, const float* weight, int64_t n, float eps, float* 
   for (int64_t i = 0; i < n; ++i) out[i] = (x[i] * scale) * weight[i];
 }
 
-void add_in_place(float* dst, const float* src, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
+void add(const float* a, const float* b, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 }
 
 void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
@@ -23,6 +28,53 @@ void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
   }
 }
 
+void softmax(float* x, int64_t n) {
+  if (n <= 0) return;
+  float max = x[0];
+  for (int64_t i = 1; i < n; ++i) max = std::fmax(max, x[i]);
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - max);
+    sum += x[i];
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+}  // namespace ops::scalar
+
+namespace {
+bool use_avx512() {
+  static const bool yes = active_isa_level() >= IsaLevel::kAvx512;
+  return yes;
+}
+}  // namespace
+
+void rms_norm(const float* x, const float* weight, int64_t n, float eps, float* out) {
+  if (use_avx512()) return ops::avx512::rms_norm(x, weight, n, eps, out);
+  ops::scalar::rms_norm(x, weight, n, eps, out);
+}
+
+void add_in_place(float* dst, const float* src, int64_t n) {
+  add(dst, src, n, dst);
+}
+
+void add(const float* a, const float* b, int64_t n, float* out) {
+  if (use_avx512()) return ops::avx512::add(a, b, n, out);
+  ops::scalar::add(a, b, n, out);
+}
+
+void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
+  if (use_avx512()) return ops::avx512::silu_mul(gate, up, n, out);
+  ops::scalar::silu_mul(gate, up, n, out);
+}
+
+void softmax(float* x, int64_t n) {
+  if (use_avx512()) return ops::avx512::softmax(x, n);
+  ops::scalar::softmax(x, n);
+}
+
+// A few dozen values per head: the scalar loop is as fast as any dispatch would be.
 void rope_rotate(float* x, int n_heads, int head_dim, const float* cos, const float* sin,
                  bool neox) {
   const int half = head_dim / 2;

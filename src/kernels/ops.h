@@ -1,6 +1,8 @@
-// The small per-token operations of a transformer layer. They are cheap next to the matrix
-// products, so they are written once, plainly, with llama.cpp's numerics (rms_norm sums
-// squares in double; silu is x / (1 + e^-x)) so outputs track its reference runs.
+// The small per-token operations of a transformer layer, with llama.cpp's numerics (rms_norm
+// sums squares in double; silu is x / (1 + e^-x); softmax sums in double) so outputs track
+// its reference runs. Each has a plain scalar definition (ops_internal.h); the ones that
+// cost something at prefill (exp in silu/softmax, the reductions) also have an AVX-512
+// variant chosen at run time, within a few ulp of the scalar one.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +14,12 @@ void rms_norm(const float* x, const float* weight, int64_t n, float eps, float* 
 
 // dst += src over n elements.
 void add_in_place(float* dst, const float* src, int64_t n);
+
+// out = a + b over n elements (out may alias a or b).
+void add(const float* a, const float* b, int64_t n, float* out);
+
+// x = exp(x - max x) / sum, in place over n elements.
+void softmax(float* x, int64_t n);
 
 // out = silu(gate) * up over n elements (out may alias gate or up).
 void silu_mul(const float* gate, const float* up, int64_t n, float* out);
