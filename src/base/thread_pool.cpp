@@ -22,18 +22,53 @@ ThreadPool::~ThreadPool() {
   for (auto& w : workers_) w.join();
 }
 
-void ThreadPool::dispatch(Call call, void* ctx) {
+namespace {
+constexpr uint64_t kClosed = uint64_t{1} << 31;
+constexpr uint64_t kJoinedOne = uint64_t{1} << 16;
+constexpr uint64_t kActiveMask = kJoinedOne - 1;
+constexpr uint64_t kJoinedMask = (kClosed - 1) & ~kActiveMask;
+}  // namespace
+
+void ThreadPool::dispatch(Call call, void* ctx, bool all_threads) {
   if (n_threads_ == 1) {
     call(ctx, 0);
     return;
   }
   call_ = call;
   ctx_ = ctx;
-  pending_.store(n_threads_ - 1, std::memory_order_relaxed);
-  generation_.fetch_add(1, std::memory_order_release);
+  const uint32_t generation = generation_.load(std::memory_order_relaxed) + 1;
+  // Open the join window before announcing the generation (release: call_/ctx_ visible to
+  // whoever joins).
+  join_state_.store(static_cast<uint64_t>(generation) << 32, std::memory_order_release);
+  generation_.store(generation, std::memory_order_release);
   generation_.notify_all();
   call(ctx, 0);
-  while (pending_.load(std::memory_order_acquire) != 0) _mm_pause();
+  const uint64_t all_joined = static_cast<uint64_t>(n_threads_ - 1) * kJoinedOne;
+  if (all_threads) {
+    for (;;) {
+      const uint64_t s = join_state_.load(std::memory_order_acquire);
+      if ((s & kJoinedMask) == all_joined && (s & kActiveMask) == 0) break;
+      _mm_pause();
+    }
+    return;
+  }
+  // Close the window, then wait only for the workers already inside the call.
+  uint64_t s = join_state_.fetch_or(kClosed, std::memory_order_acq_rel) | kClosed;
+  while ((s & kActiveMask) != 0) {
+    _mm_pause();
+    s = join_state_.load(std::memory_order_acquire);
+  }
+}
+
+bool ThreadPool::try_join(uint32_t generation) {
+  uint64_t s = join_state_.load(std::memory_order_acquire);
+  for (;;) {
+    if ((s >> 32) != generation || (s & kClosed) != 0) return false;
+    if (join_state_.compare_exchange_weak(s, s + kJoinedOne + 1, std::memory_order_acq_rel,
+                                          std::memory_order_acquire)) {
+      return true;
+    }
+  }
 }
 
 void ThreadPool::worker_loop(int thread) {
@@ -53,8 +88,9 @@ void ThreadPool::worker_loop(int thread) {
     }
     seen = current;
     if (stopping_.load(std::memory_order_acquire)) return;
+    if (!try_join(current)) continue;  // too late: the caller finished without us
     call_(ctx_, thread);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    join_state_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
 

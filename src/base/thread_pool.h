@@ -30,33 +30,48 @@ class ThreadPool {
   void run(F&& fn) {
     using Fn = std::remove_reference_t<F>;
     dispatch([](void* ctx, int thread) { (*static_cast<Fn*>(ctx))(thread); },
-             const_cast<void*>(static_cast<const void*>(&fn)));
+             const_cast<void*>(static_cast<const void*>(&fn)), /*all_threads=*/true);
   }
 
-  // Splits [0, n) into size() contiguous ranges whose boundaries are multiples of `grain`
-  // and calls fn(begin, end, thread) for each non-empty range.
+  // Splits [0, n) into contiguous ranges whose boundaries are multiples of `grain` (a few
+  // per thread) and calls fn(begin, end, thread) for each non-empty range; the threads
+  // claim ranges as they arrive, so a worker the OS has not scheduled yet holds nobody up:
+  // the others take its share and the call returns without it. `thread` is unique among
+  // the calls running at one time (index per-thread scratch with it).
   template <typename F>
   void parallel_for(int64_t n, int64_t grain, F&& fn) {
     if (n <= 0) return;
     if (grain < 1) grain = 1;
     const int64_t units = (n + grain - 1) / grain;
-    const int threads = units < n_threads_ ? static_cast<int>(units) : n_threads_;
-    if (threads <= 1) {
+    if (units <= 1 || n_threads_ == 1) {
       fn(int64_t{0}, n, 0);
       return;
     }
-    run([&](int thread) {
-      if (thread >= threads) return;
-      const int64_t begin = units * thread / threads * grain;
-      int64_t end = units * (thread + 1) / threads * grain;
-      if (end > n) end = n;
-      if (begin < end) fn(begin, end, thread);
-    });
+    const int64_t per_thread_chunks = 4;
+    const int64_t chunks =
+        units < n_threads_ * per_thread_chunks ? units : n_threads_ * per_thread_chunks;
+    std::atomic<int64_t> next{0};
+    auto body = [&](int thread) {
+      for (;;) {
+        const int64_t c = next.fetch_add(1, std::memory_order_relaxed);
+        if (c >= chunks) return;
+        const int64_t begin = units * c / chunks * grain;
+        int64_t end = units * (c + 1) / chunks * grain;
+        if (end > n) end = n;
+        if (begin < end) fn(begin, end, thread);
+      }
+    };
+    using Body = decltype(body);
+    dispatch([](void* ctx, int thread) { (*static_cast<Body*>(ctx))(thread); }, &body,
+             /*all_threads=*/false);
   }
 
  private:
   using Call = void (*)(void* ctx, int thread);
-  void dispatch(Call call, void* ctx);
+  // all_threads: wait until every worker has run the call (run()); otherwise the workers
+  // that join before the caller finishes its own part run it, and late ones skip it.
+  void dispatch(Call call, void* ctx, bool all_threads);
+  bool try_join(uint32_t generation);
   void worker_loop(int thread);
 
   int n_threads_;
@@ -65,7 +80,11 @@ class ThreadPool {
   void* ctx_ = nullptr;
   // Bumped once per dispatch; workers compare it against the last generation they ran.
   alignas(64) std::atomic<uint32_t> generation_{0};
-  alignas(64) std::atomic<int> pending_{0};
+  // Who runs the current call: generation (high 32 bits), kClosed once the caller stops
+  // admitting workers, the count of workers that joined (bits 16..30) and of those still
+  // running it (low 16 bits). Joining is a CAS on this word, so a worker can never run a
+  // call whose caller has already returned.
+  alignas(64) std::atomic<uint64_t> join_state_{0};
   std::atomic<bool> stopping_{false};
 };
 
