@@ -32,7 +32,10 @@ struct TokenizerData {
   // "llama3"/"llama-bpe", "qwen2", ... Empty means "default".
   std::string pre;
   std::vector<std::string> tokens;  // token text (SentencePiece uses U+2581 for space)
-  std::vector<float> scores;        // SentencePiece merge priority (higher merges first)
+  // scores and types always have one entry per token, whatever the format.
+  std::vector<float> scores;        // SentencePiece merge priority (higher merges first); 0 when
+                                    // the file has none, -1000 from an HF tokenizer.json as
+                                    // llama.cpp's converter writes
   std::vector<TokenType> types;     // per token; kNormal when the file has none
   std::vector<std::string> merges;  // byte-level BPE: "left right", highest priority first
   int32_t bos_id = -1;
