@@ -126,6 +126,28 @@ void BM_ModelMatmuls(benchmark::State& state) {
   state.counters["roofline%"] = 100.0 * m.bytes / per_step / roofline;
 }
 
+// One 768 x 768 matrix that stays in L2: the kernel's own speed per weight byte at n = 1,
+// which must be well above the DRAM bandwidth for decode to reach the roofline.
+void BM_CachedMatvec(benchmark::State& state) {
+  const auto type = static_cast<TensorType>(state.range(0));
+  const WeightMatrix w = random_matrix(type, kDim, kDim, 99);
+  std::vector<float> x(kDim, 0.25f), y(kDim);
+  for (auto _ : state) {
+    w.multiply(x.data(), 1, y.data(), pool());
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetLabel(std::string(tensor_type_name(type)));
+  state.counters["GB/s"] = benchmark::Counter(
+      static_cast<double>(tensor_row_bytes(type, kDim) * kDim) * state.iterations() / 1e9,
+      benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_CachedMatvec)
+    ->Arg(static_cast<int64_t>(TensorType::kF16))
+    ->Arg(static_cast<int64_t>(TensorType::kQ8_0))
+    ->Arg(static_cast<int64_t>(TensorType::kQ4_0))
+    ->Arg(static_cast<int64_t>(TensorType::kBF16))
+    ->UseRealTime();
+
 void model_args(benchmark::internal::Benchmark* b) {
   for (TensorType t : {TensorType::kF16, TensorType::kQ8_0, TensorType::kQ4_0, TensorType::kBF16}) {
     for (int64_t n : {1, 32, 128}) b->Args({static_cast<int64_t>(t), n});
