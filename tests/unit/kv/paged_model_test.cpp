@@ -1,0 +1,215 @@
+// The paged KV cache under a real model (stories260K): whatever the block size, budget,
+// layout, interleaving of sequences' blocks, rollbacks or block transfers between stores,
+// attention must compute exactly what it computes over ContiguousKvStore.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "formats/model_file.h"
+#include "kv/paged_kv_store.h"
+#include "model/contiguous_kv_store.h"
+#include "model/model.h"
+#include "test_paths.h"
+
+namespace rapide {
+namespace {
+
+constexpr int kNewTokens = 100;
+constexpr int kBlockSize = 16;
+
+// Fixed token ids (BOS first) so the test does not depend on the tokenizer.
+const std::vector<std::vector<int32_t>> kPrompts = {
+    {1, 403, 407, 261, 378, 429, 13, 300},
+    {1, 88, 95, 120},
+    {1, 500, 12, 44, 380, 390, 401, 402, 310, 77, 76, 75, 74, 300, 301, 302, 303, 304, 305},
+    {1},
+};
+
+struct Generation {
+  std::vector<int32_t> tokens;             // generated, one per step
+  std::vector<std::vector<float>> logits;  // the logits each token was picked from
+};
+
+int32_t argmax(std::span<const float> row) {
+  return static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+}
+
+class PagedModelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string path = testing::shared_path("models/stories260K/stories260K.gguf");
+    if (!std::filesystem::exists(path)) GTEST_SKIP() << "missing " << path;
+    file_ = std::make_shared<const ModelFile>(load_model(path));
+    model_ = std::make_unique<Model>(file_);
+  }
+
+  KvLayout layout() const {
+    return KvLayout::for_model(model_->config(), kBlockSize, KvType::kF16);
+  }
+  int max_context() const { return model_->config().max_context; }
+
+  // Greedy decoding of several prompts together (one batch per step). `prepare(seq, n)` runs
+  // before each forward pass for each sequence that will hold n positions after it.
+  std::vector<Generation> generate(KvStore& kv, const std::vector<std::vector<int32_t>>& prompts,
+                                   int n_new, const std::function<void(int32_t, int)>& prepare) {
+    const int n = static_cast<int>(prompts.size());
+    std::vector<Generation> out(n);
+    Batch batch;
+    for (int s = 0; s < n; ++s) {
+      prepare(s, static_cast<int>(prompts[s].size()));
+      for (size_t p = 0; p < prompts[s].size(); ++p) {
+        batch.add(prompts[s][p], s, static_cast<int>(p), p + 1 == prompts[s].size());
+      }
+    }
+    for (int step = 0; step < n_new; ++step) {
+      std::span<const float> logits = model_->forward(batch, kv, pool_);
+      const int vocab = model_->config().vocab_size;
+      batch.clear();
+      for (int s = 0; s < n; ++s) {
+        std::span<const float> row = logits.subspan(static_cast<size_t>(s) * vocab, vocab);
+        out[s].logits.emplace_back(row.begin(), row.end());
+        out[s].tokens.push_back(argmax(row));
+        const int pos = static_cast<int>(prompts[s].size()) + step;
+        if (step + 1 < n_new) {
+          prepare(s, pos + 1);
+          batch.add(out[s].tokens.back(), s, pos, true);
+        }
+      }
+    }
+    return out;
+  }
+
+  Generation contiguous_reference(const std::vector<int32_t>& prompt) {
+    ContiguousKvStore kv(model_->config(), 1, static_cast<int>(prompt.size()) + kNewTokens + 1);
+    return generate(kv, {prompt}, kNewTokens, [](int32_t, int) {})[0];
+  }
+
+  static void expect_same(const Generation& a, const Generation& b, size_t from = 0) {
+    ASSERT_EQ(a.tokens.size(), b.tokens.size());
+    for (size_t i = from; i < a.tokens.size(); ++i) {
+      ASSERT_EQ(a.tokens[i], b.tokens[i]) << "token " << i;
+      ASSERT_EQ(0, std::memcmp(a.logits[i].data(), b.logits[i].data(),
+                               a.logits[i].size() * sizeof(float)))
+          << "logits of token " << i << " differ";
+    }
+  }
+
+  std::shared_ptr<const ModelFile> file_;
+  std::unique_ptr<Model> model_;
+  ThreadPool pool_{2};
+};
+
+TEST_F(PagedModelTest, PagedAndContiguousLayoutsGiveIdenticalTokens) {
+  const std::vector<int32_t>& prompt = kPrompts[0];
+  const Generation reference = contiguous_reference(prompt);
+  // A budget of exactly the blocks this generation needs: any leak or over-reservation
+  // would make a reserve fail.
+  const int positions = static_cast<int>(prompt.size()) + kNewTokens - 1;
+  const int32_t n_blocks = (positions + kBlockSize - 1) / kBlockSize;
+  for (KvLayoutMode mode : {KvLayoutMode::kPaged, KvLayoutMode::kContiguous}) {
+    SCOPED_TRACE(kv_layout_mode_name(mode));
+    const int context = mode == KvLayoutMode::kPaged ? max_context() : positions;
+    PagedKvStore kv(layout(), n_blocks, context, mode);
+    const Generation paged =
+        generate(kv, {prompt}, kNewTokens, [&](int32_t s, int n) { kv.reserve(s, n); })[0];
+    expect_same(reference, paged);
+    EXPECT_EQ(kv.free_blocks(), 0);
+    EXPECT_LT(kv.wasted_positions(0), kBlockSize);
+    kv.release(0);
+    kv.check_no_leaks();
+  }
+}
+
+TEST_F(PagedModelTest, ConcurrentSequencesWithInterleavedBlocksMatchTheirSoloRuns) {
+  PagedKvStore kv(layout(), 64, max_context());
+  const std::vector<Generation> together =
+      generate(kv, kPrompts, kNewTokens, [&](int32_t s, int n) { kv.reserve(s, n); });
+  // Sequences grew in lock-step, so their tables interleave in the pool.
+  EXPECT_NE(kv.block_table(0)[1], kv.block_table(0)[0] + 1);
+  for (size_t s = 0; s < kPrompts.size(); ++s) {
+    SCOPED_TRACE(s);
+    expect_same(contiguous_reference(kPrompts[s]), together[s]);
+    kv.release(static_cast<int32_t>(s));
+  }
+  kv.check_no_leaks();
+}
+
+TEST_F(PagedModelTest, RollingBackRejectedDraftTokensRestoresTheExactState) {
+  const std::vector<int32_t>& prompt = kPrompts[2];
+  const int plen = static_cast<int>(prompt.size());
+  const Generation reference = contiguous_reference(prompt);
+  PagedKvStore kv(layout(), 16, max_context());
+  generate(kv, {prompt}, 60, [&](int32_t s, int n) { kv.reserve(s, n); });
+
+  // Keep the prompt and the first 30 generated tokens (mid-block), as a speculative step
+  // would after rejecting a draft, then write 9 wrong draft tokens across a block boundary.
+  const int keep = plen + 30;
+  const int32_t blocks_before = kv.used_blocks();
+  kv.truncate(0, keep);
+  EXPECT_LT(kv.used_blocks(), blocks_before);
+  kv.reserve(0, keep + 9);
+  Batch batch;
+  for (int i = 0; i < 9; ++i) batch.add(7 + i, 0, keep + i, true);
+  model_->forward(batch, kv, pool_);
+  kv.truncate(0, keep);
+
+  // Continuing with the right tokens must give bit-identical logits.
+  for (int i = 30; i + 1 < kNewTokens; ++i) {
+    kv.reserve(0, plen + i + 1);
+    batch.clear();
+    batch.add(reference.tokens[i], 0, plen + i, true);
+    std::span<const float> logits = model_->forward(batch, kv, pool_);
+    ASSERT_EQ(0, std::memcmp(logits.data(), reference.logits[i + 1].data(),
+                             logits.size() * sizeof(float)))
+        << "logits of token " << i + 1 << " differ after the rollback";
+  }
+  kv.release(0);
+  kv.check_no_leaks();
+}
+
+TEST_F(PagedModelTest, BlocksExportedAfterPrefillDecodeIdenticallyInAnotherStore) {
+  const std::vector<int32_t>& prompt = kPrompts[2];
+  const int plen = static_cast<int>(prompt.size());
+  const Generation reference = contiguous_reference(prompt);
+
+  // "Prefill machine": run the prompt, keep the first token's logits, export the blocks.
+  PagedKvStore prefill(layout(), 8, max_context());
+  const Generation first =
+      generate(prefill, {prompt}, 1, [&](int32_t s, int n) { prefill.reserve(s, n); })[0];
+  std::vector<std::vector<uint8_t>> wire;
+  for (int32_t block : prefill.block_table(0)) wire.push_back(prefill.export_block(block));
+  prefill.release(0);
+  prefill.check_no_leaks();
+
+  // "Decode machine": a different pool (other block ids), the blocks imported into slot 3.
+  PagedKvStore decode(layout(), 16, max_context());
+  decode.reserve(9, 40);  // occupy low block ids so the imported ones land elsewhere
+  std::vector<int32_t> imported;
+  for (const auto& bytes : wire) imported.push_back(decode.import_block(bytes));
+  decode.append_blocks(3, imported, plen);
+  for (int32_t block : imported) decode.pool().free(block);
+  decode.release(9);
+
+  Generation continued = first;
+  Batch batch;
+  for (int i = 0; i + 1 < kNewTokens; ++i) {
+    decode.reserve(3, plen + i + 1);
+    batch.clear();
+    batch.add(continued.tokens.back(), 3, plen + i, true);
+    std::span<const float> logits = model_->forward(batch, decode, pool_);
+    continued.logits.emplace_back(logits.begin(), logits.end());
+    continued.tokens.push_back(argmax(logits));
+  }
+  expect_same(reference, continued);
+  decode.release(3);
+  decode.check_no_leaks();
+}
+
+}  // namespace
+}  // namespace rapide
