@@ -69,6 +69,11 @@ bool PagedKvStore::can_reserve(int32_t seq_id, int n_positions) const {
   return blocks_needed(seq_id, n_positions) <= free_blocks();
 }
 
+bool PagedKvStore::can_ever_fit(int n_positions) const {
+  return n_positions >= 0 && n_positions <= max_context_ &&
+         blocks_for_new_sequence(n_positions) <= total_blocks();
+}
+
 void PagedKvStore::check_positions(int32_t seq_id, int n_positions) const {
   if (n_positions < 0) {
     fail(ErrorCode::kInvalidArgument, "negative position count {} for sequence {}", n_positions,

@@ -78,6 +78,9 @@ class PagedKvStore final : public KvStore {
   int32_t blocks_needed(int32_t seq_id, int n_positions) const;
   // Whether reserve(seq_id, n_positions) would succeed now.
   bool can_reserve(int32_t seq_id, int n_positions) const;
+  // Whether a sequence of n_positions could fit an otherwise empty cache: admission control
+  // rejects the request when not, instead of queueing it forever.
+  bool can_ever_fit(int n_positions) const;
 
   // Makes the sequence hold positions [0, n_positions), growing its table; never shrinks
   // (see truncate). try_reserve returns false and changes nothing when the free blocks do

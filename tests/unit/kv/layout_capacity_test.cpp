@@ -2,7 +2,9 @@
 // 2048 (issue 4 asks paged >= 3x contiguous, with under one block wasted per sequence).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "kv/memory_budget.h"

@@ -101,6 +101,9 @@ TEST(PagedKvStore, ExhaustionAndNeverFittingRequestsAreClearErrors) {
   expect_error([&] { kv.reserve(2, 1001); }, ErrorCode::kOutOfRange, "beyond the max context 1000");
   expect_error([&] { kv.reserve(2, -1); }, ErrorCode::kInvalidArgument, "negative");
   EXPECT_FALSE(kv.can_reserve(2, 1001));
+  EXPECT_TRUE(kv.can_ever_fit(64));
+  EXPECT_FALSE(kv.can_ever_fit(65));
+  EXPECT_FALSE(kv.can_ever_fit(1001));
   kv.check_no_leaks();
 }
 
