@@ -141,7 +141,7 @@ void run_tiles(const PackedWeights& w, const Activations& a, int64_t p0, int64_t
   if (t1 - t0 <= 2) {
     drive<4, 2, Tile>(w, a, p0, p1, t0, t1, y, a.stride);
   } else {
-    drive<2, 4, Tile>(w, a, p0, p1, t0, t1, y, a.stride);
+    drive<2, 6, Tile>(w, a, p0, p1, t0, t1, y, a.stride);
   }
 }
 
