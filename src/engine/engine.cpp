@@ -202,15 +202,13 @@ void Engine::step() {
   }
   const int vocab = model_.config().vocab_size;
   size_t row = 0;
-  std::vector<Sequence*> finished;
   for (const ScheduledWork& w : plan.work) {
     Sequence& s = *w.sequence;
     s.num_computed += w.n_tokens;
     if (!w.needs_logits) continue;
-    if (advance(s, logits.data() + row * vocab)) finished.push_back(&s);
+    advance(s, logits.data() + row * vocab);
     ++row;
   }
-  for (Sequence* s : finished) scheduler_->remove(s);
 
   StepStats st;
   st.start = start;
@@ -233,7 +231,7 @@ void Engine::step() {
   stats_.recent_steps.push_back(st);
 }
 
-bool Engine::advance(Sequence& s, const float* logits_row) {
+void Engine::advance(Sequence& s, const float* logits_row) {
   std::memcpy(logits_row_.data(), logits_row, logits_row_.size() * sizeof(float));
   const SampleResult r = s.sampler->sample(logits_row_, s.tokens);
   s.tokens.push_back(r.token);
@@ -264,10 +262,11 @@ bool Engine::advance(Sequence& s, const float* logits_row) {
   if (!reason && generated >= s.max_generated) reason = FinishReason::kLength;
   if (!reason) {
     if (s.sink) s.sink->on_event(std::move(event));
-    return false;
+    return;
   }
-  emit_final(s, event, *reason);
-  return true;
+  // Free the blocks before telling the client, so a finished request never holds KV.
+  std::unique_ptr<Sequence> owned = scheduler_->remove(&s);
+  emit_final(*owned, event, *reason);
 }
 
 void Engine::emit_final(Sequence& s, TokenEvent& event, FinishReason reason) {
@@ -299,6 +298,7 @@ void Engine::emit_final(Sequence& s, TokenEvent& event, FinishReason reason) {
     }
     stats_.prompt_tokens += s.prompt_length;
     stats_.generated_tokens += s.generated();
+    stats_.kv = kv_->usage();
   }
   if (s.sink) s.sink->on_event(std::move(event));
 }

@@ -51,9 +51,11 @@ class Engine {
   void loop();
   void step();
   void handle_aborts(std::vector<RequestId>& aborts);
-  // Samples for one sequence whose logits are ready; returns true if it finished.
-  bool advance(Sequence& s, const float* logits_row);
+  // Samples for one sequence whose logits are ready; a finished one leaves the scheduler
+  // (its blocks freed) before its final event is sent.
+  void advance(Sequence& s, const float* logits_row);
   void finish(Sequence* s, FinishReason reason, const std::string& error = {});
+  // Sends the last event of a sequence that has already left the scheduler.
   void emit_final(Sequence& s, TokenEvent& event, FinishReason reason);
 
   Model& model_;

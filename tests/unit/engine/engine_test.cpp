@@ -1,0 +1,278 @@
+// The engine under concurrency: many requests at once must produce exactly what each
+// produces alone, aborts and preemption must not lose or change anything, and the KV pool
+// must be whole again afterwards.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <thread>
+
+#include "base/error.h"
+#include "engine/engine.h"
+#include "golden/greedy_runner.h"
+#include "test_paths.h"
+
+namespace rapide::testing {
+namespace {
+
+struct Outcome {
+  std::vector<int32_t> tokens;
+  std::string text;
+  FinishReason reason = FinishReason::kError;
+  int completion_tokens = 0;
+  TimePoint finished;
+};
+
+Outcome collect(EventQueue& queue) {
+  Outcome o;
+  TokenEvent e;
+  while (queue.pop(e, std::chrono::seconds(60))) {
+    if (e.token >= 0) o.tokens.push_back(e.token);
+    o.text += e.text;
+    if (e.finished) {
+      o.reason = e.finish_reason;
+      o.completion_tokens = e.completion_tokens;
+      o.finished = e.timings.finished;
+      return o;
+    }
+  }
+  ADD_FAILURE() << "timed out waiting for the engine";
+  return o;
+}
+
+struct Spec {
+  std::string prompt;
+  int max_tokens;
+  float temperature;
+  uint64_t seed;
+};
+
+std::vector<Spec> mixed_specs() {
+  const char* prompts[] = {"Once upon a time", "Lily and Tom went to the park",
+                           "One day, a boy named Tim found a", "The little dog was sad because",
+                           "Sue had a red ball", "The sun was hot and the birds"};
+  std::vector<Spec> specs;
+  for (int i = 0; i < 16; ++i) {
+    specs.push_back({prompts[i % 6], 10 + (i * 37) % 120, i % 2 ? 0.0f : 0.9f,
+                     static_cast<uint64_t>(1000 + i)});
+  }
+  return specs;
+}
+
+Request make_request(const Tokenizer& tok, const Spec& s, std::shared_ptr<EventSink> sink) {
+  Request r;
+  r.prompt = tok.encode(s.prompt, true);
+  r.sampling.temperature = s.temperature;
+  r.sampling.top_k = 40;
+  r.sampling.seed = s.seed;
+  r.sampling.max_tokens = s.max_tokens;
+  r.sampling.ignore_eos = true;
+  r.sink = std::move(sink);
+  return r;
+}
+
+EngineOptions small_options() {
+  EngineOptions o;
+  o.threads = 2;
+  o.kv_memory = "64MiB";
+  o.max_context = 512;
+  return o;
+}
+
+class EngineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    loaded_ = load_for_test(shared_path("models/stories260K/stories260K.gguf"));
+  }
+  // Each spec run alone on a fresh engine.
+  std::vector<Outcome> run_alone(const std::vector<Spec>& specs, EngineOptions options) {
+    std::vector<Outcome> out;
+    Engine engine(*loaded_.model, *loaded_.tokenizer, options);
+    for (const Spec& s : specs) {
+      auto q = std::make_shared<EventQueue>();
+      engine.submit(make_request(*loaded_.tokenizer, s, q));
+      out.push_back(collect(*q));
+    }
+    return out;
+  }
+  std::vector<Outcome> run_together(Engine& engine, const std::vector<Spec>& specs) {
+    std::vector<std::shared_ptr<EventQueue>> queues;
+    for (const Spec& s : specs) {
+      queues.push_back(std::make_shared<EventQueue>());
+      engine.submit(make_request(*loaded_.tokenizer, s, queues.back()));
+    }
+    std::vector<Outcome> out;
+    for (auto& q : queues) out.push_back(collect(*q));
+    return out;
+  }
+  LoadedForTest loaded_;
+};
+
+void expect_same(const std::vector<Outcome>& a, const std::vector<Outcome>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].tokens, b[i].tokens) << "request " << i;
+    EXPECT_EQ(a[i].text, b[i].text) << "request " << i;
+    EXPECT_EQ(a[i].reason, b[i].reason) << "request " << i;
+  }
+}
+
+TEST_F(EngineTest, ConcurrentRequestsGiveWhatEachGivesAlone) {
+  const auto specs = mixed_specs();
+  const auto alone = run_alone(specs, small_options());
+  Engine engine(*loaded_.model, *loaded_.tokenizer, small_options());
+  expect_same(alone, run_together(engine, specs));
+  for (size_t i = 0; i < specs.size(); ++i) {
+    EXPECT_EQ(alone[i].completion_tokens, specs[i].max_tokens);
+    EXPECT_EQ(alone[i].reason, FinishReason::kLength);
+  }
+  EngineStats st = engine.stats();
+  EXPECT_EQ(st.kv.used_blocks, 0);
+  EXPECT_EQ(st.requests_finished, specs.size());
+}
+
+TEST_F(EngineTest, StaticBatchingAndContiguousLayoutGiveTheSameTokens) {
+  const auto specs = mixed_specs();
+  EngineOptions base = small_options();
+  Engine continuous(*loaded_.model, *loaded_.tokenizer, base);
+  const auto reference = run_together(continuous, specs);
+  EngineOptions s = base;
+  s.batching = BatchingMode::kStatic;
+  s.max_seqs = 5;
+  Engine static_engine(*loaded_.model, *loaded_.tokenizer, s);
+  expect_same(reference, run_together(static_engine, specs));
+  EngineOptions c = base;
+  c.kv_layout = KvLayoutMode::kContiguous;
+  Engine contiguous(*loaded_.model, *loaded_.tokenizer, c);
+  expect_same(reference, run_together(contiguous, specs));
+}
+
+TEST_F(EngineTest, ChunkedPrefillAndSmallBudgetsGiveTheSameTokens) {
+  const auto specs = mixed_specs();
+  Engine reference_engine(*loaded_.model, *loaded_.tokenizer, small_options());
+  const auto reference = run_together(reference_engine, specs);
+  EngineOptions o = small_options();
+  o.prefill_chunk = 3;
+  o.max_batch_tokens = 7;
+  o.max_seqs = 3;
+  Engine engine(*loaded_.model, *loaded_.tokenizer, o);
+  expect_same(reference, run_together(engine, specs));
+}
+
+TEST_F(EngineTest, PreemptionUnderATinyKvBudgetCompletesEveryRequestUnchanged) {
+  const auto specs = mixed_specs();
+  Engine reference_engine(*loaded_.model, *loaded_.tokenizer, small_options());
+  const auto reference = run_together(reference_engine, specs);
+  EngineOptions o = small_options();
+  // stories260K: 5 layers x 4 kv heads x 8 dims x 2 (K,V) x 2 bytes = 640 B per position,
+  // 10 KiB per 16-token block. 160 KiB = 16 blocks = 256 positions: far less than 16
+  // requests need together, enough for the longest alone.
+  o.kv_memory = "160KiB";
+  Engine engine(*loaded_.model, *loaded_.tokenizer, o);
+  expect_same(reference, run_together(engine, specs));
+  EngineStats st = engine.stats();
+  EXPECT_GT(st.preemptions, 0u) << "the budget was meant to force preemption";
+  EXPECT_EQ(st.kv.used_blocks, 0);
+}
+
+TEST_F(EngineTest, AbortFreesBlocksAtOnce) {
+  EngineOptions o = small_options();
+  Engine engine(*loaded_.model, *loaded_.tokenizer, o);
+  auto q = std::make_shared<EventQueue>();
+  Spec long_spec{"Once upon a time", 400, 0.0f, 1};
+  const RequestId id = engine.submit(make_request(*loaded_.tokenizer, long_spec, q));
+  TokenEvent e;
+  ASSERT_TRUE(q->pop(e, std::chrono::seconds(30)));  // it is running
+  EXPECT_GT(engine.stats().kv.used_blocks, 0);
+  engine.abort(id);
+  Outcome o2 = collect(*q);
+  EXPECT_EQ(o2.reason, FinishReason::kAbort);
+  EXPECT_LT(o2.completion_tokens, 400);
+  // The final event is sent after the blocks were released; stats follow the step.
+  for (int i = 0; i < 100 && engine.stats().kv.used_blocks != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(engine.stats().kv.used_blocks, 0);
+  EXPECT_EQ(engine.stats().requests_aborted, 1u);
+}
+
+TEST_F(EngineTest, RejectsWhatCanNeverRunWithClearErrors) {
+  EngineOptions o = small_options();
+  o.kv_memory = "160KiB";  // 256 positions
+  Engine engine(*loaded_.model, *loaded_.tokenizer, o);
+  auto q = std::make_shared<EventQueue>();
+  Spec too_long{"Once upon a time", 400, 0.0f, 1};
+  try {
+    engine.submit(make_request(*loaded_.tokenizer, too_long, q));
+    FAIL() << "a request larger than the KV budget was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kResourceExhausted);
+    EXPECT_NE(std::string(e.what()).find("KV"), std::string::npos) << e.what();
+  }
+  Request empty;
+  empty.sink = q;
+  EXPECT_THROW(engine.submit(empty), Error);
+  Request bad_token = make_request(*loaded_.tokenizer, {"Hi", 5, 0.0f, 1}, q);
+  bad_token.prompt.push_back(100000);
+  try {
+    engine.submit(bad_token);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+  }
+  Request over_context = make_request(*loaded_.tokenizer, {"Hi", 5, 0.0f, 1}, q);
+  over_context.prompt.assign(600, 5);
+  try {
+    engine.submit(over_context);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kOutOfRange);
+  }
+  Request bad_sampling = make_request(*loaded_.tokenizer, {"Hi", 5, 0.0f, 1}, q);
+  bad_sampling.sampling.top_p = 2.0f;
+  try {
+    engine.submit(bad_sampling);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("top_p"), std::string::npos);
+  }
+}
+
+TEST_F(EngineTest, StopStringsEndTheTextBeforeTheMatch) {
+  Engine engine(*loaded_.model, *loaded_.tokenizer, small_options());
+  Spec s{"Once upon a time", 200, 0.0f, 1};
+  auto q = std::make_shared<EventQueue>();
+  engine.submit(make_request(*loaded_.tokenizer, s, q));
+  const Outcome full = collect(*q);
+  // Greedy stories260K says "... named Lily. She loved ..." early on.
+  const size_t at = full.text.find("Lily");
+  ASSERT_NE(at, std::string::npos);
+  Request r = make_request(*loaded_.tokenizer, s, q);
+  r.sampling.stop = {"Lily"};
+  engine.submit(std::move(r));
+  const Outcome stopped = collect(*q);
+  EXPECT_EQ(stopped.reason, FinishReason::kStop);
+  EXPECT_EQ(stopped.text, full.text.substr(0, at));
+}
+
+TEST_F(EngineTest, PriorityRunsFirstWhenOnlyOneFits) {
+  EngineOptions o = small_options();
+  o.max_seqs = 1;
+  Engine engine(*loaded_.model, *loaded_.tokenizer, o);
+  // Occupy the engine, then queue a low- and a high-priority request.
+  auto q0 = std::make_shared<EventQueue>(), ql = std::make_shared<EventQueue>(),
+       qh = std::make_shared<EventQueue>();
+  engine.submit(make_request(*loaded_.tokenizer, {"Once upon a time", 60, 0.0f, 1}, q0));
+  Request low = make_request(*loaded_.tokenizer, {"Sue had", 5, 0.0f, 1}, ql);
+  Request high = make_request(*loaded_.tokenizer, {"Tim had", 5, 0.0f, 1}, qh);
+  high.priority = 10;
+  engine.submit(std::move(low));
+  engine.submit(std::move(high));
+  collect(*q0);
+  const Outcome lo = collect(*ql), ho = collect(*qh);
+  // The high-priority one ran first even though it arrived later.
+  EXPECT_LT(ho.finished, lo.finished);
+}
+
+}  // namespace
+}  // namespace rapide::testing
