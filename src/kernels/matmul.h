@@ -4,9 +4,13 @@
 //   F32 weights:        f32 activations, f32 accumulation
 //   F16 weights:        activations rounded to f16, products accumulated in f32
 //   BF16 weights:       activations rounded to bf16, products accumulated in f32
-//   Q8_0 / Q4_0 weights: activations quantized to Q8_0 (blocks of 32, one scale each),
+//   Q8_0 / Q4_0 weights: activations quantized to Q8_0 as llama.cpp's x86 quantize_row_q8_0
+//                        does (scale 127/amax, round half to even, f16 block scale), exact
 //                        integer dot products per block, scaled and summed in f32
-// Each kernel family has a scalar reference (tests compare every SIMD variant against it).
+// Each kernel family has a scalar reference (tests compare every SIMD variant against it);
+// the SIMD variants (AVX2; AVX-512 with VNNI and BF16) follow the reference's summation
+// order, so all but BF16's vdpbf16ps reproduce it bit for bit. prepare() repacks the
+// weights into 16-row panels (layout in matmul_internal.h).
 #pragma once
 
 #include <cstdint>
