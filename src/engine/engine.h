@@ -42,6 +42,10 @@ class Engine {
   bool drain(std::chrono::milliseconds timeout);
 
   EngineStats stats() const;
+  // Whether a sequence of `positions` tokens (prompt + most generated) could fit the whole,
+  // empty KV budget. Reads only fixed sizes, so any thread may ask: a front end tells a
+  // request that can never run (400) from a full queue (429) before submitting.
+  bool can_ever_fit(int positions) const { return kv_->can_ever_fit(positions); }
   const ModelConfig& config() const { return model_.config(); }
   const Tokenizer& tokenizer() const { return tokenizer_; }
   const EngineOptions& options() const { return options_; }
