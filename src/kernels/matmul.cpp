@@ -95,7 +95,8 @@ void pack(const TensorView& view, int64_t row_begin, int64_t row_end, PackedWeig
             uint8_t* pb = panel + b * matmul::kQ8PanelBlockBytes;
             std::memcpy(pb + r * 2, &block.d, 2);
             for (int g = 0; g < 8; ++g) {
-              std::memcpy(pb + 2 * kPanel + (g * kPanel + r) * 4, block.qs + g * 4, 4);
+              uint8_t* dst = pb + 2 * kPanel + (g * kPanel + r) * 4;
+              for (int j = 0; j < 4; ++j) dst[j] = static_cast<uint8_t>(block.qs[g * 4 + j]) ^ 0x80;
             }
           }
           break;

@@ -9,7 +9,9 @@
 //   F32:  [col][16 rows] f32                                         64 bytes per column
 //   F16:  [col][16 rows] f16                                         32 bytes per column
 //   BF16: [col pair][16 rows][2] bf16 (cols padded to even)          64 bytes per pair
-//   Q8_0: per block of 32 cols: [16 f16 scales][8 groups][16 rows][4 int8]      544 bytes
+//   Q8_0: per block of 32 cols: [16 f16 scales][8 groups][16 rows][4 bytes]     544 bytes;
+//         each byte holds q + 128 (the sign bit flipped): the unsigned operand VNNI wants,
+//         so the decode loop spends no instruction per load converting it.
 //   Q4_0: per block: [16 f16 scales][4 groups][16 rows][4 bytes]               288 bytes;
 //         byte j of group g holds col 4g+j in its low nibble, col 16+4g+j in its high one,
 //         so one load yields two 64-byte operands for VNNI after masking/shifting.
@@ -110,8 +112,8 @@ inline uint16_t q_scale(const uint8_t* panel_block, int row) {
   return reinterpret_cast<const uint16_t*>(panel_block)[row];
 }
 inline int q8_value(const uint8_t* panel_block, int row, int col) {
-  const auto* q = reinterpret_cast<const int8_t*>(panel_block + 2 * kPanel);
-  return q[(col / 4) * kPanel * 4 + row * 4 + col % 4];
+  const uint8_t* q = panel_block + 2 * kPanel;
+  return static_cast<int>(q[(col / 4) * kPanel * 4 + row * 4 + col % 4]) - 128;
 }
 // The nibble 0..15 (weight = d * (nibble - 8)).
 inline int q4_nibble(const uint8_t* panel_block, int row, int col) {

@@ -92,10 +92,13 @@ struct Q8Weights {
   static void dot(__m256i (&iacc)[H][T], const uint8_t* const (&pb)[H / 2],
                   const int8_t* const (&xs)[T], int64_t col) {
     const __m256i ones = _mm256_set1_epi16(1);
+    const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
     for (int g = 0; g < 8; ++g) {
       for (int h = 0; h < H; ++h) {
-        const __m256i wv = _mm256_loadu_si256(
-            reinterpret_cast<const __m256i*>(pb[h / 2] + 2 * kPanel + g * 64 + h % 2 * 32));
+        // Packed as w + 128 for VNNI; flip back to signed for the sign trick.
+        const __m256i wv = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+                                                pb[h / 2] + 2 * kPanel + g * 64 + h % 2 * 32)),
+                                            flip);
         const __m256i aw = _mm256_abs_epi8(wv);
         for (int i = 0; i < T; ++i) {
           const __m256i sx = _mm256_sign_epi8(broadcast4(xs[i] + col + 4 * g), wv);

@@ -2,11 +2,11 @@
 //
 // vpdpbusd multiplies unsigned bytes (first operand) by signed bytes (second) and sums
 // groups of 4 into 32-bit lanes. Activations are the signed operand, broadcast 4 bytes at a
-// time from memory; weights are made unsigned: Q8_0 by flipping the sign bit (w + 128),
-// Q4_0 nibbles are already 0..15 (w + 8). The excess offset * sum(activations) of a block
-// is removed by starting the block's accumulator at the precomputed bias
-// -offset * sum(q), so each lane ends the block holding the exact integer dot product.
-// Blocks are then scaled and summed in the reference's order: bit-exact with it.
+// time from memory; weights are unsigned: Q8_0 is packed as w + 128 (sign bit flipped at
+// prepare time), Q4_0 nibbles are already 0..15 (w + 8). The excess offset * sum(activations) of a
+// block is removed by starting the block's accumulator at the precomputed bias -offset * sum(q), so
+// each lane ends the block holding the exact integer dot product. Blocks are then scaled and summed
+// in the reference's order: bit-exact with it.
 #include <cstring>
 
 #include "base/fp16.h"
@@ -83,12 +83,9 @@ struct Q8Weights {
   template <int R, int T>
   static void dot(__m512i (&iacc)[R][T], const uint8_t* const (&pb)[R],
                   const int8_t* const (&xs)[T], int64_t col) {
-    const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
     for (int g = 0; g < 8; ++g) {
-      __m512i wv[R];
-      for (int r = 0; r < R; ++r) {
-        wv[r] = _mm512_xor_si512(_mm512_loadu_si512(pb[r] + 2 * kPanel + g * 64), flip);
-      }
+      __m512i wv[R];  // stored as q + 128 already
+      for (int r = 0; r < R; ++r) wv[r] = _mm512_loadu_si512(pb[r] + 2 * kPanel + g * 64);
       for (int i = 0; i < T; ++i) {
         const __m512i xb = broadcast4(xs[i] + col + 4 * g);
         for (int r = 0; r < R; ++r) iacc[r][i] = _mm512_dpbusd_epi32(iacc[r][i], wv[r], xb);
