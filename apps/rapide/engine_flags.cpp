@@ -29,6 +29,17 @@ void add_engine_flags(CLI::App& command, EngineFlags& flags) {
   command.add_option("--kv-memory", o.kv_memory, "KV budget: 2GiB, 512MiB, or a fraction of free RAM (0.5)")
       ->capture_default_str();
   command.add_option("--kv-type", flags.kv_type, "f16 | f32")->capture_default_str();
+  command.add_option("--prefix-cache", flags.prefix_cache,
+                     "on | off: reuse the KV of prompt prefixes already computed")
+      ->capture_default_str();
+  command.add_option("--kv-offload-ram", o.kv_offload_ram,
+                     "compressed-RAM tier for evicted KV blocks: 2GiB, 512MiB (empty = off)");
+  command.add_option("--kv-offload-dir", o.kv_offload_dir,
+                     "directory for evicted KV blocks (files checked on load; empty = off)");
+  command.add_option("--kv-offload-size", o.kv_offload_size, "cap of the files in --kv-offload-dir")
+      ->capture_default_str();
+  command.add_option("--kv-offload-codec", flags.kv_offload_codec, "lz4 | zstd | none")
+      ->capture_default_str();
   command.add_option("--max-queue", o.max_queue, "waiting requests before new ones are refused")
       ->check(CLI::Range(1, 1 << 24))
       ->capture_default_str();
@@ -39,6 +50,14 @@ EngineOptions EngineFlags::resolve(int threads) const {
   o.threads = threads;
   o.batching = parse_batching_mode(batching);
   o.kv_layout = parse_kv_layout_mode(kv_layout);
+  if (prefix_cache == "on") {
+    o.prefix_cache = true;
+  } else if (prefix_cache == "off") {
+    o.prefix_cache = false;
+  } else {
+    fail(ErrorCode::kInvalidArgument, "--prefix-cache must be on or off, got '{}'", prefix_cache);
+  }
+  o.kv_offload_codec = parse_offload_codec(kv_offload_codec);
   if (kv_type == "f16") {
     o.kv_type = KvType::kF16;
   } else if (kv_type == "f32") {

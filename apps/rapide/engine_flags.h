@@ -11,12 +11,16 @@
 namespace rapide::cli {
 
 // --max-batch-tokens, --max-seqs, --prefill-chunk, --ctx-size, --batching, --kv-layout,
-// --kv-block-size, --kv-memory, --kv-type. Parsed values land in `options` after parse().
+// --kv-block-size, --kv-memory, --kv-type, --prefix-cache, --kv-offload-ram,
+// --kv-offload-dir, --kv-offload-size, --kv-offload-codec. Parsed values land in `options`
+// after parse().
 struct EngineFlags {
   EngineOptions options;
   std::string batching = "continuous";
   std::string kv_layout = "paged";
   std::string kv_type = "f16";
+  std::string prefix_cache = "on";
+  std::string kv_offload_codec = "lz4";
   // Converts the string-valued flags; throws Error(kInvalidArgument) for unknown values.
   EngineOptions resolve(int threads) const;
 };

@@ -6,19 +6,26 @@
 #include "base/cpu_features.h"
 #include "base/error.h"
 #include "base/logging.h"
+#include "engine/model_identity.h"
 #include "kv/memory_budget.h"
 
 namespace rapide {
 
 namespace {
 constexpr size_t kRecentSteps = 256;
+constexpr size_t kRecentMisses = 32;
 }  // namespace
 
 Engine::Engine(Model& model, const Tokenizer& tokenizer, const EngineOptions& options)
     : model_(model), tokenizer_(tokenizer), options_(options) {
   const ModelConfig& c = model_.config();
-  max_context_ = options_.max_context > 0 ? std::min(options_.max_context, c.max_context)
-                                          : c.max_context;
+  max_context_ = options_.max_context > 0 ? options_.max_context : c.max_context;
+  if (max_context_ > c.max_context) {
+    spdlog::warn(
+        "engine: context {} is beyond the model's trained {}; rope extrapolates and "
+        "output quality may drop",
+        max_context_, c.max_context);
+  }
   if (options_.max_batch_tokens < 1 || options_.max_seqs < 1 || options_.prefill_chunk < 1) {
     fail(ErrorCode::kInvalidArgument,
          "--max-batch-tokens, --max-seqs and --prefill-chunk must be at least 1");
@@ -31,7 +38,8 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, const EngineOptions& op
   const KvLayout layout = KvLayout::for_model(c, options_.kv_block_size, options_.kv_type);
   kv_ = PagedKvStore::with_budget(layout, parse_memory_budget(options_.kv_memory), max_context_,
                                   options_.kv_layout);
-  scheduler_ = std::make_unique<Scheduler>(options_, *kv_);
+  prefix_cache_ = make_prefix_cache(layout);
+  scheduler_ = std::make_unique<Scheduler>(options_, *kv_, prefix_cache_.get());
   logits_row_.resize(c.vocab_size);
   spdlog::info("engine: {} KV blocks of {} tokens ({} layout, {}), context {}, batching {}, "
                "max {} tokens / {} sequences per step, {} threads",
@@ -40,6 +48,46 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, const EngineOptions& op
                max_context_, batching_mode_name(options_.batching), options_.max_batch_tokens,
                options_.max_seqs, threads);
   thread_ = std::thread([this] { loop(); });
+}
+
+std::unique_ptr<PrefixCache> Engine::make_prefix_cache(const KvLayout& layout) {
+  if (!options_.prefix_cache) return nullptr;
+  if (options_.kv_layout != KvLayoutMode::kPaged) {
+    spdlog::info("engine: prefix caching is off: it needs --kv-layout paged");
+    return nullptr;
+  }
+  const uint64_t identity = model_identity(model_, layout);
+  OffloadTierOptions tier;
+  const auto size_or_zero = [](const std::string& text) -> uint64_t {
+    return text.empty() || text == "0" ? 0 : parse_memory_budget(text);
+  };
+  tier.ram_bytes = size_or_zero(options_.kv_offload_ram);
+  tier.dir = options_.kv_offload_dir;
+  tier.disk_bytes = tier.dir.empty() ? 0 : size_or_zero(options_.kv_offload_size);
+  tier.codec = options_.kv_offload_codec;
+  std::unique_ptr<OffloadTier> offload;
+  if (tier.enabled()) {
+    offload = std::make_unique<OffloadTier>(tier, layout, identity);
+    spdlog::info("engine: KV offload tier: {} compressed RAM ({}), {}",
+                 format_bytes(tier.ram_bytes), offload_codec_name(tier.codec),
+                 tier.dir.empty() ? std::string("no files")
+                                  : fmt::format("files in {} up to {}", tier.dir,
+                                                format_bytes(offload->options().disk_bytes)));
+  }
+  spdlog::info("engine: prefix caching on (model identity {:016x})", identity);
+  return std::make_unique<PrefixCache>(*kv_, identity, std::move(offload));
+}
+
+void Engine::update_prefix_stats() {
+  if (!prefix_cache_) return;
+  stats_.prefix_cache_enabled = true;
+  stats_.prefix_cache = prefix_cache_->stats();
+  for (const PrefixDivergence& d : prefix_cache_->take_divergences()) {
+    if (stats_.recent_misses.size() >= kRecentMisses) {
+      stats_.recent_misses.erase(stats_.recent_misses.begin());
+    }
+    stats_.recent_misses.push_back(describe_miss(d, tokenizer_));
+  }
 }
 
 Engine::~Engine() {
@@ -160,6 +208,7 @@ void Engine::loop() {
     stats_.waiting = static_cast<int>(scheduler_->waiting_count());
     stats_.running = static_cast<int>(scheduler_->running_count());
     stats_.kv = kv_->usage();
+    update_prefix_stats();
     if (incoming_.empty() && scheduler_->idle()) drained_.notify_all();
   }
 }
@@ -179,6 +228,12 @@ void Engine::step() {
     std::unique_lock<std::mutex> lock(mutex_);
     wake_.wait_for(lock, std::chrono::milliseconds(1));
     return;
+  }
+  {
+    // Before any event of this step goes out: a client that sees its first token also
+    // sees the blocks it holds.
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.kv = kv_->usage();
   }
   batch_.clear();
   for (const ScheduledWork& w : plan.work) {
@@ -286,6 +341,7 @@ void Engine::emit_final(Sequence& s, TokenEvent& event, FinishReason reason) {
   event.finish_reason = reason;
   event.prompt_tokens = s.prompt_length;
   event.completion_tokens = s.generated();
+  event.cached_prompt_tokens = s.cached_prompt_tokens;
   event.timings = s.timings;
   {
     std::lock_guard<std::mutex> lock(mutex_);

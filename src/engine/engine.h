@@ -16,6 +16,7 @@
 #include "engine/request.h"
 #include "engine/scheduler.h"
 #include "kv/paged_kv_store.h"
+#include "kv/prefix_cache.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -61,6 +62,11 @@ class Engine {
   void finish(Sequence* s, FinishReason reason, const std::string& error = {});
   // Sends the last event of a sequence that has already left the scheduler.
   void emit_final(Sequence& s, TokenEvent& event, FinishReason reason);
+  // Builds the prefix cache and its offload tier from the options (null when off).
+  std::unique_ptr<PrefixCache> make_prefix_cache(const KvLayout& layout);
+  // Copies the prefix cache's counters into stats_ and explains new partial misses
+  // (called with mutex_ held).
+  void update_prefix_stats();
 
   Model& model_;
   const Tokenizer& tokenizer_;
@@ -69,6 +75,7 @@ class Engine {
   std::vector<int32_t> end_of_generation_ids_;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<PagedKvStore> kv_;
+  std::unique_ptr<PrefixCache> prefix_cache_;  // after kv_: it listens to kv_'s pool
   std::unique_ptr<Scheduler> scheduler_;
   Batch batch_;
   std::vector<float> logits_row_;

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "kv/kv_layout_mode.h"
+#include "kv/offload_codec.h"
 #include "model/kv_store.h"
 
 namespace rapide {
@@ -18,17 +19,27 @@ BatchingMode parse_batching_mode(const std::string& text);
 const char* batching_mode_name(BatchingMode mode);
 
 struct EngineOptions {
-  int threads = 0;                // 0 = physical cores
-  int max_batch_tokens = 512;     // tokens per forward pass (prefill chunks + decodes)
-  int max_seqs = 64;              // sequences running at once
-  int prefill_chunk = 512;        // most prompt tokens of one sequence per step
-  int max_context = 0;            // 0 = the model's trained context
-  int max_queue = 4096;           // waiting requests before submit() refuses
+  int threads = 0;             // 0 = physical cores
+  int max_batch_tokens = 512;  // tokens per forward pass (prefill chunks + decodes)
+  int max_seqs = 64;           // sequences running at once
+  int prefill_chunk = 512;     // most prompt tokens of one sequence per step
+  int max_context = 0;         // 0 = the model's trained context; larger ones are
+                               // allowed with a warning (rope extrapolates, quality drops)
+  int max_queue = 4096;        // waiting requests before submit() refuses
   BatchingMode batching = BatchingMode::kContinuous;
   KvLayoutMode kv_layout = KvLayoutMode::kPaged;
   KvType kv_type = KvType::kF16;
   int kv_block_size = 16;
   std::string kv_memory = "1GiB";  // see kv/memory_budget.h
+  // Automatic prefix caching (kv/prefix_cache.h): full blocks of finished requests stay
+  // cached and later prompts sharing the prefix reuse them. Needs the paged layout.
+  bool prefix_cache = true;
+  // The offload tier behind it (kv/offload_tier.h): evicted blocks go to compressed RAM
+  // and/or files instead of being dropped. Empty or "0" sizes / empty dir = that level off.
+  std::string kv_offload_ram;            // e.g. "2GiB" (see kv/memory_budget.h)
+  std::string kv_offload_dir;            // directory for block files
+  std::string kv_offload_size = "4GiB";  // cap of the files in kv_offload_dir
+  OffloadCodec kv_offload_codec = OffloadCodec::kLz4;
 };
 
 }  // namespace rapide

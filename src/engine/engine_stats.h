@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "engine/prefix_miss_record.h"
 #include "kv/paged_kv_store.h"
+#include "kv/prefix_cache.h"
 
 namespace rapide {
 
@@ -29,7 +31,7 @@ struct EngineStats {
   uint64_t requests_finished = 0;  // stop or length
   uint64_t requests_aborted = 0;
   uint64_t requests_failed = 0;
-  uint64_t prompt_tokens = 0;     // of finished requests
+  uint64_t prompt_tokens = 0;           // of finished requests
   uint64_t computed_prompt_tokens = 0;  // prompt positions actually run (recomputes included)
   uint64_t generated_tokens = 0;
   uint64_t preemptions = 0;
@@ -37,6 +39,11 @@ struct EngineStats {
   int running = 0;
   KvUsage kv;
   std::vector<StepStats> recent_steps;  // the last steps, oldest first
+  // Prefix cache and offload tier counters (all zero when --prefix-cache off), and the
+  // latest requests that reused less of a cached prefix than they could have.
+  bool prefix_cache_enabled = false;
+  PrefixCacheStats prefix_cache;
+  std::vector<PrefixMissRecord> recent_misses;  // oldest first
 };
 
 }  // namespace rapide

@@ -16,7 +16,15 @@ bool runs_before(const Sequence& a, const Sequence& b) {
 
 }  // namespace
 
-Scheduler::Scheduler(const EngineOptions& options, PagedKvStore& kv) : options_(options), kv_(kv) {}
+Scheduler::Scheduler(const EngineOptions& options, PagedKvStore& kv, PrefixCache* prefix_cache)
+    : options_(options), kv_(kv), prefix_cache_(prefix_cache) {}
+
+void Scheduler::register_blocks(Sequence& s) {
+  if (prefix_cache_ == nullptr) return;
+  prefix_cache_->extend_hashes(s.tokens, s.block_hashes);
+  prefix_cache_->cache_blocks(s.kv_id, s.block_hashes, s.num_computed, s.tokens,
+                              &s.registered_blocks);
+}
 
 void Scheduler::add_waiting(std::unique_ptr<Sequence> sequence) {
   sequence->status = SequenceStatus::kWaiting;
@@ -47,8 +55,10 @@ Sequence* Scheduler::pick_victim() const {
 }
 
 void Scheduler::preempt(Sequence* victim, SchedulerOutput& out, int& budget) {
+  register_blocks(*victim);  // its full blocks stay cached: re-admission reuses them
   kv_.release(victim->kv_id);
   victim->num_computed = 0;
+  victim->registered_blocks = 0;
   victim->status = SequenceStatus::kWaiting;
   victim->preemptions++;
   out.preempted++;
@@ -66,6 +76,7 @@ SchedulerOutput Scheduler::schedule() {
   int budget = options_.max_batch_tokens;
   std::stable_sort(running_.begin(), running_.end(),
                    [](const auto& a, const auto& b) { return runs_before(*a, *b); });
+  for (auto& s : running_) register_blocks(*s);
 
   // Decodes first (one token each, what TPOT depends on), then prefill chunks.
   for (int pass = 0; pass < 2; ++pass) {
@@ -111,24 +122,7 @@ SchedulerOutput Scheduler::schedule() {
   int32_t promised_blocks = 0;  // static mode: blocks the admitted prompts will need
   while (!waiting_.empty() && static_cast<int>(running_.size()) < options_.max_seqs) {
     Sequence* s = waiting_.front().get();
-    const int n = chunk_for(*s, budget);
-    if (continuous) {
-      if (n == 0 || !kv_.can_reserve(s->kv_id, n)) break;
-      kv_.reserve(s->kv_id, n);
-      out.work.push_back({s, n, n == static_cast<int>(s->tokens.size()), false});
-      out.prefill_tokens += n;
-      budget -= n;
-    } else {
-      const int32_t need = kv_.blocks_needed(s->kv_id, static_cast<int>(s->tokens.size()));
-      if (promised_blocks + need > kv_.free_blocks()) break;
-      promised_blocks += need;
-      if (n > 0 && kv_.can_reserve(s->kv_id, n)) {
-        kv_.reserve(s->kv_id, n);
-        out.work.push_back({s, n, n == static_cast<int>(s->tokens.size()), false});
-        out.prefill_tokens += n;
-        budget -= n;
-      }
-    }
+    if (!admit(*s, budget, promised_blocks, out)) break;
     s->status = SequenceStatus::kRunning;
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
@@ -136,7 +130,48 @@ SchedulerOutput Scheduler::schedule() {
   return out;
 }
 
+bool Scheduler::admit(Sequence& s, int& budget, int32_t& promised, SchedulerOutput& out) {
+  const bool continuous = options_.batching == BatchingMode::kContinuous;
+  const int length = static_cast<int>(s.tokens.size());
+  const int bs = kv_.block_size();
+  PrefixMatch hit;
+  if (prefix_cache_ != nullptr && s.num_computed == 0) {
+    prefix_cache_->extend_hashes(s.tokens, s.block_hashes);
+    hit = prefix_cache_->match(s.tokens, s.block_hashes);
+  }
+  const int cached = hit.blocks() * bs;
+  // The first chunk after the cached prefix, as chunk_for will cut it.
+  const int rest = length - cached;
+  const int n =
+      std::max(0, std::min(rest > 1 ? std::min(rest, options_.prefill_chunk) : rest, budget));
+  if (continuous && n == 0) return false;
+  // Blocks this admission takes: the first chunk's (continuous) or the whole prompt's
+  // (static), less the hit's blocks, plus what attaching the hit takes from the free count.
+  const int positions = continuous ? cached + n : length;
+  const int32_t need = hit.blocks() == 0
+                           ? kv_.blocks_needed(s.kv_id, positions)
+                           : (positions + bs - 1) / bs - hit.blocks() + hit.free_blocks_taken();
+  if ((continuous ? 0 : promised) + need > kv_.free_blocks()) return false;
+  if (!continuous) promised += need;
+  if (prefix_cache_ != nullptr && s.num_computed == 0) {
+    const int got = prefix_cache_->attach(s.kv_id, hit, s.tokens, s.block_hashes, s.id);
+    s.num_computed = got;
+    s.registered_blocks = got / bs;
+    if (s.preemptions == 0) s.cached_prompt_tokens = std::min(got, s.prompt_length);
+  }
+  // A tier block that failed its checks leaves more to compute than planned.
+  const int chunk = chunk_for(s, budget);
+  if (chunk > 0 && kv_.can_reserve(s.kv_id, s.num_computed + chunk)) {
+    kv_.reserve(s.kv_id, s.num_computed + chunk);
+    out.work.push_back({&s, chunk, s.num_computed + chunk == length, false});
+    out.prefill_tokens += chunk;
+    budget -= chunk;
+  }
+  return true;
+}
+
 std::unique_ptr<Sequence> Scheduler::remove(Sequence* sequence) {
+  register_blocks(*sequence);  // a finished request's prefix stays cached for the next
   kv_.release(sequence->kv_id);
   for (auto it = running_.begin(); it != running_.end(); ++it) {
     if (it->get() != sequence) continue;

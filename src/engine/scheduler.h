@@ -10,6 +10,13 @@
 //      and sampler state are kept, so its output does not change).
 //   3. Waiting requests are admitted while budget, cap and blocks allow (continuous), or
 //      only when nothing is running (static batching, the baseline).
+//
+// With a PrefixCache, admission first attaches the longest cached run of the sequence's
+// blocks (RAM hits shared by reference, tier hits imported) and only the rest is prefilled.
+// Computed full blocks are registered with the cache every step, and before a sequence is
+// preempted or removed, so finished and preempted sequences leave their prefix behind: a
+// preempted sequence usually resumes from the cache (or from the offload tier, where the
+// pool spills what it evicts) instead of recomputing.
 #pragma once
 
 #include <deque>
@@ -19,6 +26,7 @@
 #include "engine/engine_options.h"
 #include "engine/sequence.h"
 #include "kv/paged_kv_store.h"
+#include "kv/prefix_cache.h"
 
 namespace rapide {
 
@@ -39,7 +47,8 @@ struct SchedulerOutput {
 
 class Scheduler {
  public:
-  Scheduler(const EngineOptions& options, PagedKvStore& kv);
+  // `prefix_cache` may be null (prefix caching off); it must outlive the scheduler.
+  Scheduler(const EngineOptions& options, PagedKvStore& kv, PrefixCache* prefix_cache = nullptr);
 
   void add_waiting(std::unique_ptr<Sequence> sequence);
   SchedulerOutput schedule();
@@ -57,9 +66,15 @@ class Scheduler {
   void preempt(Sequence* victim, SchedulerOutput& out, int& budget);
   Sequence* pick_victim() const;
   int chunk_for(const Sequence& s, int budget) const;
+  // Registers the sequence's computed full blocks with the prefix cache (if any).
+  void register_blocks(Sequence& s);
+  // Admits the front waiting sequence if room allows (prefix hit attached first); false
+  // when it must wait. `promised` tracks static batching's whole-prompt promise.
+  bool admit(Sequence& s, int& budget, int32_t& promised, SchedulerOutput& out);
 
   EngineOptions options_;
   PagedKvStore& kv_;
+  PrefixCache* prefix_cache_;
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<std::unique_ptr<Sequence>> running_;
   bool waiting_sorted_ = true;

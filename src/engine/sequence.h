@@ -27,6 +27,13 @@ struct Sequence {
   int max_generated = 0;  // max_tokens, clipped to the context
   int preemptions = 0;
 
+  // Prefix cache: hashes of the full blocks of `tokens` (extended as it grows), how many of
+  // its blocks are registered in the cache, and the prompt positions the first admission
+  // took from the cache (reported on the final event).
+  std::vector<uint64_t> block_hashes;
+  int registered_blocks = 0;
+  int cached_prompt_tokens = 0;
+
   std::shared_ptr<EventSink> sink;
   std::unique_ptr<Sampler> sampler;
   std::optional<StreamingDetokenizer> detokenizer;

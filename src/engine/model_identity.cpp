@@ -1,0 +1,37 @@
+#include "engine/model_identity.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <string>
+
+#include "kv/block_hash.h"
+
+namespace rapide {
+
+namespace {
+constexpr size_t kSampleBytes = 256;
+}  // namespace
+
+uint64_t model_identity(const Model& model, const KvLayout& layout) {
+  const ModelConfig& c = model.config();
+  std::string id = fmt::format(
+      "{}|{}|dim {} layers {} heads {}/{} head {} ffn {} vocab {} eps {} theta {} scale {} "
+      "rope {} tied {} bias {}|kv {} {} {} block {} type {}",
+      c.architecture, c.name, c.dim, c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim, c.ffn_dim,
+      c.vocab_size, c.rms_eps, c.rope_theta, c.rope_scale, static_cast<int>(c.rope_style),
+      c.tied_embeddings, c.qkv_bias, layout.n_layers, layout.n_kv_heads, layout.head_dim,
+      layout.block_size, static_cast<int>(layout.type));
+  for (const TensorView& t : model.file().tensors) {
+    id += fmt::format("|{} {} [{}]", t.name, static_cast<int>(t.type), fmt::join(t.shape, ","));
+    if (t.data == nullptr || t.size_bytes == 0) continue;
+    // The start and the middle: quantized blocks and rows differ between fine-tunes.
+    const size_t n = std::min(kSampleBytes, t.size_bytes);
+    id.append(reinterpret_cast<const char*>(t.data), n);
+    const size_t mid = t.size_bytes / 2;
+    id.append(reinterpret_cast<const char*>(t.data) + mid, std::min(n, t.size_bytes - mid));
+  }
+  return hash_bytes(id);
+}
+
+}  // namespace rapide

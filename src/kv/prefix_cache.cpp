@@ -1,0 +1,275 @@
+#include "kv/prefix_cache.h"
+
+#include <algorithm>
+
+#include "base/error.h"
+#include "kv/block_hash.h"
+
+namespace rapide {
+
+namespace {
+// Divergence records waiting for the engine; older ones are dropped beyond this.
+constexpr size_t kMaxPendingDivergences = 64;
+// Tokens kept on each side of a divergence: enough for a readable line of text.
+constexpr size_t kWindowTokens = 16;
+}  // namespace
+
+PrefixCache::PrefixCache(PagedKvStore& kv, uint64_t identity, std::unique_ptr<OffloadTier> tier)
+    : kv_(kv), identity_(identity), root_(root_block_hash(identity)), tier_(std::move(tier)) {
+  if (kv_.mode() != KvLayoutMode::kPaged) {
+    fail(ErrorCode::kUnsupported, "prefix caching needs --kv-layout paged");
+  }
+  kv_.pool().set_eviction_listener(
+      [this](int32_t block, uint64_t hash) { on_pool_evict(block, hash); });
+  if (tier_) {
+    tier_->set_drop_listener([this](uint64_t hash) { on_tier_drop(hash); });
+    // Blocks a previous run left on disk join the directory as tier-resident.
+    for (const OffloadedBlockMeta& meta : tier_->found()) {
+      if (static_cast<int>(meta.tokens.size()) != block_size()) continue;
+      add_entry(meta.hash, meta.parent, meta.tokens);
+      blocks_[meta.hash].in_tier = true;
+    }
+    scratch_.resize(kv_.pool().block_bytes());
+  }
+}
+
+PrefixCache::~PrefixCache() {
+  kv_.pool().set_eviction_listener(nullptr);
+  if (tier_) tier_->set_drop_listener(nullptr);
+}
+
+void PrefixCache::extend_hashes(std::span<const int32_t> tokens,
+                                std::vector<uint64_t>& hashes) const {
+  extend_block_hashes(tokens, block_size(), identity_, hashes);
+}
+
+void PrefixCache::add_entry(uint64_t hash, uint64_t parent, std::span<const int32_t> tokens) {
+  CachedBlock& e = blocks_[hash];
+  e.parent = parent;
+  e.tokens.assign(tokens.begin(), tokens.end());
+  children_.emplace(parent, hash);
+}
+
+void PrefixCache::erase_entry(uint64_t hash) {
+  auto it = blocks_.find(hash);
+  if (it == blocks_.end()) return;
+  auto [first, last] = children_.equal_range(it->second.parent);
+  for (auto c = first; c != last; ++c) {
+    if (c->second == hash) {
+      children_.erase(c);
+      break;
+    }
+  }
+  blocks_.erase(it);
+}
+
+void PrefixCache::on_pool_evict(int32_t block, uint64_t hash) {
+  auto it = blocks_.find(hash);
+  if (it == blocks_.end() || it->second.ram_block != block) return;
+  stats_.evicted_blocks++;
+  if (tier_ && !it->second.in_tier) {
+    // The pool calls before reusing the memory: the bytes are still this block's K/V.
+    OffloadedBlockMeta meta{hash, it->second.parent, it->second.tokens};
+    tier_->store(meta, std::span<const uint8_t>(kv_.pool().data(block), kv_.pool().block_bytes()));
+  }
+  // store() may have dropped other entries, never this one's iterator (no insertion).
+  it->second.in_tier = tier_ && tier_->contains(hash);
+  it->second.ram_block = -1;
+  --ram_entries_;
+  if (!it->second.in_tier) erase_entry(hash);
+}
+
+void PrefixCache::on_tier_drop(uint64_t hash) {
+  auto it = blocks_.find(hash);
+  if (it == blocks_.end()) return;
+  it->second.in_tier = false;
+  if (it->second.ram_block < 0) erase_entry(hash);
+}
+
+PrefixMatch PrefixCache::match(std::span<const int32_t> tokens,
+                               std::span<const uint64_t> hashes) const {
+  PrefixMatch m;
+  if (tokens.empty()) return m;
+  const size_t bs = static_cast<size_t>(block_size());
+  // The last token is always computed: its logits start the generation.
+  const size_t max_blocks = std::min(hashes.size(), (tokens.size() - 1) / bs);
+  uint64_t parent = root_;
+  for (size_t b = 0; b < max_blocks; ++b) {
+    auto it = blocks_.find(hashes[b]);
+    if (it == blocks_.end()) break;
+    const CachedBlock& e = it->second;
+    const auto mine = tokens.subspan(b * bs, bs);
+    if (e.parent != parent ||
+        !std::equal(mine.begin(), mine.end(), e.tokens.begin(), e.tokens.end())) {
+      break;  // a hash collision: never serve another prefix's K/V
+    }
+    if (e.ram_block >= 0) {
+      if (kv_.pool().ref_count(e.ram_block) == 0) m.revived_blocks++;
+      m.ram_blocks.push_back(e.ram_block);
+    } else if (e.in_tier) {
+      m.ram_blocks.push_back(-1);
+      m.tier_blocks++;
+    } else {
+      break;
+    }
+    m.hashes.push_back(hashes[b]);
+    parent = hashes[b];
+  }
+  return m;
+}
+
+int PrefixCache::attach(int32_t kv_id, const PrefixMatch& m, std::span<const int32_t> tokens,
+                        std::span<const uint64_t> hashes, uint64_t request_id) {
+  if (kv_.positions(kv_id) != 0) {
+    fail(ErrorCode::kInternal, "prefix attach to sequence {} that already holds positions", kv_id);
+  }
+  BlockPool& pool = kv_.pool();
+  // Pin the RAM blocks first, so importing tier blocks (which allocates, and may evict
+  // the least recently used cached block) cannot take one of them.
+  for (int32_t b : m.ram_blocks) {
+    if (b >= 0) pool.touch(b);
+  }
+  if (tier_) {
+    for (size_t i = 0; i < m.hashes.size(); ++i) {
+      if (m.ram_blocks[i] < 0) tier_->pin(m.hashes[i]);
+    }
+  }
+  std::vector<int32_t> table;
+  std::vector<int32_t> imported;
+  int ram_blocks = 0;
+  for (size_t i = 0; i < m.hashes.size(); ++i) {
+    if (m.ram_blocks[i] >= 0) {
+      table.push_back(m.ram_blocks[i]);
+      ++ram_blocks;
+      continue;
+    }
+    if (!tier_ || !tier_->load(m.hashes[i], scratch_)) break;  // corrupt: recompute from here
+    const int32_t block = kv_.import_block(scratch_);
+    imported.push_back(block);
+    table.push_back(block);
+    auto it = blocks_.find(m.hashes[i]);
+    if (it != blocks_.end() && it->second.ram_block < 0) {
+      it->second.ram_block = block;
+      ++ram_entries_;
+      pool.set_hash(block, m.hashes[i]);
+    }
+  }
+  if (tier_) tier_->unpin_all();
+  const int bs = block_size();
+  const int positions = static_cast<int>(table.size()) * bs;
+  if (!table.empty()) kv_.append_blocks(kv_id, table, positions);
+  // The table holds its own references now; drop the pins and the import references.
+  for (int32_t b : m.ram_blocks) {
+    if (b >= 0) pool.free(b);
+  }
+  for (int32_t b : imported) pool.free(b);
+
+  const int ram_tokens = std::min(ram_blocks, static_cast<int>(table.size())) * bs;
+  stats_.queries++;
+  stats_.hits += positions > 0 ? 1 : 0;
+  stats_.prompt_tokens += tokens.size();
+  stats_.ram_hit_tokens += ram_tokens;
+  stats_.tier_hit_tokens += positions - ram_tokens;
+  stats_.computed_tokens += tokens.size() - positions;
+  if (auto d = explain(tokens, hashes, static_cast<int>(table.size()), request_id)) {
+    stats_.miss_records++;
+    if (divergences_.size() >= kMaxPendingDivergences) divergences_.erase(divergences_.begin());
+    divergences_.push_back(std::move(*d));
+  }
+  return positions;
+}
+
+std::optional<PrefixDivergence> PrefixCache::explain(std::span<const int32_t> tokens,
+                                                     std::span<const uint64_t> hashes,
+                                                     int reused_blocks, uint64_t request_id) const {
+  const size_t bs = static_cast<size_t>(block_size());
+  const size_t k = static_cast<size_t>(reused_blocks);
+  const size_t max_blocks = tokens.empty() ? 0 : std::min(hashes.size(), (tokens.size() - 1) / bs);
+  if (k >= max_blocks) return std::nullopt;  // reused all it could
+  // The cached blocks that follow the reused run are the candidates: the one sharing the
+  // most leading tokens with the prompt's next block is the best partial match.
+  const uint64_t parent = k == 0 ? root_ : hashes[k - 1];
+  const auto next = tokens.subspan(k * bs, bs);
+  const CachedBlock* best = nullptr;
+  uint64_t best_hash = 0;
+  size_t best_common = 0;
+  auto [first, last] = children_.equal_range(parent);
+  for (auto c = first; c != last; ++c) {
+    const CachedBlock& e = blocks_.at(c->second);
+    const size_t common = static_cast<size_t>(
+        std::mismatch(next.begin(), next.end(), e.tokens.begin(), e.tokens.end()).first -
+        next.begin());
+    if (common > best_common) {
+      best = &e;
+      best_hash = c->second;
+      best_common = common;
+    }
+  }
+  // Nothing cached starts like this block: a new prompt, not a near miss. (A whole equal
+  // block cannot be here: it would have matched.)
+  if (best == nullptr || best_common == bs) return std::nullopt;
+
+  PrefixDivergence d;
+  d.request_id = request_id;
+  d.prompt_tokens = static_cast<int>(tokens.size());
+  d.reused_tokens = static_cast<int>(k * bs);
+  d.matched_tokens = static_cast<int>(k * bs + best_common);
+  d.common.assign(tokens.begin(), tokens.begin() + d.matched_tokens);
+  const size_t after_end = std::min(tokens.size(), d.matched_tokens + kWindowTokens);
+  d.prompt_after.assign(tokens.begin() + d.matched_tokens, tokens.begin() + after_end);
+  // The cached side: the rest of the best block, then down its chain while there is one.
+  d.cached_after.assign(best->tokens.begin() + best_common, best->tokens.end());
+  uint64_t at = best_hash;
+  while (d.cached_after.size() < kWindowTokens) {
+    auto child = children_.find(at);
+    if (child == children_.end()) break;
+    at = child->second;
+    const CachedBlock& e = blocks_.at(at);
+    d.cached_after.insert(d.cached_after.end(), e.tokens.begin(), e.tokens.end());
+  }
+  if (d.cached_after.size() > kWindowTokens) d.cached_after.resize(kWindowTokens);
+  return d;
+}
+
+void PrefixCache::cache_blocks(int32_t kv_id, std::span<const uint64_t> hashes, int num_computed,
+                               std::span<const int32_t> tokens, int* registered) {
+  const std::span<const int32_t> table = kv_.block_table(kv_id);
+  const size_t bs = static_cast<size_t>(block_size());
+  const size_t full = std::min(
+      {static_cast<size_t>(num_computed) / bs, hashes.size(), table.size(), tokens.size() / bs});
+  BlockPool& pool = kv_.pool();
+  for (size_t b = static_cast<size_t>(*registered); b < full; ++b) {
+    const int32_t block = table[b];
+    const uint64_t hash = hashes[b];
+    if (pool.has_hash(block)) continue;  // a shared hit: already registered
+    auto it = blocks_.find(hash);
+    if (it != blocks_.end() && it->second.ram_block >= 0) {
+      // Computed twice (two requests with one prefix in flight together): the first copy
+      // stays the cached one, this one is freed normally with its sequence.
+      continue;
+    }
+    if (it == blocks_.end())
+      add_entry(hash, b == 0 ? root_ : hashes[b - 1], tokens.subspan(b * bs, bs));
+    blocks_[hash].ram_block = block;
+    ++ram_entries_;
+    pool.set_hash(block, hash);
+  }
+  *registered = static_cast<int>(std::max(full, static_cast<size_t>(*registered)));
+}
+
+std::vector<PrefixDivergence> PrefixCache::take_divergences() {
+  std::vector<PrefixDivergence> out;
+  out.swap(divergences_);
+  return out;
+}
+
+PrefixCacheStats PrefixCache::stats() const {
+  PrefixCacheStats s = stats_;
+  s.cached_blocks = blocks_.size();
+  s.ram_cached_blocks = ram_entries_;
+  s.offload_enabled = tier_ != nullptr;
+  if (tier_) s.offload = tier_->stats();
+  return s;
+}
+
+}  // namespace rapide

@@ -1,0 +1,142 @@
+// PrefixCache: automatic prefix caching over the BlockPool (after vLLM v1's
+// kv_cache_manager.py / block_pool.py), with an optional OffloadTier behind it.
+//
+// Every full, computed block of a sequence is registered under its block hash
+// (block_hash.h) and marked in the pool, so when its sequence finishes it stays as an
+// evictable cached block instead of being wiped. A new (or preempted, re-admitted)
+// sequence looks up its block hashes in order and reuses the longest run found, leaving
+// at least its last token to compute so the model produces logits. Hits share blocks by
+// reference count; the pool never hands out a block in use.
+//
+// The directory below maps each known hash to where its content is: a pool block, the
+// offload tier, or both. When the pool evicts a cached block (LRU), the listener copies
+// its still-intact bytes to the tier; a later hit imports it back. The directory also
+// keeps each block's parent hash and token ids: matches are verified token by token (a
+// 64-bit hash collision cannot serve wrong K/V), and a prompt that reused less than it
+// could have is compared with the cached chains to explain where it diverged.
+//
+// Not thread-safe: the engine thread owns it, like the pool.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "kv/offload_tier.h"
+#include "kv/paged_kv_store.h"
+
+namespace rapide {
+
+struct PrefixCacheStats {
+  uint64_t queries = 0;          // admissions looked up (preempted re-admissions included)
+  uint64_t hits = 0;             // admissions that reused at least one block
+  uint64_t prompt_tokens = 0;    // tokens the admitted sequences held
+  uint64_t ram_hit_tokens = 0;   // of those, served by blocks still in RAM
+  uint64_t tier_hit_tokens = 0;  // loaded back from the offload tier
+  uint64_t computed_tokens = 0;  // left to compute
+  uint64_t evicted_blocks = 0;   // cached blocks whose memory was taken for new content
+  uint64_t cached_blocks = 0;    // blocks the directory knows now (RAM or tier)
+  uint64_t ram_cached_blocks = 0;
+  uint64_t miss_records = 0;  // partial misses explained so far
+  bool offload_enabled = false;
+  OffloadStats offload;
+  double hit_rate() const {
+    return prompt_tokens == 0
+               ? 0.0
+               : static_cast<double>(ram_hit_tokens + tier_hit_tokens) / prompt_tokens;
+  }
+};
+
+// A request that reused less than it could have, in tokens: it shares `matched_tokens`
+// with the best cached chain (its first `reused_tokens` were served from the cache; reuse
+// is per block, so a difference anywhere in a block costs the whole block and all after).
+// The engine turns the token windows into text.
+struct PrefixDivergence {
+  uint64_t request_id = 0;
+  int prompt_tokens = 0;
+  int reused_tokens = 0;
+  int matched_tokens = 0;             // == the first divergent token position
+  std::vector<int32_t> common;        // the prompt's tokens before the divergence
+  std::vector<int32_t> prompt_after;  // the prompt from the divergence on (a window)
+  std::vector<int32_t> cached_after;  // the cached chain from the divergence on (a window)
+};
+
+// The longest cached run of a sequence's blocks, found by match() and used by attach().
+struct PrefixMatch {
+  std::vector<uint64_t> hashes;
+  std::vector<int32_t> ram_blocks;  // per block: its pool block, or -1 when in the tier
+  int32_t tier_blocks = 0;          // blocks attach() imports (new pool blocks)
+  int32_t revived_blocks = 0;       // RAM blocks now free-but-cached (leave the free count)
+  int blocks() const { return static_cast<int>(hashes.size()); }
+  // What attaching takes from PagedKvStore::free_blocks().
+  int32_t free_blocks_taken() const { return tier_blocks + revived_blocks; }
+};
+
+class PrefixCache {
+ public:
+  // `identity` names the model and KV layout (hashes and offloaded files carry it).
+  // Installs itself as the pool's eviction listener; `tier` may be null.
+  PrefixCache(PagedKvStore& kv, uint64_t identity, std::unique_ptr<OffloadTier> tier);
+  ~PrefixCache();
+  PrefixCache(const PrefixCache&) = delete;
+  PrefixCache& operator=(const PrefixCache&) = delete;
+
+  uint64_t identity() const { return identity_; }
+  int block_size() const { return kv_.block_size(); }
+  OffloadTier* tier() { return tier_.get(); }
+
+  // Hashes the full blocks of `tokens` not hashed yet (see extend_block_hashes).
+  void extend_hashes(std::span<const int32_t> tokens, std::vector<uint64_t>& hashes) const;
+
+  // The longest run of cached blocks at the start of `tokens`, never covering its last
+  // token. `hashes` are the sequence's block hashes (at least its full blocks).
+  PrefixMatch match(std::span<const int32_t> tokens, std::span<const uint64_t> hashes) const;
+
+  // Puts the matched blocks at the start of sequence kv_id (which holds no positions),
+  // importing tier blocks, and counts the admission. Returns the positions now held, fewer
+  // than the match when a tier block fails its checks. Needs match.free_blocks_taken()
+  // free blocks. When the sequence could have reused more, records why (take_divergences).
+  int attach(int32_t kv_id, const PrefixMatch& match, std::span<const int32_t> tokens,
+             std::span<const uint64_t> hashes, uint64_t request_id);
+
+  // Registers the sequence's computed full blocks, from block `*registered` on, so others
+  // can share them; advances *registered. Call before the sequence is released.
+  void cache_blocks(int32_t kv_id, std::span<const uint64_t> hashes, int num_computed,
+                    std::span<const int32_t> tokens, int* registered);
+
+  // Divergences recorded since the last call (oldest first, at most a few dozen).
+  std::vector<PrefixDivergence> take_divergences();
+  PrefixCacheStats stats() const;
+
+ private:
+  struct CachedBlock {
+    uint64_t parent = 0;
+    std::vector<int32_t> tokens;
+    int32_t ram_block = -1;  // pool block holding it, -1 when not in RAM
+    bool in_tier = false;
+  };
+
+  void add_entry(uint64_t hash, uint64_t parent, std::span<const int32_t> tokens);
+  void erase_entry(uint64_t hash);
+  void on_pool_evict(int32_t block, uint64_t hash);
+  void on_tier_drop(uint64_t hash);
+  std::optional<PrefixDivergence> explain(std::span<const int32_t> tokens,
+                                          std::span<const uint64_t> hashes, int reused_blocks,
+                                          uint64_t request_id) const;
+
+  PagedKvStore& kv_;
+  uint64_t identity_;
+  uint64_t root_;
+  std::unique_ptr<OffloadTier> tier_;
+  std::unordered_map<uint64_t, CachedBlock> blocks_;
+  std::unordered_multimap<uint64_t, uint64_t> children_;  // parent hash -> child hashes
+  std::vector<uint8_t> scratch_;                          // one block, for tier loads
+  std::vector<PrefixDivergence> divergences_;
+  uint64_t ram_entries_ = 0;  // directory entries with a pool block
+  PrefixCacheStats stats_;
+};
+
+}  // namespace rapide
