@@ -61,7 +61,13 @@ void Attention::attend(KvStore& kv, int layer, const Batch& batch, const float* 
 
   auto kernel = active_isa_level() >= IsaLevel::kAvx2 ? attend_query_avx2 : attend_query_scalar;
   const int64_t jobs = static_cast<int64_t>(n) * n_heads;
-  pool.parallel_for(jobs, 1, [&](int64_t begin, int64_t end, int thread) {
+  // Waking the other threads costs microseconds: only worth it for enough dot products
+  // (a tiny model's single decode step is cheaper done alone).
+  int64_t work = 0;
+  for (int i = 0; i < n; ++i) work += static_cast<int64_t>(batch.positions[i] + 1);
+  work *= static_cast<int64_t>(n_heads) * head_dim;
+  constexpr int64_t kMinParallelWork = 1 << 15;
+  auto run_jobs = [&](int64_t begin, int64_t end, int thread) {
     float* scores = scores_.data() + per_thread * thread;
     for (int64_t job = begin; job < end; ++job) {
       const int i = static_cast<int>(job / n_heads);
@@ -78,7 +84,12 @@ void Attention::attend(KvStore& kv, int layer, const Batch& batch, const float* 
       query.scores = scores;
       kernel(query);
     }
-  });
+  };
+  if (work < kMinParallelWork) {
+    run_jobs(0, jobs, 0);
+  } else {
+    pool.parallel_for(jobs, 1, run_jobs);
+  }
 }
 
 }  // namespace rapide
