@@ -1,0 +1,325 @@
+// PrefixCache over a PagedKvStore without a model: block hashes, matching and sharing,
+// LRU eviction that never touches a block in use, miss explanations, and the offload tier
+// (round trips bit-exact through every codec and through files; corrupt and foreign files
+// are detected, counted and never used). Every scenario ends with check_no_leaks.
+#include "kv/prefix_cache.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "kv/block_hash.h"
+
+namespace rapide {
+namespace {
+
+constexpr int kBlock = 4;
+constexpr uint64_t kIdentity = 0x5eed;
+
+// 2 layers x 1 KV head x 4 positions x 4 dims x K,V x f32 = 256 bytes per block.
+KvLayout tiny_layout() {
+  return KvLayout{2, 1, 4, kBlock, KvType::kF32};
+}
+
+// What a forward pass would write: bytes determined by the token prefix, so a block's
+// content is checkable wherever it travels.
+uint8_t content_byte(std::span<const int32_t> prefix, size_t i) {
+  const uint64_t h = hash_block_tokens(0, i, prefix);
+  return static_cast<uint8_t>(h ^ (h >> 29));
+}
+
+struct Seq {
+  Seq(int32_t id_, std::vector<int32_t> tokens_) : id(id_), tokens(std::move(tokens_)) {}
+  int32_t id;
+  std::vector<int32_t> tokens;
+  std::vector<uint64_t> hashes;
+  int computed = 0;
+  int registered = 0;
+};
+
+// Admits a sequence the way the scheduler does: attach the cached prefix, then "compute"
+// the rest (write content, register full blocks). Returns the positions taken from cache.
+int run(PrefixCache& cache, PagedKvStore& kv, Seq& s, uint64_t request_id = 0) {
+  cache.extend_hashes(s.tokens, s.hashes);
+  const PrefixMatch m = cache.match(s.tokens, s.hashes);
+  const int cached = cache.attach(s.id, m, s.tokens, s.hashes, request_id);
+  kv.reserve(s.id, static_cast<int>(s.tokens.size()));
+  const auto table = kv.block_table(s.id);
+  for (size_t b = static_cast<size_t>(cached / kBlock); b < table.size(); ++b) {
+    const size_t end = std::min(s.tokens.size(), (b + 1) * kBlock);
+    const std::span<const int32_t> prefix(s.tokens.data(), end);
+    for (size_t i = 0; i < kv.layout().block_bytes(); ++i) {
+      kv.block_data(table[b])[i] = content_byte(prefix, i);
+    }
+  }
+  s.computed = static_cast<int>(s.tokens.size());
+  cache.cache_blocks(s.id, s.hashes, s.computed, s.tokens, &s.registered);
+  return cached;
+}
+
+// Every full block the sequence holds has the content its prefix implies.
+void expect_content(PagedKvStore& kv, const Seq& s) {
+  const auto table = kv.block_table(s.id);
+  for (size_t b = 0; b < s.tokens.size() / kBlock && b < table.size(); ++b) {
+    const std::span<const int32_t> prefix(s.tokens.data(), (b + 1) * kBlock);
+    for (size_t i = 0; i < kv.layout().block_bytes(); ++i) {
+      ASSERT_EQ(kv.block_data(table[b])[i], content_byte(prefix, i))
+          << "sequence " << s.id << " block " << b << " byte " << i;
+    }
+  }
+}
+
+std::vector<int32_t> iota_tokens(int n, int32_t first = 1) {
+  std::vector<int32_t> t(n);
+  std::iota(t.begin(), t.end(), first);
+  return t;
+}
+
+TEST(BlockHash, ChainsAndKeysSeparatePrefixes) {
+  const std::vector<int32_t> a = {1, 2, 3, 4, 5, 6, 7, 8};
+  std::vector<uint64_t> h1, h2, h3;
+  extend_block_hashes(a, kBlock, kIdentity, h1);
+  ASSERT_EQ(h1.size(), 2u);
+  // Same second block after a different first block: a different hash (chaining).
+  std::vector<int32_t> b = a;
+  b[0] = 9;
+  extend_block_hashes(b, kBlock, kIdentity, h2);
+  EXPECT_NE(h1[0], h2[0]);
+  EXPECT_NE(h1[1], h2[1]);
+  // Another model identity never shares.
+  extend_block_hashes(a, kBlock, kIdentity + 1, h3);
+  EXPECT_NE(h1[0], h3[0]);
+  // Incremental extension equals hashing at once; partial blocks are not hashed.
+  std::vector<uint64_t> inc;
+  extend_block_hashes(std::span<const int32_t>(a).first(5), kBlock, kIdentity, inc);
+  EXPECT_EQ(inc.size(), 1u);
+  extend_block_hashes(a, kBlock, kIdentity, inc);
+  EXPECT_EQ(inc, h1);
+}
+
+TEST(PrefixCache, ReusesTheLongestCachedRunButNeverTheLastToken) {
+  PagedKvStore kv(tiny_layout(), 16, 256);
+  PrefixCache cache(kv, kIdentity, nullptr);
+  Seq a{1, iota_tokens(10)};
+  EXPECT_EQ(run(cache, kv, a), 0);
+  kv.release(a.id);
+  EXPECT_EQ(kv.pool().cached_free_blocks(), 2);  // two full blocks stay cached
+
+  Seq b{2, iota_tokens(12)};  // the same 10 tokens and more
+  EXPECT_EQ(run(cache, kv, b), 8);
+  expect_content(kv, b);
+  // Exactly the cached prompt again: the last block is not reused whole, so the final
+  // token is computed (its logits start generation).
+  Seq c{3, iota_tokens(8)};
+  EXPECT_EQ(run(cache, kv, c), 4);
+  expect_content(kv, c);
+  const PrefixCacheStats st = cache.stats();
+  EXPECT_EQ(st.queries, 3u);
+  EXPECT_EQ(st.hits, 2u);
+  EXPECT_EQ(st.prompt_tokens, 30u);
+  EXPECT_EQ(st.ram_hit_tokens, 12u);
+  EXPECT_EQ(st.computed_tokens, 18u);
+  kv.release(b.id);
+  kv.release(c.id);
+  kv.check_no_leaks();
+}
+
+TEST(PrefixCache, SharedBlocksAreFreedOnlyWhenTheLastUserIsDone) {
+  PagedKvStore kv(tiny_layout(), 16, 256);
+  PrefixCache cache(kv, kIdentity, nullptr);
+  Seq a{1, iota_tokens(9)}, b{2, iota_tokens(9)}, c{3, iota_tokens(9)};
+  run(cache, kv, a);
+  EXPECT_EQ(run(cache, kv, b), 8);
+  EXPECT_EQ(run(cache, kv, c), 8);
+  const int32_t first = kv.block_table(a.id)[0];
+  EXPECT_EQ(kv.block_table(b.id)[0], first);
+  EXPECT_EQ(kv.pool().ref_count(first), 3);
+  kv.release(a.id);
+  kv.release(b.id);
+  EXPECT_EQ(kv.pool().ref_count(first), 1);
+  // Pressure: allocate everything that is free. The block c still uses must survive.
+  std::vector<int32_t> grabbed;
+  for (int32_t blk; (blk = kv.pool().try_allocate()) >= 0;) grabbed.push_back(blk);
+  EXPECT_EQ(kv.pool().ref_count(first), 1);
+  expect_content(kv, c);
+  for (int32_t blk : grabbed) kv.pool().free(blk);
+  kv.release(c.id);
+  EXPECT_EQ(kv.pool().ref_count(first), 0);
+  kv.check_no_leaks();
+}
+
+TEST(PrefixCache, EvictsLeastRecentlyUsedAndForgetsEvictedHashes) {
+  PagedKvStore kv(tiny_layout(), 4, 256);
+  PrefixCache cache(kv, kIdentity, nullptr);
+  Seq a{1, iota_tokens(5, 100)};
+  Seq b{2, iota_tokens(5, 200)};
+  run(cache, kv, a);
+  kv.release(a.id);
+  run(cache, kv, b);
+  kv.release(b.id);
+  // Two cached blocks; a new 12-token sequence needs 3 blocks: a's (older) is evicted.
+  Seq big{3, iota_tokens(12, 300)};
+  run(cache, kv, big);
+  kv.release(big.id);
+  EXPECT_GE(cache.stats().evicted_blocks, 1u);
+  Seq a2{4, iota_tokens(5, 100)};
+  EXPECT_EQ(run(cache, kv, a2), 0);  // evicted: recomputed, never stale content
+  expect_content(kv, a2);
+  kv.release(a2.id);
+  kv.check_no_leaks();
+}
+
+TEST(PrefixCache, ExplainsAOneTokenDifferenceInTheFirstBlock) {
+  PagedKvStore kv(tiny_layout(), 16, 256);
+  PrefixCache cache(kv, kIdentity, nullptr);
+  Seq a{1, iota_tokens(12)};
+  run(cache, kv, a, 7);
+  kv.release(a.id);
+  EXPECT_TRUE(cache.take_divergences().empty());  // a new prompt is not a near miss
+  Seq b{2, iota_tokens(12)};
+  b.tokens[2] = 99;  // inside the first block: nothing can be reused
+  EXPECT_EQ(run(cache, kv, b, 8), 0);
+  const auto misses = cache.take_divergences();
+  ASSERT_EQ(misses.size(), 1u);
+  const PrefixDivergence& d = misses[0];
+  EXPECT_EQ(d.request_id, 8u);
+  EXPECT_EQ(d.reused_tokens, 0);
+  EXPECT_EQ(d.matched_tokens, 2);
+  EXPECT_EQ(d.common, (std::vector<int32_t>{1, 2}));
+  ASSERT_FALSE(d.prompt_after.empty());
+  EXPECT_EQ(d.prompt_after[0], 99);
+  // The cached side continues down the cached chain: 3 4 | 5 6 7 8 | ...
+  ASSERT_GE(d.cached_after.size(), 6u);
+  EXPECT_EQ(d.cached_after[0], 3);
+  EXPECT_EQ(d.cached_after[5], 8);
+  // A difference in the second block: the first is reused, the record says where.
+  Seq c{3, iota_tokens(12)};
+  c.tokens[6] = 98;
+  EXPECT_EQ(run(cache, kv, c, 9), 4);
+  const auto second = cache.take_divergences();
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].reused_tokens, 4);
+  EXPECT_EQ(second[0].matched_tokens, 6);
+  EXPECT_EQ(cache.stats().miss_records, 2u);
+  kv.release(b.id);
+  kv.release(c.id);
+  kv.check_no_leaks();
+}
+
+class OffloadTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("rapide_offload_test_" +
+            std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  // Caches `a`, then pushes all of its blocks out of a 4-block pool with other content.
+  static void cache_then_evict(PrefixCache& cache, PagedKvStore& kv, Seq& a) {
+    run(cache, kv, a);
+    kv.release(a.id);
+    for (int32_t i = 0; i < 3; ++i) {
+      Seq other{100 + i, iota_tokens(13, 1000 + 100 * i)};
+      run(cache, kv, other);
+      kv.release(other.id);
+    }
+  }
+  std::filesystem::path dir_;
+};
+
+TEST_F(OffloadTest, RoundTripRamToTierToRamIsBitExactWithEveryCodec) {
+  for (OffloadCodec codec : {OffloadCodec::kNone, OffloadCodec::kLz4, OffloadCodec::kZstd}) {
+    SCOPED_TRACE(offload_codec_name(codec));
+    PagedKvStore kv(tiny_layout(), 4, 256);
+    OffloadTierOptions o;
+    o.ram_bytes = 1 << 20;
+    o.codec = codec;
+    PrefixCache cache(kv, kIdentity, std::make_unique<OffloadTier>(o, kv.layout(), kIdentity));
+    Seq a{1, iota_tokens(13)};
+    cache_then_evict(cache, kv, a);
+    EXPECT_GE(cache.stats().offload.stored_blocks, 3u);
+    Seq again{2, iota_tokens(13)};
+    EXPECT_EQ(run(cache, kv, again), 12);
+    expect_content(kv, again);
+    const PrefixCacheStats st = cache.stats();
+    EXPECT_EQ(st.tier_hit_tokens, 12u);
+    EXPECT_EQ(st.offload.loaded_blocks, 3u);
+    EXPECT_EQ(st.offload.bytes_in, 3 * kv.layout().block_bytes());
+    EXPECT_GE(st.offload.bytes_out, st.offload.bytes_in);
+    kv.release(again.id);
+    kv.check_no_leaks();
+  }
+}
+
+TEST_F(OffloadTest, FilesRoundTripAndSurviveARestart) {
+  OffloadTierOptions o;
+  o.dir = dir_.string();
+  o.disk_bytes = 1 << 20;
+  {
+    PagedKvStore kv(tiny_layout(), 4, 256);
+    PrefixCache cache(kv, kIdentity, std::make_unique<OffloadTier>(o, kv.layout(), kIdentity));
+    Seq a{1, iota_tokens(13)};
+    cache_then_evict(cache, kv, a);
+    EXPECT_GT(cache.stats().offload.disk_blocks, 0u);
+    Seq again{2, iota_tokens(13)};
+    EXPECT_EQ(run(cache, kv, again), 12);
+    expect_content(kv, again);
+    kv.release(again.id);
+    kv.check_no_leaks();
+  }
+  // A new process on the same directory finds the blocks; another model ignores them.
+  PagedKvStore kv(tiny_layout(), 4, 256);
+  PrefixCache cache(kv, kIdentity, std::make_unique<OffloadTier>(o, kv.layout(), kIdentity));
+  EXPECT_GT(cache.stats().cached_blocks, 0u);
+  Seq again{3, iota_tokens(13)};
+  EXPECT_EQ(run(cache, kv, again), 12);
+  expect_content(kv, again);
+  kv.release(again.id);
+  kv.check_no_leaks();
+
+  PagedKvStore kv2(tiny_layout(), 4, 256);
+  OffloadTier foreign(o, kv2.layout(), kIdentity + 1);
+  EXPECT_GT(foreign.stats().foreign_blocks, 0u);
+  EXPECT_EQ(foreign.size(), 0u);
+}
+
+TEST_F(OffloadTest, CorruptFilesAreDetectedCountedAndRecomputed) {
+  OffloadTierOptions o;
+  o.dir = dir_.string();
+  o.disk_bytes = 1 << 20;
+  PagedKvStore kv(tiny_layout(), 4, 256);
+  PrefixCache cache(kv, kIdentity, std::make_unique<OffloadTier>(o, kv.layout(), kIdentity));
+  Seq a{1, iota_tokens(13)};
+  cache_then_evict(cache, kv, a);
+  // Flip one payload byte in the file of a's second block.
+  std::vector<uint64_t> hashes;
+  extend_block_hashes(a.tokens, kBlock, kIdentity, hashes);
+  const auto path = dir_ / block_file_name(kIdentity, hashes[1]);
+  ASSERT_TRUE(std::filesystem::exists(path));
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-10, std::ios::end);
+    char c;
+    f.read(&c, 1);
+    f.seekp(-10, std::ios::end);
+    c = static_cast<char>(c ^ 0x40);
+    f.write(&c, 1);
+  }
+  Seq again{2, iota_tokens(13)};
+  EXPECT_EQ(run(cache, kv, again), 4);  // the first block loads; the corrupt one stops reuse
+  expect_content(kv, again);            // and what was recomputed is right
+  EXPECT_EQ(cache.stats().offload.corrupt_blocks, 1u);
+  EXPECT_FALSE(std::filesystem::exists(path));  // never offered again
+  kv.release(again.id);
+  kv.check_no_leaks();
+}
+
+}  // namespace
+}  // namespace rapide
