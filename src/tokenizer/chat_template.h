@@ -1,6 +1,11 @@
 // Turns chat messages into a prompt with the model's own `tokenizer.chat_template` (Jinja),
-// rendered by a small interpreter covering what real templates use: for / if / set / macro,
-// filters, loop variables, tests, raise_exception. Rendering matches Python's jinja2.
+// rendered by a small interpreter covering what real templates use: for / if / set / macro /
+// call / filter blocks, break / continue, filters, tests, loop variables, namespace(),
+// raise_exception and strftime_now. Rendering matches Python's jinja2 as transformers
+// configures it (ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks, tojson with
+// ensure_ascii=False); tests/unit/chat_template checks it byte for byte against jinja2.
+// Known gaps: str.upper / lower / title map ASCII letters only; recursive for loops,
+// {% include %} / {% extends %} / {% block %} and tojson's separators are not supported.
 #pragma once
 
 #include <memory>
@@ -10,13 +15,19 @@
 
 namespace rapide {
 
+// The variables a template sees, as transformers' apply_chat_template passes them: messages,
+// tools (None when the request has none), documents (None unless extra_context sets it),
+// add_generation_prompt, bos_token, eos_token, then every key of extra_context (e.g.
+// date_string, enable_thinking). JSON objects keep their key order (ordered_json) because
+// templates print tool schemas with tojson and the model saw the caller's order; a plain
+// nlohmann::json converts implicitly, with its keys sorted.
 struct ChatTemplateInputs {
-  nlohmann::json messages = nlohmann::json::array();  // [{"role": ..., "content": ...}, ...]
-  nlohmann::json tools;                               // null when the request has none
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();  // [{"role": ..., "content": ...}]
+  nlohmann::ordered_json tools;                                        // null when the request has none
   bool add_generation_prompt = true;
   std::string bos_token;
   std::string eos_token;
-  nlohmann::json extra_context = nlohmann::json::object();  // more variables, if any
+  nlohmann::ordered_json extra_context = nlohmann::ordered_json::object();  // more variables, if any
 };
 
 class ChatTemplate {
@@ -29,11 +40,13 @@ class ChatTemplate {
   ChatTemplate& operator=(ChatTemplate&&) noexcept;
 
   // Renders; throws Error(kInvalidArgument) carrying the template's raise_exception message
-  // (e.g. "Conversation roles must alternate user/assistant/...") or a render error.
+  // verbatim (e.g. "Conversation roles must alternate user/assistant/...") or, for any other
+  // failure, "chat template line N: <jinja2's message>" ("'dict object' has no attribute 'x'").
   std::string render(const ChatTemplateInputs& inputs) const;
 
-  // A plain fallback for models without a template: "role: content" lines, then
-  // "assistant:" when add_generation_prompt.
+  // A plain fallback for models without a template: one "role: content\n" line per message,
+  // then "assistant:" when add_generation_prompt. A content given as OpenAI content parts
+  // contributes the concatenation of its text parts; a null content prints as empty.
   static std::string render_fallback(const ChatTemplateInputs& inputs);
 
   struct Impl;
