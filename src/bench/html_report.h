@@ -1,0 +1,15 @@
+// A self-contained HTML report: tables plus inline-SVG charts (latency distributions,
+// throughput against latency across a sweep, TTFT and TPOT over time). No scripts or
+// external resources, so it opens offline and can be attached to an issue.
+#pragma once
+
+#include <string>
+
+#include "bench/bench_report.h"
+
+namespace rapide::bench {
+
+std::string render_html(const BenchReport& report);
+void write_html_file(const std::string& path, const BenchReport& report);
+
+}  // namespace rapide::bench

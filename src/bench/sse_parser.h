@@ -1,0 +1,34 @@
+// Incremental Server-Sent Events framing: bytes in, complete events' data out.
+//
+// Network reads split events anywhere (mid-line, mid-"\r\n"), so the parser keeps the partial
+// line between calls. Lines end with "\n" or "\r\n"; "data:" lines of one event are joined
+// with "\n"; comments (":...") and other fields (event, id, retry) are skipped.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+
+namespace rapide::bench {
+
+class SseParser {
+ public:
+  using Handler = std::function<void(const std::string& data)>;
+
+  // Calls on_event once per event completed by these bytes, in order.
+  void feed(std::string_view bytes, const Handler& on_event);
+  // Dispatches an event left open when the stream ends without its blank line.
+  void finish(const Handler& on_event);
+  // Bytes seen that were not part of any "data:" line (to tell JSON from SSE).
+  bool saw_data() const { return saw_data_; }
+
+ private:
+  void line(std::string_view text, const Handler& on_event);
+
+  std::string partial_;
+  std::string data_;
+  bool has_data_ = false;
+  bool saw_data_ = false;
+};
+
+}  // namespace rapide::bench
