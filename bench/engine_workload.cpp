@@ -166,8 +166,10 @@ class StepRecorder {
 };
 
 struct RunResult {
-  double seconds = 0.0;  // first submit to last finish
-  int64_t output_tokens = 0;
+  double seconds = 0.0;          // first submit to last finish
+  int64_t output_tokens = 0;     // of finished requests
+  int64_t generated_tokens = 0;  // of all, aborted ones included
+  int admitted = 0;              // requests that got at least one token
   int64_t prompt_tokens = 0;
   int finished = 0;
   std::vector<double> ttft;  // seconds, finished requests
@@ -209,11 +211,12 @@ class Gate final : public EventSink {
   bool open_ = false;
 };
 
-// Submits the whole workload at once and waits for it (or for `limit`, after which the rest
+// Submits the whole workload at once and waits for it (or for `max_steps` engine steps when
+// not 0, after which the rest
 // is aborted: the capacity observation only needs the first admission rounds).
 RunResult run_workload(Model& model, const Tokenizer& tok, const EngineOptions& options,
                        const std::vector<RequestSpec>& workload, bool stream_text,
-                       float temperature, std::chrono::milliseconds limit) {
+                       float temperature, uint64_t max_steps) {
   Collector collector(workload.size());
   StepRecorder recorder;
   RunResult out;
@@ -244,10 +247,9 @@ RunResult run_workload(Model& model, const Tokenizer& tok, const EngineOptions& 
     // The abort is queued with the arrivals, so the gate leaves before they are admitted.
     engine.abort(gate_id);
     gate->open();
-    const TimePoint deadline = start + limit;
     while (!collector.wait_all(std::chrono::milliseconds(5))) {
       recorder.poll(engine);
-      if (Clock::now() > deadline) {
+      if (max_steps != 0 && recorder.total_steps() >= max_steps) {
         out.complete = false;
         for (RequestId id : ids) engine.abort(id);
         collector.wait_all(std::chrono::minutes(1));
@@ -260,6 +262,8 @@ RunResult run_workload(Model& model, const Tokenizer& tok, const EngineOptions& 
     }
     TimePoint last = start;
     for (const Collector::Result& r : collector.results()) {
+      out.generated_tokens += r.tokens;
+      out.admitted += r.tokens > 0 ? 1 : 0;
       if (r.reason == FinishReason::kAbort || r.reason == FinishReason::kError) continue;
       out.finished++;
       out.output_tokens += r.tokens;
@@ -342,8 +346,8 @@ void section_batching(const Context& cx, const std::vector<RequestSpec>& workloa
     o.prefill_chunk = max_batch_tokens;
     o.kv_memory = kv_memory;
     o.batching = mode;
-    const RunResult r = run_workload(*cx.model, *cx.tok, o, workload, cx.stream_text,
-                                     cx.temperature, std::chrono::hours(10));
+    const RunResult r =
+        run_workload(*cx.model, *cx.tok, o, workload, cx.stream_text, cx.temperature, 0);
     const StepSummary s = summarize(r.steps);
     const double tps = r.output_tokens / r.seconds;
     rate[mode == BatchingMode::kStatic] = tps;
@@ -366,7 +370,7 @@ void section_batching(const Context& cx, const std::vector<RequestSpec>& workloa
 
 void section_capacity(const Context& cx, const std::vector<RequestSpec>& workload,
                       const std::vector<RequestSpec>& unscaled, int context,
-                      int contiguous_sequences, int block_size, double observe_seconds) {
+                      int contiguous_sequences, int block_size, int observe_steps) {
   const ModelConfig& c = cx.model->config();
   const KvLayout layout = KvLayout::for_model(c, block_size, KvType::kF16);
   const int32_t blocks_per_context = (context + block_size - 1) / block_size;
@@ -422,14 +426,14 @@ void section_capacity(const Context& cx, const std::vector<RequestSpec>& workloa
   const int model_context = std::min(context, c.max_context);
   std::printf(
       "\nObserved on the engine (--kv-memory %llu --max-seqs %zu --max-context %d, "
-      "continuous; first %.0f s of the workload, then aborted):\n\n",
-      static_cast<unsigned long long>(budget), workload.size(), model_context, observe_seconds);
+      "continuous; the first %d steps of the workload, then aborted):\n\n",
+      static_cast<unsigned long long>(budget), workload.size(), model_context, observe_steps);
   std::printf(
-      "| layout     | max running | mean running | finished | output tok/s | steps | "
-      "preemptions |\n");
+      "| layout     | max running | mean running | started  | tokens generated | mean KV blocks "
+      "used | preemptions |\n");
   std::printf(
-      "|------------|------------:|-------------:|---------:|-------------:|------:|"
-      "------------:|\n");
+      "|------------|------------:|-------------:|---------:|-----------------:|---------------"
+      "-----:|------------:|\n");
   for (KvLayoutMode mode : {KvLayoutMode::kPaged, KvLayoutMode::kContiguous}) {
     EngineOptions o;
     o.threads = cx.threads;
@@ -438,15 +442,20 @@ void section_capacity(const Context& cx, const std::vector<RequestSpec>& workloa
     o.kv_memory = std::to_string(budget);
     o.kv_layout = mode;
     o.kv_block_size = block_size;
-    const RunResult r =
-        run_workload(*cx.model, *cx.tok, o, workload, cx.stream_text, cx.temperature,
-                     std::chrono::milliseconds(static_cast<int64_t>(observe_seconds * 1e3)));
-    double mean_running = 0;
-    for (const StepStats& st : r.steps) mean_running += st.running;
-    if (!r.steps.empty()) mean_running /= static_cast<double>(r.steps.size());
-    std::printf("| %-10s | %11d | %12.1f | %5d/%-2zu | %12.1f | %5llu | %11llu |\n",
-                kv_layout_mode_name(mode), r.max_running, mean_running, r.finished, workload.size(),
-                r.output_tokens / r.seconds, static_cast<unsigned long long>(r.engine_steps),
+    const RunResult r = run_workload(*cx.model, *cx.tok, o, workload, cx.stream_text,
+                                     cx.temperature, static_cast<uint64_t>(observe_steps));
+    double mean_running = 0, mean_used = 0;
+    for (const StepStats& st : r.steps) {
+      mean_running += st.running;
+      mean_used += static_cast<double>(st.kv_used_blocks) / (st.kv_used_blocks + st.kv_free_blocks);
+    }
+    if (!r.steps.empty()) {
+      mean_running /= static_cast<double>(r.steps.size());
+      mean_used /= static_cast<double>(r.steps.size());
+    }
+    std::printf("| %-10s | %11d | %12.1f | %5d/%-2zu | %16lld | %18.1f%% | %11llu |\n",
+                kv_layout_mode_name(mode), r.max_running, mean_running, r.admitted, workload.size(),
+                static_cast<long long>(r.generated_tokens), 100.0 * mean_used,
                 static_cast<unsigned long long>(r.preemptions));
     std::fflush(stdout);
   }
@@ -505,8 +514,8 @@ void section_decode(const Context& cx, const std::vector<int>& batches, int prom
     o.max_batch_tokens = std::max(512, n * prompt_len);
     o.prefill_chunk = prompt_len;
     o.kv_memory = "512MiB";
-    const RunResult r = run_workload(*cx.model, *cx.tok, o, workload, cx.stream_text,
-                                     cx.temperature, std::chrono::hours(1));
+    const RunResult r =
+        run_workload(*cx.model, *cx.tok, o, workload, cx.stream_text, cx.temperature, 0);
     // Steps where all n sequences decode together and nothing else runs.
     std::vector<double> step_s;
     for (const StepStats& st : r.steps) {
@@ -546,7 +555,7 @@ int main(int argc, char** argv) {
   bool quick = false, no_text = false;
   int threads = 0, max_seqs = 32, max_batch_tokens = 512, context = 2048, contiguous_seqs = 8;
   int block_size = 16, decode_prompt = 16, decode_steps = 64;
-  double observe_seconds = 20.0;
+  int observe_steps = 100;
   float temperature = 0.0f;
   app.add_option("model", model_path, "model file (GGUF, llama2.c, HF folder)")->required();
   app.add_flag("--quick", quick,
@@ -571,7 +580,7 @@ int main(int argc, char** argv) {
                  "capacity section: the budget is this many contiguous max-context sequences")
       ->capture_default_str();
   app.add_option("--kv-block-size", block_size)->capture_default_str();
-  app.add_option("--observe-seconds", observe_seconds)->capture_default_str();
+  app.add_option("--observe-steps", observe_steps)->capture_default_str();
   app.add_option("--decode-batches", decode_batches)->capture_default_str();
   app.add_option("--decode-prompt", decode_prompt)->capture_default_str();
   app.add_option("--decode-steps", decode_steps)->capture_default_str();
@@ -584,7 +593,7 @@ int main(int argc, char** argv) {
     if (unset("--output-max")) w.output_max = 64;
     if (unset("--max-seqs")) max_seqs = 8;
     if (unset("--decode-steps")) decode_steps = 16;
-    if (unset("--observe-seconds")) observe_seconds = 3.0;
+    if (unset("--observe-steps")) observe_steps = 30;
   }
   if (threads <= 0) threads = physical_core_count();
   spdlog::set_level(spdlog::level::warn);
@@ -639,8 +648,7 @@ int main(int argc, char** argv) {
       section_batching(cx, workload, max_seqs, max_batch_tokens, kv_memory);
     }
     if (sections.find("capacity") != std::string::npos) {
-      section_capacity(cx, workload, unscaled, context, contiguous_seqs, block_size,
-                       observe_seconds);
+      section_capacity(cx, workload, unscaled, context, contiguous_seqs, block_size, observe_steps);
     }
     if (sections.find("decode") != std::string::npos) {
       section_decode(cx, wanted, decode_prompt, decode_steps, bandwidth);
