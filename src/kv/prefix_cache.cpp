@@ -228,6 +228,13 @@ std::optional<PrefixDivergence> PrefixCache::explain(std::span<const int32_t> to
     d.cached_after.insert(d.cached_after.end(), e.tokens.begin(), e.tokens.end());
   }
   if (d.cached_after.size() > kWindowTokens) d.cached_after.resize(kWindowTokens);
+  // A near miss falls back in step after the difference (a timestamp, an id): most tokens
+  // right after it equal the cached ones again. A prompt that simply goes on differently
+  // (a new question after a shared system prompt) reused all it could: no record.
+  const size_t compared = std::min(d.prompt_after.size(), d.cached_after.size());
+  size_t equal = 0;
+  for (size_t i = 1; i < compared; ++i) equal += d.prompt_after[i] == d.cached_after[i] ? 1 : 0;
+  if (compared < 2 || 2 * equal < compared - 1) return std::nullopt;
   return d;
 }
 

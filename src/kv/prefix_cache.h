@@ -52,8 +52,9 @@ struct PrefixCacheStats {
 
 // A request that reused less than it could have, in tokens: it shares `matched_tokens`
 // with the best cached chain (its first `reused_tokens` were served from the cache; reuse
-// is per block, so a difference anywhere in a block costs the whole block and all after).
-// The engine turns the token windows into text.
+// is per block, so a difference anywhere in a block costs the whole block and all after),
+// and after the difference it agrees with that chain again (a near miss: a timestamp or an
+// id in an otherwise identical prompt). The engine turns the token windows into text.
 struct PrefixDivergence {
   uint64_t request_id = 0;
   int prompt_tokens = 0;

@@ -172,6 +172,8 @@ TEST_F(PrefixCacheEngineTest, HitGivesExactlyTheOutputOfAMiss) {
   EXPECT_GT(st.prefix_cache.hit_rate(), 0.5);
   EXPECT_EQ(st.prefix_cache.prompt_tokens,
             st.prefix_cache.ram_hit_tokens + st.prefix_cache.computed_tokens);
+  // Different questions after a shared story reuse all they can: not near misses.
+  EXPECT_TRUE(st.recent_misses.empty()) << st.recent_misses[0].summary;
   expect_no_leaks(engine);
 }
 
