@@ -33,10 +33,11 @@ std::string with_commas(size_t n) {
   return digits;
 }
 
-// Control characters would break the one-line summary.
+// Control characters (newlines, NUL from byte tokens) would break the one-line summary.
 std::string one_line(std::string s) {
   for (char& c : s) {
-    if (c == '\n' || c == '\r' || c == '\t') c = ' ';
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) c = ' ';
   }
   return s;
 }
