@@ -18,6 +18,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
+#include <ctime>
 #include <map>
 #include <mutex>
 #include <numeric>
@@ -62,6 +63,14 @@ double percentile(std::vector<double> v, double p) {
   // Nearest rank: the smallest value with at least p of the samples at or below it.
   const size_t rank = static_cast<size_t>(std::ceil(p * static_cast<double>(v.size())));
   return v[std::clamp<size_t>(rank, 1, v.size()) - 1];
+}
+
+// CPU seconds of this process (all threads): on a shared machine, cores actually received =
+// CPU seconds / wall seconds, which says how far a wall-clock figure is from an idle run.
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
 double median(std::vector<double> v) {
@@ -167,6 +176,7 @@ class StepRecorder {
 
 struct RunResult {
   double seconds = 0.0;          // first submit to last finish
+  double cpu_seconds = 0.0;      // process CPU time over the same span
   int64_t output_tokens = 0;     // of finished requests
   int64_t generated_tokens = 0;  // of all, aborted ones included
   int admitted = 0;              // requests that got at least one token
@@ -233,6 +243,7 @@ RunResult run_workload(Model& model, const Tokenizer& tok, const EngineOptions& 
     gate->wait_held();
     std::vector<RequestId> ids;
     const TimePoint start = Clock::now();
+    const double cpu_start = process_cpu_seconds();
     for (size_t i = 0; i < workload.size(); ++i) {
       Request r;
       r.prompt = workload[i].prompt;
@@ -273,6 +284,7 @@ RunResult run_workload(Model& model, const Tokenizer& tok, const EngineOptions& 
     for (const RequestSpec& r : workload)
       out.prompt_tokens += static_cast<int64_t>(r.prompt.size());
     out.seconds = seconds_between(start, out.complete ? last : Clock::now());
+    out.cpu_seconds = process_cpu_seconds() - cpu_start;
   }
   out.steps = recorder.steps();
   out.engine_steps = recorder.total_steps();
@@ -332,10 +344,12 @@ void section_batching(const Context& cx, const std::vector<RequestSpec>& workloa
       "--kv-memory %s, paged)\n\n",
       max_seqs, max_batch_tokens, kv_memory.c_str());
   std::printf(
-      "| batching   | wall s | busy %% | output tok/s | total tok/s | TTFT p50 s | TTFT p99 s "
+      "| batching   | wall s | cores | busy %% | output tok/s | total tok/s | TTFT p50 s | TTFT "
+      "p99 s "
       "| steps | seqs/step | decode tok/step | decode-only step ms | preempt |\n");
   std::printf(
-      "|------------|-------:|-------:|-------------:|------------:|-----------:|-----------:"
+      "|------------|-------:|------:|-------:|-------------:|------------:|-----------:|----------"
+      "-:"
       "|------:|----------:|----------------:|--------------------:|--------:|\n");
   double rate[2] = {0, 0};
   for (BatchingMode mode : {BatchingMode::kContinuous, BatchingMode::kStatic}) {
@@ -352,18 +366,21 @@ void section_batching(const Context& cx, const std::vector<RequestSpec>& workloa
     const double tps = r.output_tokens / r.seconds;
     rate[mode == BatchingMode::kStatic] = tps;
     std::printf(
-        "| %-10s | %6.1f | %6.1f | %12.1f | %11.1f | %10.2f | %10.2f | %5llu | %9.1f | %15.1f | "
+        "| %-10s | %6.1f | %5.2f | %6.1f | %12.1f | %11.1f | %10.2f | %10.2f | %5llu | %9.1f | "
+        "%15.1f | "
         "%19.2f | %7llu |\n",
-        batching_mode_name(mode), r.seconds, 100.0 * s.busy_seconds / r.seconds, tps,
-        (r.output_tokens + r.prompt_tokens) / r.seconds, median(r.ttft), percentile(r.ttft, 0.99),
-        static_cast<unsigned long long>(r.engine_steps), s.mean_sequences, s.mean_decode,
-        s.median_decode_step_ms, static_cast<unsigned long long>(r.preemptions));
+        batching_mode_name(mode), r.seconds, r.cpu_seconds / r.seconds,
+        100.0 * s.busy_seconds / r.seconds, tps, (r.output_tokens + r.prompt_tokens) / r.seconds,
+        median(r.ttft), percentile(r.ttft, 0.99), static_cast<unsigned long long>(r.engine_steps),
+        s.mean_sequences, s.mean_decode, s.median_decode_step_ms,
+        static_cast<unsigned long long>(r.preemptions));
     std::fflush(stdout);
   }
   std::printf(
-      "\nbusy %%: time inside engine steps (schedule + forward + sampling) over the "
+      "\ncores: CPU seconds received / wall seconds (of %d threads; less means a loaded "
+      "machine)\nbusy %%: time inside engine steps (schedule + forward + sampling) over the "
       "wall time\ncontinuous / static output throughput: %.2fx (target >= 2x)\n",
-      rate[1] > 0 ? rate[0] / rate[1] : 0.0);
+      cx.threads, rate[1] > 0 ? rate[0] / rate[1] : 0.0);
 }
 
 // ---- 2. KV capacity: paged vs contiguous ----------------------------------------------
@@ -494,10 +511,10 @@ void section_decode(const Context& cx, const std::vector<int>& batches, int prom
       "--max-seqs N)\n\n",
       prompt_len, steps);
   std::printf(
-      "| seqs | engine tok/s | step ms p50 | step ms p90 | forward-only tok/s | engine "
+      "| seqs | cores | engine tok/s | step ms p50 | step ms p90 | forward-only tok/s | engine "
       "overhead | GFLOP/s | %% of BW roofline |\n");
   std::printf(
-      "|-----:|-------------:|------------:|------------:|-------------------:|-------"
+      "|-----:|------:|-------------:|------------:|------------:|-------------------:|-------"
       "---------:|--------:|----------------:|\n");
   for (int n : batches) {
     std::mt19937_64 rng(100 + n);
@@ -524,11 +541,11 @@ void section_decode(const Context& cx, const std::vector<int>& batches, int prom
     const double step = median(step_s);
     const double engine_rate = step > 0 ? n / step : 0.0;
     const double forward_rate = forward_decode_rate(*cx.model, cx.threads, n, prompt_len, steps);
-    std::printf("| %4d | %12.1f | %11.2f | %11.2f | %18.1f | %13.1f%% | %7.1f | %14.1f%% |\n", n,
-                engine_rate, step * 1e3, percentile(step_s, 0.9) * 1e3, forward_rate,
-                engine_rate > 0 ? 100.0 * (forward_rate / engine_rate - 1.0) : 0.0,
-                engine_rate * flops_per_token / 1e9,
-                100.0 * (engine_rate / n) * weight_bytes / bandwidth);
+    std::printf(
+        "| %4d | %5.2f | %12.1f | %11.2f | %11.2f | %18.1f | %13.1f%% | %7.1f | %14.1f%% |\n", n,
+        r.cpu_seconds / r.seconds, engine_rate, step * 1e3, percentile(step_s, 0.9) * 1e3,
+        forward_rate, engine_rate > 0 ? 100.0 * (forward_rate / engine_rate - 1.0) : 0.0,
+        engine_rate * flops_per_token / 1e9, 100.0 * (engine_rate / n) * weight_bytes / bandwidth);
     std::fflush(stdout);
   }
   std::printf(
