@@ -658,6 +658,7 @@ int main(int argc, char** argv) {
     std::printf("sampling: %s; %s\n",
                 temperature > 0 ? fmt::format("temperature {}", temperature).c_str() : "greedy",
                 no_text ? "token ids only" : "detokenized text streamed");
+    std::fflush(stdout);  // a long run shows its header (and command) right away
 
     const Context cx{&model, tok.get(), model_path, threads, !no_text, temperature};
     const std::vector<int> wanted = parse_list(decode_batches);
