@@ -12,6 +12,9 @@
 
 namespace rapide {
 
+// Largest head dimension the kernels support (Llama-family models use 64..256).
+constexpr int kMaxHeadDim = 512;
+
 // One query row's job, handed to the ISA-specific kernel.
 struct AttentionQuery {
   const float* q;           // head_dim values

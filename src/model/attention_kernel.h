@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "base/fp16.h"
 #include "model/attention.h"
 
 namespace rapide {
@@ -20,12 +21,21 @@ void attend_query_impl(const AttentionQuery& job) {
   const size_t k_offset = layout.offset(job.layer, false, job.kv_head);
   const size_t v_offset = layout.offset(job.layer, true, job.kv_head);
 
+  // With an f16 cache, llama.cpp multiplies f16 K by q rounded to f16, and f16 V by the
+  // softmax probabilities rounded to f16; doing the same keeps greedy runs on its path.
+  const bool f16_cache = layout.type == KvType::kF16;
+  float q_rounded[kMaxHeadDim];
+  const float* q = job.q;
+  if (f16_cache) {
+    for (int i = 0; i < d; ++i) q_rounded[i] = fp16_to_fp32(fp32_to_fp16(job.q[i]));
+    q = q_rounded;
+  }
   float max_score = -INFINITY;
   for (int start = 0; start < job.n_positions; start += block_size) {
     const uint8_t* k = job.kv->block_data(job.blocks[start / block_size]) + k_offset;
     const int count = std::min(block_size, job.n_positions - start);
     for (int t = 0; t < count; ++t) {
-      const float s = Ops::dot(job.q, k + t * row_bytes, d, layout.type) * job.scale;
+      const float s = Ops::dot(q, k + t * row_bytes, d, layout.type) * job.scale;
       job.scores[start + t] = s;
       max_score = std::max(max_score, s);
     }
@@ -42,7 +52,9 @@ void attend_query_impl(const AttentionQuery& job) {
     const uint8_t* v = job.kv->block_data(job.blocks[start / block_size]) + v_offset;
     const int count = std::min(block_size, job.n_positions - start);
     for (int t = 0; t < count; ++t) {
-      Ops::axpy(job.scores[start + t] * inv_sum, v + t * row_bytes, job.out, d, layout.type);
+      float p = job.scores[start + t] * inv_sum;
+      if (f16_cache) p = fp16_to_fp32(fp32_to_fp16(p));
+      Ops::axpy(p, v + t * row_bytes, job.out, d, layout.type);
     }
   }
 }

@@ -40,7 +40,8 @@ std::string layer_name(int layer, const char* what) {
 Model::Model(std::shared_ptr<const ModelFile> file) : file_(std::move(file)), config_(file_->config) {
   const ModelConfig& c = config_;
   if (c.dim <= 0 || c.n_layers <= 0 || c.n_heads <= 0 || c.n_kv_heads <= 0 || c.head_dim <= 0 ||
-      c.n_heads % c.n_kv_heads != 0 || c.vocab_size <= 0 || c.ffn_dim <= 0) {
+      c.n_heads % c.n_kv_heads != 0 || c.vocab_size <= 0 || c.ffn_dim <= 0 ||
+      c.head_dim % 2 != 0 || c.head_dim > kMaxHeadDim) {
     fail(ErrorCode::kCorrupt,
          "model '{}' has inconsistent hyper-parameters (dim {}, layers {}, heads {}/{} kv, head "
          "dim {}, ffn {}, vocab {})",
