@@ -63,11 +63,11 @@ void run(const RunOptions& options) {
   request.prompt = tokens;
   request.sampling = options.sampling.resolve();
   request.sink = queue;
+  engine.submit(std::move(request));  // validates: errors come before any output
   if (options.print_prompt) {
     std::fputs(prompt.c_str(), stdout);
     std::fflush(stdout);
   }
-  engine.submit(std::move(request));
   TokenEvent event;
   while (queue->pop(event)) {
     std::fputs(event.text.c_str(), stdout);
