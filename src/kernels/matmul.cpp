@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/aligned_buffer.h"
 #include "base/cpu_features.h"
 #include "base/error.h"
 #include "base/fp16.h"
@@ -272,7 +273,7 @@ WeightMatrix WeightMatrix::prepare_rows(const TensorView& view, int64_t row_begi
   p.cols = cols;
   p.panels = (p.rows + kPanel - 1) / kPanel;
   p.panel_bytes = panel_bytes(view.type, cols);
-  p.data.resize(static_cast<size_t>(p.panels * p.panel_bytes));
+  p.data = matmul::WeightBuffer(static_cast<size_t>(p.panels * p.panel_bytes));
   pack(view, row_begin, row_end, p);
   return m;
 }

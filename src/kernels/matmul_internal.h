@@ -20,8 +20,8 @@
 
 #include <cstdint>
 
-#include "base/aligned_buffer.h"
 #include "formats/tensor_type.h"
+#include "kernels/weight_memory.h"
 
 namespace rapide::matmul {
 
@@ -35,7 +35,7 @@ struct PackedWeights {
   int64_t cols = 0;
   int64_t panels = 0;
   int64_t panel_bytes = 0;
-  AlignedBuffer<uint8_t> data;
+  WeightBuffer data;  // huge-page backed where possible: decode streams all of it
 
   const uint8_t* panel(int64_t p) const { return data.data() + p * panel_bytes; }
   int64_t blocks() const { return cols / kQuantBlock; }
