@@ -3,8 +3,8 @@
 #
 #   bench/engine.sh [--quick] [extra bench_engine_workload options...]
 #
-# Builds rapide and bench_engine_workload in $BUILD_DIR (default build-ebench), generates the
-# synth100m Q8_0 model with `rapide synth` when it is missing (into $MODEL_DIR, default
+# Builds bench_engine_workload in $BUILD_DIR (default build-ebench), generates the synth100m
+# Q8_0 model with `rapide synth` (building rapide) when it is missing (into $MODEL_DIR, default
 # $BUILD_DIR/models: never committed), then prints each model's tables with the exact
 # command line that produced them. --quick keeps the whole run CI-sized.
 set -euo pipefail
@@ -20,10 +20,12 @@ vocab="$shared/models/llama2-tiny-random/llama-2-tiny-random.gguf"
 if [[ ! -f "$build/build.ninja" ]]; then
   cmake -S "$root" -B "$build" -G Ninja >/dev/null
 fi
-ninja -C "$build" -j "${JOBS:-2}" rapide bench_engine_workload >/dev/null
+ninja -C "$build" -j "${JOBS:-2}" bench_engine_workload >/dev/null
 
 mkdir -p "$models"
 if [[ ! -f "$synth" ]]; then
+  # rapide (with its server) is only needed to write the model once.
+  ninja -C "$build" -j "${JOBS:-2}" rapide >/dev/null
   echo "+ $build/apps/rapide/rapide synth --shape synth100m --type q8_0 --vocab-from $vocab -o $synth"
   "$build/apps/rapide/rapide" synth --shape synth100m --type q8_0 --vocab-from "$vocab" -o "$synth"
 fi
