@@ -28,7 +28,8 @@ std::string ChatTemplate::render(const ChatTemplateInputs& inputs) const {
   variables.set("bos_token", jinja::Value(inputs.bos_token));
   variables.set("eos_token", jinja::Value(inputs.eos_token));
   if (inputs.extra_context.is_object()) {
-    for (const auto& [k, v] : inputs.extra_context.items()) variables.set(k, jinja::Value::from_json(v));
+    for (const auto& [k, v] : inputs.extra_context.items())
+      variables.set(k, jinja::Value::from_json(v));
   }
   try {
     return jinja::render_template(impl_->parsed, variables);
@@ -41,7 +42,9 @@ std::string ChatTemplate::render(const ChatTemplateInputs& inputs) const {
 std::string ChatTemplate::render_fallback(const ChatTemplateInputs& inputs) {
   std::string out;
   for (const auto& message : inputs.messages) {
-    std::string role = message.contains("role") && message["role"].is_string() ? message["role"].get<std::string>() : "";
+    std::string role = message.contains("role") && message["role"].is_string()
+                           ? message["role"].get<std::string>()
+                           : "";
     std::string content;
     if (message.contains("content")) {
       const auto& c = message["content"];

@@ -22,12 +22,14 @@ namespace rapide {
 // templates print tool schemas with tojson and the model saw the caller's order; a plain
 // nlohmann::json converts implicitly, with its keys sorted.
 struct ChatTemplateInputs {
-  nlohmann::ordered_json messages = nlohmann::ordered_json::array();  // [{"role": ..., "content": ...}]
-  nlohmann::ordered_json tools;                                        // null when the request has none
+  nlohmann::ordered_json messages =
+      nlohmann::ordered_json::array();  // [{"role": ..., "content": ...}]
+  nlohmann::ordered_json tools;         // null when the request has none
   bool add_generation_prompt = true;
   std::string bos_token;
   std::string eos_token;
-  nlohmann::ordered_json extra_context = nlohmann::ordered_json::object();  // more variables, if any
+  nlohmann::ordered_json extra_context =
+      nlohmann::ordered_json::object();  // more variables, if any
 };
 
 class ChatTemplate {

@@ -45,8 +45,8 @@ void bind_targets(Frame& frame, const std::vector<std::string>& targets, const V
     runtime_error("too many values to unpack (expected " + std::to_string(targets.size()) + ")");
   }
   if (items.size() < targets.size()) {
-    runtime_error("not enough values to unpack (expected " + std::to_string(targets.size()) + ", got " +
-                  std::to_string(items.size()) + ")");
+    runtime_error("not enough values to unpack (expected " + std::to_string(targets.size()) +
+                  ", got " + std::to_string(items.size()) + ")");
   }
   for (size_t i = 0; i < targets.size(); ++i) frame.vars[targets[i]] = items[i];
 }
@@ -90,15 +90,17 @@ class Evaluator {
   enum class Flow { kNormal, kBreak, kContinue };
 
   static void install_globals(Frame& g) {
-    g.vars["raise_exception"] = Value::function("raise_exception", [](const CallArgs& args) -> Value {
-      throw RenderError(args.get(0, "message", Value("")).str(), true);
-    });
+    g.vars["raise_exception"] =
+        Value::function("raise_exception", [](const CallArgs& args) -> Value {
+          throw RenderError(args.get(0, "message", Value("")).str(), true);
+        });
     g.vars["strftime_now"] = Value::function("strftime_now", [](const CallArgs& args) {
       std::time_t now = std::time(nullptr);
       std::tm local{};
       localtime_r(&now, &local);
       char buf[256];
-      size_t n = std::strftime(buf, sizeof buf, args.get(0, "format", Value("")).str().c_str(), &local);
+      size_t n =
+          std::strftime(buf, sizeof buf, args.get(0, "format", Value("")).str().c_str(), &local);
       return Value(std::string(buf, n));
     });
     g.vars["namespace"] = Value::function("namespace", [](const CallArgs& args) {
@@ -135,7 +137,8 @@ class Evaluator {
 
   int line_of(size_t offset) const {
     size_t end = std::min(offset, tmpl_.source.size());
-    return 1 + static_cast<int>(std::count(tmpl_.source.begin(), tmpl_.source.begin() + static_cast<long>(end), '\n'));
+    return 1 + static_cast<int>(std::count(tmpl_.source.begin(),
+                                           tmpl_.source.begin() + static_cast<long>(end), '\n'));
   }
 
   Flow exec(const StmtList& body, const FramePtr& frame, std::string& out) {
@@ -173,7 +176,8 @@ class Evaluator {
         Value v = eval(*s.expr, frame);
         if (!s.attribute.empty()) {
           const Value* target = frame->lookup(s.targets[0]);
-          if (!target || !target->is_namespace()) runtime_error("cannot assign attribute on non-namespace object");
+          if (!target || !target->is_namespace())
+            runtime_error("cannot assign attribute on non-namespace object");
           target->namespace_attributes().set(s.attribute, std::move(v));
         } else {
           bind_targets(*frame, s.targets, v);
@@ -239,14 +243,25 @@ class Evaluator {
     // A weak reference: the macro lives in the frame it would otherwise keep alive.
     std::weak_ptr<Frame> definition = frame;
     return Value::function(s.name, [this, &s, definition](const CallArgs& args) {
+      // Runaway recursion (command-r's json_to_python_type on a "null" type recurses into
+      // the string's characters forever) must fail like Python's RecursionError, not
+      // overflow the stack.
+      if (call_depth_ >= kMaxCallDepth) runtime_error("maximum recursion depth exceeded");
+      ++call_depth_;
+      struct DepthGuard {
+        int& depth;
+        ~DepthGuard() { --depth; }
+      } guard{call_depth_};
       FramePtr f = child_of(definition.lock());
       if (args.positional.size() > s.params.size()) {
-        runtime_error("macro '" + s.name + "' takes not more than " + std::to_string(s.params.size()) +
-                      " argument(s)");
+        runtime_error("macro '" + s.name + "' takes not more than " +
+                      std::to_string(s.params.size()) + " argument(s)");
       }
       for (const auto& [k, v] : args.keyword) {
-        bool known = std::any_of(s.params.begin(), s.params.end(), [&](const MacroParam& p) { return p.name == k; });
-        if (!known && k != "caller") runtime_error("macro '" + s.name + "' takes no keyword argument '" + k + "'");
+        bool known = std::any_of(s.params.begin(), s.params.end(),
+                                 [&](const MacroParam& p) { return p.name == k; });
+        if (!known && k != "caller")
+          runtime_error("macro '" + s.name + "' takes no keyword argument '" + k + "'");
         if (k == "caller") f->vars["caller"] = v;
       }
       for (size_t i = 0; i < s.params.size(); ++i) {
@@ -270,21 +285,22 @@ class Evaluator {
     const Expr& call = *s.expr;
     Value callee = eval(*call.children[0], frame);
     CallArgs args = eval_args(call, 1, frame);
-    args.keyword.emplace_back("caller", Value::function("caller", [this, &s, frame](const CallArgs& caller_args) {
-                                FramePtr f = child_of(frame);
-                                for (size_t i = 0; i < s.params.size(); ++i) {
-                                  const Value* given = caller_args.find(i, s.params[i].name);
-                                  f->vars[s.params[i].name] =
-                                      given ? *given
-                                            : (s.params[i].default_value ? eval(*s.params[i].default_value, f)
-                                                                         : Value::undefined("parameter '" +
-                                                                                            s.params[i].name +
-                                                                                            "' was not provided"));
-                                }
-                                std::string text;
-                                exec(s.bodies[0], f, text);
-                                return Value(std::move(text));
-                              }));
+    args.keyword.emplace_back(
+        "caller", Value::function("caller", [this, &s, frame](const CallArgs& caller_args) {
+          FramePtr f = child_of(frame);
+          for (size_t i = 0; i < s.params.size(); ++i) {
+            const Value* given = caller_args.find(i, s.params[i].name);
+            f->vars[s.params[i].name] =
+                given ? *given
+                      : (s.params[i].default_value
+                             ? eval(*s.params[i].default_value, f)
+                             : Value::undefined("parameter '" + s.params[i].name +
+                                                "' was not provided"));
+          }
+          std::string text;
+          exec(s.bodies[0], f, text);
+          return Value(std::move(text));
+        }));
     return call_value(callee, args);
   }
 
@@ -296,7 +312,8 @@ class Evaluator {
 
   CallArgs eval_args(const Expr& e, size_t first, const FramePtr& frame) {
     CallArgs args;
-    for (size_t i = first; i < e.children.size(); ++i) args.positional.push_back(eval(*e.children[i], frame));
+    for (size_t i = first; i < e.children.size(); ++i)
+      args.positional.push_back(eval(*e.children[i], frame));
     for (const auto& [k, v] : e.keywords) args.keyword.emplace_back(k, eval(*v, frame));
     return args;
   }
@@ -323,7 +340,7 @@ class Evaluator {
       case Expr::Kind::kList: {
         ValueList items;
         for (const ExprPtr& c : e.children) items.push_back(eval(*c, frame));
-        return Value(std::move(items));
+        return e.is_tuple ? Value::tuple(std::move(items)) : Value(std::move(items));
       }
       case Expr::Kind::kDict: {
         ValueDict dict;
@@ -357,7 +374,8 @@ class Evaluator {
       case Expr::Kind::kTernary:
         if (eval(*e.children[1], frame).truthy()) return eval(*e.children[0], frame);
         if (e.children[2]) return eval(*e.children[2], frame);
-        return Value::undefined("the inline if-expression evaluated to false and no else section was defined.");
+        return Value::undefined(
+            "the inline if-expression evaluated to false and no else section was defined.");
       case Expr::Kind::kGetAttr:
         return get_attribute(eval(*e.children[0], frame), e.name);
       case Expr::Kind::kGetItem:
@@ -383,7 +401,10 @@ class Evaluator {
     return Value();
   }
 
+  static constexpr int kMaxCallDepth = 100;  // far above what real templates nest
+
   const ParsedTemplate& tmpl_;
+  int call_depth_ = 0;
   Value filter_input_;  // the text a {% filter %} or {% set x | f %} block feeds its filters
 };
 

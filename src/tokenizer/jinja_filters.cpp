@@ -21,12 +21,15 @@ bool arg_bool(const CallArgs& args, size_t index, std::string_view name, bool fa
 // forward the rest to a test or filter.
 CallArgs rest_args(const CallArgs& args, size_t skip) {
   CallArgs rest;
-  for (size_t i = skip; i < args.positional.size(); ++i) rest.positional.push_back(args.positional[i]);
+  for (size_t i = skip; i < args.positional.size(); ++i)
+    rest.positional.push_back(args.positional[i]);
   rest.keyword = args.keyword;
   return rest;
 }
 
-std::string soft_str(const Value& v) { return v.str(); }
+std::string soft_str(const Value& v) {
+  return v.str();
+}
 
 // Sort key for sort / unique / dictsort / min / max: strings fold case unless asked not to.
 Value sort_key(const Value& v, bool case_sensitive) {
@@ -47,7 +50,8 @@ Value to_int(const Value& v, const Value& fallback) {
     long long n = std::strtoll(digits.c_str(), &end, 10);
     if (!digits.empty() && end && *end == '\0') return Value(static_cast<int64_t>(n));
     double d = std::strtod(s.c_str(), &end);
-    if (!s.empty() && end && *end == '\0' && std::isfinite(d)) return Value(static_cast<int64_t>(std::trunc(d)));
+    if (!s.empty() && end && *end == '\0' && std::isfinite(d))
+      return Value(static_cast<int64_t>(std::trunc(d)));
   }
   return fallback;
 }
@@ -65,7 +69,8 @@ Value to_float(const Value& v, const Value& fallback) {
 
 // Python's round(x, ndigits): correctly rounded, ties to even.
 Value python_round(const Value& v, int64_t precision, const std::string& method) {
-  if (!v.is_number()) runtime_error("type " + v.type_description() + " doesn't define __round__ method");
+  if (!v.is_number())
+    runtime_error("type " + v.type_description() + " doesn't define __round__ method");
   if (method != "common" && method != "ceil" && method != "floor") {
     runtime_error("method must be common, ceil or floor");
   }
@@ -76,13 +81,16 @@ Value python_round(const Value& v, int64_t precision, const std::string& method)
   if (method == "floor") return Value(std::floor(x * scale) / scale);
   if (precision == 0) return Value(std::nearbyint(x));
   char buf[512];
-  std::snprintf(buf, sizeof buf, "%.*f", static_cast<int>(std::clamp<int64_t>(precision, 0, 300)), x);
+  std::snprintf(buf, sizeof buf, "%.*f", static_cast<int>(std::clamp<int64_t>(precision, 0, 300)),
+                x);
   return Value(std::strtod(buf, nullptr));
 }
 
 std::string indent_text(const std::string& text, const Value& width, bool first, bool blank) {
   std::string indention =
-      width.is_string() ? width.as_string() : std::string(static_cast<size_t>(std::max<int64_t>(0, width.as_int())), ' ');
+      width.is_string()
+          ? width.as_string()
+          : std::string(static_cast<size_t>(std::max<int64_t>(0, width.as_int())), ' ');
   // jinja2 appends a newline before splitlines so a trailing newline yields no extra line.
   std::vector<std::string> lines = split_lines(text + "\n");
   std::string out;
@@ -127,6 +135,8 @@ ValueList select_items(const Value& input, const CallArgs& args, bool by_attribu
   std::string attribute = by_attribute ? args.get(0, "", Value()).str() : "";
   const Value* test = args.find(skip, "");
   CallArgs test_args = rest_args(args, skip + 1);
+  // Like jinja2, a false input (None, empty) selects nothing instead of failing.
+  if (!input.truthy()) return out;
   for (const Value& item : input.iterate()) {
     Value subject = by_attribute ? get_attribute_path(item, attribute) : item;
     bool passed = test ? apply_test(test->str(), subject, test_args) : subject.truthy();
@@ -135,7 +145,8 @@ ValueList select_items(const Value& input, const CallArgs& args, bool by_attribu
   return out;
 }
 
-ValueList sorted_items(ValueList items, bool reverse, bool case_sensitive, const std::string& attribute) {
+ValueList sorted_items(ValueList items, bool reverse, bool case_sensitive,
+                       const std::string& attribute) {
   auto key = [&](const Value& v) {
     return sort_key(attribute.empty() ? v : get_attribute_path(v, attribute), case_sensitive);
   };
@@ -146,9 +157,10 @@ ValueList sorted_items(ValueList items, bool reverse, bool case_sensitive, const
 }
 
 Value min_max(const Value& input, const CallArgs& args, bool want_max) {
-  ValueList items =
-      sorted_items(input.iterate(), false, arg_bool(args, 0, "case_sensitive", false), args.get(1, "attribute", Value("")).str());
-  if (items.empty()) return Value::undefined(std::string("No aggregated item, sequence was empty."));
+  ValueList items = sorted_items(input.iterate(), false, arg_bool(args, 0, "case_sensitive", false),
+                                 args.get(1, "attribute", Value("")).str());
+  if (items.empty())
+    return Value::undefined(std::string("No aggregated item, sequence was empty."));
   return want_max ? items.back() : items.front();
 }
 
@@ -159,8 +171,11 @@ Value get_attribute_path(const Value& item, const std::string& path) {
   size_t start = 0;
   while (true) {
     size_t dot = path.find('.', start);
-    std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-    bool numeric = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+    std::string part =
+        path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    bool numeric = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) {
+      return std::isdigit(static_cast<unsigned char>(c));
+    });
     v = get_item(v, numeric ? Value(static_cast<int64_t>(std::stoll(part))) : Value(part));
     if (dot == std::string::npos) return v;
     start = dot + 1;
@@ -170,19 +185,34 @@ Value get_attribute_path(const Value& item, const std::string& path) {
 Value apply_filter(const std::string& name, const Value& input, const CallArgs& args) {
   if (name == "default" || name == "d") {
     bool boolean = arg_bool(args, 1, "boolean", false);
-    if (input.is_undefined() || (boolean && !input.truthy())) return args.get(0, "default_value", Value(""));
+    if (input.is_undefined() || (boolean && !input.truthy()))
+      return args.get(0, "default_value", Value(""));
     return input;
   }
   if (name == "safe") return Value::markup(input.str());
-  if (name == "escape" || name == "e") return input.is_markup() ? input : Value::markup(html_escape(input.str()));
+  if (name == "escape" || name == "e")
+    return input.is_markup() ? input : Value::markup(html_escape(input.str()));
   if (name == "string") return input.is_markup() ? input : Value(soft_str(input));
   if (name == "trim") {
     Value chars = args.get(0, "chars", Value::none());
-    return Value(python_strip(soft_str(input), chars.is_string() ? chars.as_string() : "", true, true));
+    return Value(
+        python_strip(soft_str(input), chars.is_string() ? chars.as_string() : "", true, true));
   }
   if (name == "upper") return Value(to_upper(soft_str(input)));
   if (name == "lower") return Value(to_lower(soft_str(input)));
-  if (name == "title") return Value(to_title(soft_str(input)));
+  if (name == "title") {
+    // jinja2's title filter is not str.title: words start after "-", whitespace or ({[<.
+    std::string out;
+    bool word_start = true;
+    for (char32_t c : utf8_to_u32(soft_str(input))) {
+      bool boundary =
+          c == U'-' || c == U'(' || c == U'{' || c == U'[' || c == U'<' || is_python_space(c);
+      std::string ch = u32_to_utf8(std::u32string_view(&c, 1));
+      out += boundary ? ch : word_start ? to_upper(ch) : to_lower(ch);
+      word_start = boundary;
+    }
+    return Value(std::move(out));
+  }
   if (name == "capitalize") return Value(capitalize(soft_str(input)));
   if (name == "length" || name == "count") return Value(static_cast<int64_t>(input.length()));
   if (name == "wordcount") {
@@ -196,12 +226,13 @@ Value apply_filter(const std::string& name, const Value& input, const CallArgs& 
     return Value(words);
   }
   if (name == "replace") {
-    return Value(replace_all(soft_str(input), args.get(0, "old", Value("")).str(), args.get(1, "new", Value("")).str(),
+    return Value(replace_all(soft_str(input), args.get(0, "old", Value("")).str(),
+                             args.get(1, "new", Value("")).str(),
                              args.get(2, "count", Value(-1)).as_int()));
   }
   if (name == "indent") {
-    return Value(indent_text(soft_str(input), args.get(0, "width", Value(4)), arg_bool(args, 1, "first", false),
-                             arg_bool(args, 2, "blank", false)));
+    return Value(indent_text(soft_str(input), args.get(0, "width", Value(4)),
+                             arg_bool(args, 1, "first", false), arg_bool(args, 2, "blank", false)));
   }
   if (name == "tojson") {
     // transformers: tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False)
@@ -219,20 +250,23 @@ Value apply_filter(const std::string& name, const Value& input, const CallArgs& 
     runtime_error("bad operand type for abs(): '" + input.type_description() + "'");
   }
   if (name == "round") {
-    return python_round(input, args.get(0, "precision", Value(0)).as_int(), args.get(1, "method", Value("common")).str());
+    return python_round(input, args.get(0, "precision", Value(0)).as_int(),
+                        args.get(1, "method", Value("common")).str());
   }
   if (name == "first" || name == "last") {
     ValueList items = input.iterate();
-    if (items.empty()) return Value::undefined(std::string("No ") + name + " item, sequence was empty.");
+    if (items.empty())
+      return Value::undefined(std::string("No ") + name + " item, sequence was empty.");
     return name == "first" ? items.front() : items.back();
   }
   if (name == "list") return Value(input.iterate());
   if (name == "items") {
-    if (input.is_undefined()) return Value(ValueList{});
+    if (input.is_undefined()) return Value::generator({});
     if (!input.is_dict()) runtime_error("Can only get item pairs from a mapping.");
     ValueList out;
-    for (const auto& [k, v] : input.as_dict().items) out.emplace_back(ValueList{Value(k), v});
-    return Value(std::move(out));
+    for (const auto& [k, v] : input.as_dict().items)
+      out.push_back(Value::tuple(ValueList{Value(k), v}));
+    return Value::generator(std::move(out));
   }
   if (name == "join") {
     std::string separator = args.get(0, "d", Value("")).str();
@@ -254,11 +288,12 @@ Value apply_filter(const std::string& name, const Value& input, const CallArgs& 
     }
     ValueList items = input.iterate();
     std::reverse(items.begin(), items.end());
-    return Value(std::move(items));
+    return Value::generator(std::move(items));
   }
   if (name == "sort") {
     return Value(sorted_items(input.iterate(), arg_bool(args, 0, "reverse", false),
-                              arg_bool(args, 1, "case_sensitive", false), args.get(2, "attribute", Value("")).str()));
+                              arg_bool(args, 1, "case_sensitive", false),
+                              args.get(2, "attribute", Value("")).str()));
   }
   if (name == "dictsort") {
     if (!input.is_dict()) runtime_error("You can only sort mappings.");
@@ -266,7 +301,8 @@ Value apply_filter(const std::string& name, const Value& input, const CallArgs& 
     std::string by = args.get(1, "by", Value("key")).str();
     bool reverse = arg_bool(args, 2, "reverse", false);
     ValueList pairs;
-    for (const auto& [k, v] : input.as_dict().items) pairs.emplace_back(ValueList{Value(k), v});
+    for (const auto& [k, v] : input.as_dict().items)
+      pairs.push_back(Value::tuple(ValueList{Value(k), v}));
     size_t index = by == "value" ? 1 : 0;
     std::stable_sort(pairs.begin(), pairs.end(), [&](const Value& a, const Value& b) {
       Value ka = sort_key(a.as_list()[index], case_sensitive);
@@ -281,26 +317,30 @@ Value apply_filter(const std::string& name, const Value& input, const CallArgs& 
     ValueList out;
     ValueList seen;
     for (const Value& item : input.iterate()) {
-      Value key = sort_key(attribute.is_none() ? item : get_attribute_path(item, attribute.str()), case_sensitive);
-      if (std::any_of(seen.begin(), seen.end(), [&](const Value& s) { return s.equals(key); })) continue;
+      Value key = sort_key(attribute.is_none() ? item : get_attribute_path(item, attribute.str()),
+                           case_sensitive);
+      if (std::any_of(seen.begin(), seen.end(), [&](const Value& s) { return s.equals(key); }))
+        continue;
       seen.push_back(key);
       out.push_back(item);
     }
-    return Value(std::move(out));
+    return Value::generator(std::move(out));
   }
   if (name == "min" || name == "max") return min_max(input, args, name == "max");
   if (name == "sum") {
     Value total = args.get(1, "start", Value(0));
     Value attribute = args.get(0, "attribute", Value::none());
     for (const Value& item : input.iterate()) {
-      total = binary_op("+", total, attribute.is_none() ? item : get_attribute_path(item, attribute.str()));
+      total = binary_op("+", total,
+                        attribute.is_none() ? item : get_attribute_path(item, attribute.str()));
     }
     return total;
   }
   if (name == "map") {
     ValueList out;
     const Value* attribute = args.find(SIZE_MAX, "attribute");
-    for (const Value& item : input.iterate()) {
+    // Like jinja2, a false input (None, empty) maps to nothing instead of failing.
+    for (const Value& item : input.truthy() ? input.iterate() : ValueList{}) {
       if (attribute) {
         Value v = get_attribute_path(item, attribute->str());
         out.push_back(v.is_undefined() ? args.get(SIZE_MAX, "default", v) : v);
@@ -310,11 +350,13 @@ Value apply_filter(const std::string& name, const Value& input, const CallArgs& 
         out.push_back(apply_filter(filter->str(), item, rest_args(args, 1)));
       }
     }
-    return Value(std::move(out));
+    return Value::generator(std::move(out));
   }
-  if (name == "select" || name == "reject") return Value(select_items(input, args, false, name == "select"));
+  if (name == "select" || name == "reject") {
+    return Value::generator(select_items(input, args, false, name == "select"));
+  }
   if (name == "selectattr" || name == "rejectattr") {
-    return Value(select_items(input, args, true, name == "selectattr"));
+    return Value::generator(select_items(input, args, true, name == "selectattr"));
   }
   if (name == "attr") return get_attribute(input, args.get(0, "name", Value("")).str());
   if (name == "format") {

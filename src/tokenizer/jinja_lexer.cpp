@@ -8,9 +8,13 @@
 namespace rapide::jinja {
 namespace {
 
-bool is_regex_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
+bool is_regex_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
 
-std::string rstrip_text(const std::string& s) { return python_strip(s, "", false, true); }
+std::string rstrip_text(const std::string& s) {
+  return python_strip(s, "", false, true);
+}
 
 // Python's "unicode-escape" decoding, which jinja2 applies to string literals.
 std::string decode_string_literal(std::string_view body) {
@@ -70,7 +74,8 @@ std::string decode_string_literal(std::string_view body) {
       case U'u':
       case U'U': {
         size_t count = e == U'x' ? 2 : e == U'u' ? 4 : 8;
-        if (!hex_value(i + 1, count, value)) fail(ErrorCode::kInvalidArgument, "truncated \\{} escape", char(e));
+        if (!hex_value(i + 1, count, value))
+          fail(ErrorCode::kInvalidArgument, "truncated \\{} escape", char(e));
         out += value;
         i += count;
         break;
@@ -218,7 +223,9 @@ class Lexer {
     std::vector<char> brackets;
     while (true) {
       while (pos_ < s.size() && is_regex_space(s[pos_])) ++pos_;
-      if (pos_ >= s.size()) error(tag, is_block ? "unexpected end of template inside a block tag" : "unexpected end of template inside a variable tag");
+      if (pos_ >= s.size())
+        error(tag, is_block ? "unexpected end of template inside a block tag"
+                            : "unexpected end of template inside a variable tag");
       if (brackets.empty()) {
         char sign = s[pos_] == '-' || (is_block && s[pos_] == '+') ? s[pos_] : 0;
         size_t q = pos_ + (sign ? 1 : 0);
@@ -238,7 +245,9 @@ class Lexer {
     size_t start = pos_;
     char c = s[pos_];
     if (std::isalpha(static_cast<unsigned char>(c)) || c == '_') {
-      while (pos_ < s.size() && (std::isalnum(static_cast<unsigned char>(s[pos_])) || s[pos_] == '_')) ++pos_;
+      while (pos_ < s.size() &&
+             (std::isalnum(static_cast<unsigned char>(s[pos_])) || s[pos_] == '_'))
+        ++pos_;
       emit(Token::Type::kName, s.substr(start, pos_ - start), start);
       return;
     }
@@ -251,7 +260,8 @@ class Lexer {
       while (pos_ < s.size() && s[pos_] != c) pos_ += s[pos_] == '\\' ? 2 : 1;
       if (pos_ >= s.size()) error(start, "unterminated string");
       ++pos_;
-      emit(Token::Type::kString, decode_string_literal(std::string_view(s).substr(start + 1, pos_ - start - 2)), start);
+      emit(Token::Type::kString,
+           decode_string_literal(std::string_view(s).substr(start + 1, pos_ - start - 2)), start);
       return;
     }
     static const char* const kTwoChar[] = {"//", "**", "==", "!=", "<=", ">="};
@@ -268,7 +278,8 @@ class Lexer {
     if (c == '(' || c == '[' || c == '{') brackets.push_back(c == '(' ? ')' : c == '[' ? ']' : '}');
     if (c == ')' || c == ']' || c == '}') {
       if (brackets.empty()) error(start, fmt::format("unexpected '{}'", c));
-      if (brackets.back() != c) error(start, fmt::format("unexpected '{}', expected '{}'", c, brackets.back()));
+      if (brackets.back() != c)
+        error(start, fmt::format("unexpected '{}', expected '{}'", c, brackets.back()));
       brackets.pop_back();
     }
     ++pos_;
@@ -279,14 +290,18 @@ class Lexer {
     const std::string& s = result_.source;
     size_t start = pos_;
     auto digits = [&] {
-      while (pos_ < s.size() && (std::isdigit(static_cast<unsigned char>(s[pos_])) || s[pos_] == '_')) ++pos_;
+      while (pos_ < s.size() &&
+             (std::isdigit(static_cast<unsigned char>(s[pos_])) || s[pos_] == '_'))
+        ++pos_;
     };
     digits();
     bool is_float = false;
     // A float cannot follow "." (x.0.1 is two item lookups, as in jinja2).
-    bool after_dot = !result_.tokens.empty() && result_.tokens.back().type == Token::Type::kOperator &&
+    bool after_dot = !result_.tokens.empty() &&
+                     result_.tokens.back().type == Token::Type::kOperator &&
                      result_.tokens.back().text == ".";
-    if (!after_dot && pos_ + 1 < s.size() && s[pos_] == '.' && std::isdigit(static_cast<unsigned char>(s[pos_ + 1]))) {
+    if (!after_dot && pos_ + 1 < s.size() && s[pos_] == '.' &&
+        std::isdigit(static_cast<unsigned char>(s[pos_ + 1]))) {
       is_float = true;
       ++pos_;
       digits();
@@ -312,8 +327,8 @@ class Lexer {
   }
 
   [[noreturn]] void error(size_t offset, const std::string& message) const {
-    fail(ErrorCode::kInvalidArgument, "chat template syntax error at {}: {}", describe_position(result_.source, offset),
-         message);
+    fail(ErrorCode::kInvalidArgument, "chat template syntax error at {}: {}",
+         describe_position(result_.source, offset), message);
   }
 
   LexedTemplate result_;

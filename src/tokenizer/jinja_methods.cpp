@@ -6,15 +6,21 @@
 namespace rapide::jinja {
 namespace {
 
+// jinja2's Undefined hint: "'dict object' has no attribute 'x'", "list object has no element 5".
 Value missing_attribute(const Value& obj, const Value& name) {
   std::string owner = obj.is_none() ? "None" : obj.type_description();
+  if (!name.is_string()) return Value::undefined(owner + " has no element " + name.repr());
   return Value::undefined("'" + owner + "' has no attribute " + name.repr());
 }
 
-std::string arg_string(const CallArgs& args, size_t index, std::string_view name, const char* method) {
+std::string arg_string(const CallArgs& args, size_t index, std::string_view name,
+                       const char* method) {
   const Value* v = args.find(index, name);
-  if (!v) runtime_error(std::string(method) + "() takes at least " + std::to_string(index + 1) + " argument");
-  if (!v->is_string()) runtime_error(std::string(method) + "() argument must be str, not " + v->type_description());
+  if (!v)
+    runtime_error(std::string(method) + "() takes at least " + std::to_string(index + 1) +
+                  " argument");
+  if (!v->is_string())
+    runtime_error(std::string(method) + "() argument must be str, not " + v->type_description());
   return v->as_string();
 }
 
@@ -74,7 +80,8 @@ bool affix_match(const std::string& s, const Value& affix, bool prefix) {
     if (!a.is_string()) runtime_error("startswith first arg must be str or a tuple of str");
     const std::string& x = a.as_string();
     if (x.size() > s.size()) return false;
-    return prefix ? s.compare(0, x.size(), x) == 0 : s.compare(s.size() - x.size(), x.size(), x) == 0;
+    return prefix ? s.compare(0, x.size(), x) == 0
+                  : s.compare(s.size() - x.size(), x.size(), x) == 0;
   };
   if (affix.is_list()) {
     for (const Value& a : affix.as_list()) {
@@ -101,7 +108,8 @@ std::string python_format(const std::string& fmt, const CallArgs& args) {
       size_t close = fmt.find('}', i);
       if (close == std::string::npos) runtime_error("Single '{' encountered in format string");
       std::string field = fmt.substr(i + 1, close - i - 1);
-      if (field.find_first_of(":!") != std::string::npos) runtime_error("format specs are not supported");
+      if (field.find_first_of(":!") != std::string::npos)
+        runtime_error("format specs are not supported");
       const Value* v = nullptr;
       if (field.empty()) {
         v = auto_index < args.positional.size() ? &args.positional[auto_index] : nullptr;
@@ -157,7 +165,8 @@ Value string_method(const Value& obj, const std::string& name) {
   if (name == "capitalize") return method([s](const CallArgs&) { return Value(capitalize(s)); });
   if (name == "replace") {
     return method([s](const CallArgs& a) {
-      return Value(replace_all(s, arg_string(a, 0, "old", "replace"), arg_string(a, 1, "new", "replace"),
+      return Value(replace_all(s, arg_string(a, 0, "old", "replace"),
+                               arg_string(a, 1, "new", "replace"),
                                a.get(2, "count", Value(-1)).as_int()));
     });
   }
@@ -168,11 +177,13 @@ Value string_method(const Value& obj, const std::string& name) {
       if (count) {
         if (sub.empty()) return Value(static_cast<int64_t>(utf8_length(s) + 1));
         int64_t n = 0;
-        for (size_t at = s.find(sub); at != std::string::npos; at = s.find(sub, at + sub.size())) ++n;
+        for (size_t at = s.find(sub); at != std::string::npos; at = s.find(sub, at + sub.size()))
+          ++n;
         return Value(n);
       }
       size_t at = s.find(sub);
-      return Value(at == std::string::npos ? int64_t{-1} : static_cast<int64_t>(utf8_length(s.substr(0, at))));
+      return Value(at == std::string::npos ? int64_t{-1}
+                                           : static_cast<int64_t>(utf8_length(s.substr(0, at))));
     });
   }
   if (name == "join") {
@@ -180,14 +191,16 @@ Value string_method(const Value& obj, const std::string& name) {
       std::string out;
       ValueList items = a.get(0, "iterable", Value()).iterate();
       for (size_t i = 0; i < items.size(); ++i) {
-        if (!items[i].is_string()) runtime_error("sequence item " + std::to_string(i) + ": expected str instance");
+        if (!items[i].is_string())
+          runtime_error("sequence item " + std::to_string(i) + ": expected str instance");
         if (i) out += s;
         out += items[i].as_string();
       }
       return Value(std::move(out));
     });
   }
-  if (name == "format") return method([s](const CallArgs& a) { return Value(python_format(s, a)); });
+  if (name == "format")
+    return method([s](const CallArgs& a) { return Value(python_format(s, a)); });
   if (name == "splitlines") {
     return method([s](const CallArgs&) {
       ValueList out;
@@ -219,7 +232,7 @@ Value dict_method(const Value& obj, const std::string& name, bool* found) {
       ValueList out;
       for (const auto& [k, v] : obj.as_dict().items) {
         if (name == "items") {
-          out.emplace_back(ValueList{Value(k), v});
+          out.push_back(Value::tuple(ValueList{Value(k), v}));
         } else {
           out.push_back(name == "keys" ? Value(k) : v);
         }
@@ -234,9 +247,11 @@ Value dict_method(const Value& obj, const std::string& name, bool* found) {
       return v ? *v : a.get(1, "default", Value::none());
     });
   }
-  static constexpr std::array<std::string_view, 5> kMutating = {"pop", "popitem", "setdefault", "update", "clear"};
+  static constexpr std::array<std::string_view, 5> kMutating = {"pop", "popitem", "setdefault",
+                                                                "update", "clear"};
   for (std::string_view m : kMutating) {
-    if (name == m) return Value::undefined("access to attribute '" + name + "' of 'dict' object is unsafe.");
+    if (name == m)
+      return Value::undefined("access to attribute '" + name + "' of 'dict' object is unsafe.");
   }
   *found = false;
   return Value();
@@ -258,10 +273,11 @@ Value list_method(const Value& obj, const std::string& name, bool* found) {
       return Value(n);
     });
   }
-  static constexpr std::array<std::string_view, 8> kMutating = {"append", "extend", "insert", "pop",
-                                                                 "remove", "reverse", "sort", "clear"};
+  static constexpr std::array<std::string_view, 8> kMutating = {
+      "append", "extend", "insert", "pop", "remove", "reverse", "sort", "clear"};
   for (std::string_view m : kMutating) {
-    if (name == m) return Value::undefined("access to attribute '" + name + "' of 'list' object is unsafe.");
+    if (name == m)
+      return Value::undefined("access to attribute '" + name + "' of 'list' object is unsafe.");
   }
   *found = false;
   return Value();
@@ -297,7 +313,8 @@ Value get_attribute(const Value& obj, const std::string& name) {
 
 Value get_item(const Value& obj, const Value& key) {
   if (obj.is_undefined()) runtime_error(obj.undefined_message());
-  if ((obj.is_list() || obj.is_string()) && (key.is_int() || key.is_bool())) {
+  if (((obj.is_list() && !obj.is_generator()) || obj.is_string()) &&
+      (key.is_int() || key.is_bool())) {
     int64_t n = static_cast<int64_t>(obj.length());
     int64_t i = key.as_int() < 0 ? key.as_int() + n : key.as_int();
     if (i < 0 || i >= n) return missing_attribute(obj, key);
@@ -326,8 +343,8 @@ std::vector<std::string> split_lines(const std::string& s) {
   std::u32string line;
   for (size_t i = 0; i < text.size(); ++i) {
     char32_t c = text[i];
-    bool is_break = c == U'\n' || c == U'\r' || c == U'\v' || c == U'\f' || (c >= 0x1c && c <= 0x1e) || c == 0x85 ||
-                    c == 0x2028 || c == 0x2029;
+    bool is_break = c == U'\n' || c == U'\r' || c == U'\v' || c == U'\f' ||
+                    (c >= 0x1c && c <= 0x1e) || c == 0x85 || c == 0x2028 || c == 0x2029;
     if (!is_break) {
       line += c;
       continue;
@@ -369,7 +386,8 @@ std::string capitalize(const std::string& s) {
   return out;
 }
 
-std::string replace_all(const std::string& s, const std::string& from, const std::string& to, int64_t count) {
+std::string replace_all(const std::string& s, const std::string& from, const std::string& to,
+                        int64_t count) {
   std::string out;
   if (from.empty()) {
     std::u32string chars = utf8_to_u32(s);

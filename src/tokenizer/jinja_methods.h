@@ -27,6 +27,7 @@ std::string to_title(const std::string& s);
 std::string capitalize(const std::string& s);
 
 // str.replace(old, new, count) with Python's rules (count < 0: all).
-std::string replace_all(const std::string& s, const std::string& from, const std::string& to, int64_t count);
+std::string replace_all(const std::string& s, const std::string& from, const std::string& to,
+                        int64_t count);
 
 }  // namespace rapide::jinja

@@ -19,7 +19,7 @@ std::string type_name(const Value& v) {
     case Value::Kind::kString:
       return "str";
     case Value::Kind::kList:
-      return "list";
+      return v.is_generator() ? "generator" : v.is_tuple() ? "tuple" : "list";
     case Value::Kind::kDict:
       return "dict";
     case Value::Kind::kNamespace:
@@ -36,8 +36,8 @@ std::string type_name(const Value& v) {
   if (a.is_list() && op == "+") {
     runtime_error("can only concatenate list (not \"" + type_name(b) + "\") to list");
   }
-  runtime_error("unsupported operand type(s) for " + std::string(op) + ": '" + type_name(a) + "' and '" +
-                type_name(b) + "'");
+  runtime_error("unsupported operand type(s) for " + std::string(op) + ": '" + type_name(a) +
+                "' and '" + type_name(b) + "'");
 }
 
 Value repeat(const Value& seq, int64_t times) {
@@ -47,7 +47,8 @@ Value repeat(const Value& seq, int64_t times) {
     return Value(std::move(out));
   }
   ValueList out;
-  for (int64_t i = 0; i < times; ++i) out.insert(out.end(), seq.as_list().begin(), seq.as_list().end());
+  for (int64_t i = 0; i < times; ++i)
+    out.insert(out.end(), seq.as_list().begin(), seq.as_list().end());
   return Value(std::move(out));
 }
 
@@ -103,7 +104,7 @@ Value binary_op(std::string_view op, const Value& a, const Value& b) {
       }
       return Value(a.as_string() + b.as_string());
     }
-    if (a.is_list() && b.is_list()) {
+    if (a.is_list() && b.is_list() && !a.is_generator() && !b.is_generator()) {
       ValueList out = a.as_list();
       out.insert(out.end(), b.as_list().begin(), b.as_list().end());
       return Value(std::move(out));
@@ -129,13 +130,15 @@ Value binary_op(std::string_view op, const Value& a, const Value& b) {
   }
   if (op == "//") {
     if (!numbers) unsupported(op, a, b);
-    if (b.as_double() == 0) runtime_error(ints ? "integer division or modulo by zero" : "float floor division by zero");
+    if (b.as_double() == 0)
+      runtime_error(ints ? "integer division or modulo by zero" : "float floor division by zero");
     if (ints) return Value(floor_div(a.as_int(), b.as_int()));
     return Value(std::floor(a.as_double() / b.as_double()));
   }
   if (op == "%") {
     if (!numbers) unsupported(op, a, b);
-    if (b.as_double() == 0) runtime_error(ints ? "integer division or modulo by zero" : "float modulo");
+    if (b.as_double() == 0)
+      runtime_error(ints ? "integer division or modulo by zero" : "float modulo");
     if (ints) return Value(a.as_int() - floor_div(a.as_int(), b.as_int()) * b.as_int());
     double r = std::fmod(a.as_double(), b.as_double());
     if (r != 0 && ((r < 0) != (b.as_double() < 0))) r += b.as_double();
@@ -184,10 +187,13 @@ bool contains(const Value& container, const Value& item) {
 
 Value slice(const Value& obj, const Value& start, const Value& stop, const Value& step) {
   if (obj.is_undefined()) runtime_error(obj.undefined_message());
-  if (!obj.is_list() && !obj.is_string()) runtime_error("'" + type_name(obj) + "' object is not subscriptable");
+  if ((!obj.is_list() && !obj.is_string()) || obj.is_generator()) {
+    runtime_error("'" + type_name(obj) + "' object is not subscriptable");
+  }
   auto bound = [](const Value& v, const char* what) -> std::optional<int64_t> {
     if (v.is_undefined() || v.is_none()) return std::nullopt;
-    if (!v.is_int() && !v.is_bool()) runtime_error(std::string("slice ") + what + " must be an integer or None");
+    if (!v.is_int() && !v.is_bool())
+      runtime_error(std::string("slice ") + what + " must be an integer or None");
     return v.as_int();
   };
   std::u32string chars;

@@ -76,7 +76,12 @@ class Parser {
     while (true) {
       const Token& t = peek();
       if (t.type == TT::kEnd) {
-        if (end_tags.size() != 0) error(fmt::format("missing '{}'", *end_tags.begin()));
+        if (end_tags.size() != 0) {
+          std::string expected;
+          for (std::string_view tag : end_tags)
+            expected += (expected.empty() ? "'" : ", '") + std::string(tag) + "'";
+          error("unexpected end of template, expected one of " + expected);
+        }
         return body;
       }
       if (t.type == TT::kText) {
@@ -158,6 +163,16 @@ class Parser {
       if (skip_op("=")) {
         s->kind = Stmt::Kind::kSet;
         s->expr = parse_expression();
+        if (at_op(",")) {  // set a = 1, 2 builds a tuple
+          auto tuple = make(Expr::Kind::kList, s->expr->offset);
+          tuple->is_tuple = true;
+          tuple->children.push_back(std::move(s->expr));
+          while (skip_op(",")) {
+            if (peek().type == TT::kBlockEnd) break;
+            tuple->children.push_back(parse_expression());
+          }
+          s->expr = std::move(tuple);
+        }
         expect_block_end();
       } else {
         s->kind = Stmt::Kind::kSetBlock;
@@ -392,13 +407,18 @@ class Parser {
       return e;
     }
     if (skip_op("(")) {
-      if (skip_op(")")) return make(Expr::Kind::kList, offset);
+      if (skip_op(")")) {
+        auto empty = make(Expr::Kind::kList, offset);
+        empty->is_tuple = true;
+        return empty;
+      }
       ExprPtr first = parse_expression();
       if (!at_op(",")) {
         expect_op(")");
         return first;
       }
       auto tuple = make(Expr::Kind::kList, offset);
+      tuple->is_tuple = true;
       tuple->children.push_back(std::move(first));
       while (skip_op(",")) {
         if (at_op(")")) break;
@@ -548,8 +568,8 @@ class Parser {
         if (at_op("(")) {
           parse_args(*e);
         } else if ((t.type == TT::kName && t.text != "else" && t.text != "or" && t.text != "and") ||
-                   t.type == TT::kString || t.type == TT::kInt || t.type == TT::kFloat || at_op("[") ||
-                   at_op("{")) {
+                   t.type == TT::kString || t.type == TT::kInt || t.type == TT::kFloat ||
+                   at_op("[") || at_op("{")) {
           if (at_name("is")) error("you cannot chain multiple tests with is");
           e->children.push_back(parse_postfix(parse_primary()));
         }
@@ -568,6 +588,8 @@ class Parser {
 
 }  // namespace
 
-ParsedTemplate parse_template(std::string_view source) { return Parser(lex_template(source)).run(); }
+ParsedTemplate parse_template(std::string_view source) {
+  return Parser(lex_template(source)).run();
+}
 
 }  // namespace rapide::jinja

@@ -67,8 +67,10 @@ bool apply_test(const std::string& name, const Value& v, const CallArgs& args) {
   if (name == "in") return contains(required_arg(args, name), v);
   if (name == "equalto" || name == "eq" || name == "==") return v.equals(required_arg(args, name));
   if (name == "ne" || name == "!=") return !v.equals(required_arg(args, name));
-  if (name == "lt" || name == "lessthan" || name == "<") return v.less_than(required_arg(args, name));
-  if (name == "gt" || name == "greaterthan" || name == ">") return required_arg(args, name).less_than(v);
+  if (name == "lt" || name == "lessthan" || name == "<")
+    return v.less_than(required_arg(args, name));
+  if (name == "gt" || name == "greaterthan" || name == ">")
+    return required_arg(args, name).less_than(v);
   if (name == "le" || name == "<=") return !required_arg(args, name).less_than(v);
   if (name == "ge" || name == ">=") return !v.less_than(required_arg(args, name));
   if (name == "sameas") {

@@ -55,11 +55,24 @@ Value::Value(std::string s)
     : kind_(Kind::kString), string_(std::make_shared<const std::string>(std::move(s))) {}
 Value::Value(ValueList list)
     : kind_(Kind::kList), list_(std::make_shared<const ValueList>(std::move(list))) {}
-Value::Value(ValueDict dict) : kind_(Kind::kDict), dict_(std::make_shared<ValueDict>(std::move(dict))) {}
+Value::Value(ValueDict dict)
+    : kind_(Kind::kDict), dict_(std::make_shared<ValueDict>(std::move(dict))) {}
 
 Value Value::markup(std::string s) {
   Value v(std::move(s));
   v.markup_ = true;
+  return v;
+}
+
+Value Value::tuple(ValueList items) {
+  Value v(std::move(items));
+  v.markup_ = true;
+  return v;
+}
+
+Value Value::generator(ValueList items) {
+  Value v(std::move(items));
+  v.generator_ = true;
   return v;
 }
 
@@ -110,7 +123,9 @@ Value Value::from_json(const nlohmann::ordered_json& j) {
   }
 }
 
-double Value::as_double() const { return kind_ == Kind::kFloat ? float_ : static_cast<double>(int_); }
+double Value::as_double() const {
+  return kind_ == Kind::kFloat ? float_ : static_cast<double>(int_);
+}
 
 bool Value::truthy() const {
   switch (kind_) {
@@ -125,7 +140,7 @@ bool Value::truthy() const {
     case Kind::kString:
       return !string_->empty();
     case Kind::kList:
-      return !list_->empty();
+      return generator_ || !list_->empty();
     case Kind::kDict:
       return !dict_->items.empty();
     default:
@@ -218,6 +233,7 @@ std::string json_string(const std::string& s) {
 }
 
 const char* python_type_name(const Value& v) {
+  if (v.is_generator()) return "generator";
   switch (v.kind()) {
     case Value::Kind::kUndefined:
       return "Undefined";
@@ -269,10 +285,13 @@ void append_json(const Value& v, int indent, bool sort_keys, int level, std::str
       out += json_string(v.as_string());
       return;
     case Value::Kind::kList:
+      if (v.is_generator()) runtime_error("Object of type generator is not JSON serializable");
+      break;
     case Value::Kind::kDict:
       break;
     default:
-      runtime_error(std::string("Object of type ") + python_type_name(v) + " is not JSON serializable");
+      runtime_error(std::string("Object of type ") + python_type_name(v) +
+                    " is not JSON serializable");
   }
   bool is_list = v.is_list();
   size_t n = is_list ? v.as_list().size() : v.as_dict().items.size();
@@ -283,8 +302,8 @@ void append_json(const Value& v, int indent, bool sort_keys, int level, std::str
   std::string newline_indent;
   std::string separator = ", ";
   if (indent >= 0) {
-    newline_indent = "\n" + std::string(static_cast<size_t>(indent) * (level + 1), ' ');
-    separator = "," + newline_indent;
+    newline_indent.assign(1, '\n').append(static_cast<size_t>(indent) * (level + 1), ' ');
+    separator.assign(1, ',').append(newline_indent);
   }
   out += is_list ? '[' : '{';
   out += newline_indent;
@@ -297,7 +316,8 @@ void append_json(const Value& v, int indent, bool sort_keys, int level, std::str
     std::vector<const std::pair<std::string, Value>*> items;
     for (const auto& item : v.as_dict().items) items.push_back(&item);
     if (sort_keys) {
-      std::stable_sort(items.begin(), items.end(), [](auto* a, auto* b) { return a->first < b->first; });
+      std::stable_sort(items.begin(), items.end(),
+                       [](auto* a, auto* b) { return a->first < b->first; });
     }
     for (size_t i = 0; i < n; ++i) {
       if (i) out += separator;
@@ -306,7 +326,7 @@ void append_json(const Value& v, int indent, bool sort_keys, int level, std::str
       append_json(items[i]->second, indent, sort_keys, level + 1, out);
     }
   }
-  if (indent >= 0) out += "\n" + std::string(static_cast<size_t>(indent) * level, ' ');
+  if (indent >= 0) out.append(1, '\n').append(static_cast<size_t>(indent) * level, ' ');
   out += is_list ? ']' : '}';
 }
 
@@ -342,12 +362,14 @@ std::string Value::repr() const {
     case Kind::kString:
       return string_repr(*string_);
     case Kind::kList: {
-      std::string out = "[";
+      if (generator_) return "<generator object>";
+      std::string out = markup_ ? "(" : "[";
       for (size_t i = 0; i < list_->size(); ++i) {
         if (i) out += ", ";
         out += (*list_)[i].repr();
       }
-      return out + "]";
+      if (markup_ && list_->size() == 1) out += ",";
+      return out + (markup_ ? ")" : "]");
     }
     case Kind::kDict: {
       std::string out = "{";
@@ -387,7 +409,8 @@ bool Value::equals(const Value& other) const {
     case Kind::kString:
       return *string_ == *other.string_;
     case Kind::kList: {
-      if (list_->size() != other.list_->size()) return false;
+      if (generator_ || other.generator_) return list_ == other.list_;
+      if (list_->size() != other.list_->size() || markup_ != other.markup_) return false;
       for (size_t i = 0; i < list_->size(); ++i) {
         if (!(*list_)[i].equals((*other.list_)[i])) return false;
       }
@@ -417,7 +440,8 @@ bool Value::less_than(const Value& other) const {
     if (kind_ != Kind::kFloat && other.kind_ != Kind::kFloat) return int_ < other.int_;
     return as_double() < other.as_double();
   }
-  if (is_string() && other.is_string()) return *string_ < *other.string_;  // UTF-8 keeps code point order
+  if (is_string() && other.is_string())
+    return *string_ < *other.string_;  // UTF-8 keeps code point order
   if (is_list() && other.is_list()) {
     const ValueList& a = *list_;
     const ValueList& b = *other.list_;
@@ -426,8 +450,8 @@ bool Value::less_than(const Value& other) const {
     }
     return a.size() < b.size();
   }
-  runtime_error(std::string("'<' not supported between instances of '") + python_type_name(*this) + "' and '" +
-                python_type_name(other) + "'");
+  runtime_error(std::string("'<' not supported between instances of '") + python_type_name(*this) +
+                "' and '" + python_type_name(other) + "'");
 }
 
 size_t Value::length() const {
@@ -437,6 +461,7 @@ size_t Value::length() const {
     case Kind::kString:
       return utf8_length(*string_);
     case Kind::kList:
+      if (generator_) runtime_error("object of type 'generator' has no len()");
       return list_->size();
     case Kind::kDict:
       return dict_->items.size();
@@ -458,7 +483,8 @@ ValueList Value::iterate() const {
     }
     case Kind::kString: {
       ValueList chars;
-      for (char32_t c : utf8_to_u32(*string_)) chars.emplace_back(u32_to_utf8(std::u32string_view(&c, 1)));
+      for (char32_t c : utf8_to_u32(*string_))
+        chars.emplace_back(u32_to_utf8(std::u32string_view(&c, 1)));
       return chars;
     }
     default:
@@ -466,115 +492,8 @@ ValueList Value::iterate() const {
   }
 }
 
-void runtime_error(const std::string& message) { throw RenderError(message, false); }
-
-std::string format_float(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  char buf[64];
-  auto result = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
-  std::string s(buf, result.ptr);
-  std::string sign;
-  if (s[0] == '-') {
-    sign = "-";
-    s.erase(0, 1);
-  }
-  size_t e = s.find('e');
-  int exponent = std::stoi(s.substr(e + 1));
-  std::string digits;
-  for (char c : s.substr(0, e)) {
-    if (c != '.') digits += c;
-  }
-  // Python's repr switches to exponent notation outside 1e-4 <= |v| < 1e16.
-  std::string out;
-  if (exponent >= -4 && exponent < 16) {
-    if (exponent >= 0) {
-      size_t int_digits = static_cast<size_t>(exponent) + 1;
-      if (digits.size() <= int_digits) {
-        out = digits + std::string(int_digits - digits.size(), '0') + ".0";
-      } else {
-        out = digits.substr(0, int_digits) + "." + digits.substr(int_digits);
-      }
-    } else {
-      out = "0." + std::string(static_cast<size_t>(-exponent - 1), '0') + digits;
-    }
-  } else {
-    out = digits.substr(0, 1);
-    if (digits.size() > 1) out += "." + digits.substr(1);
-    char exp_buf[16];
-    std::snprintf(exp_buf, sizeof exp_buf, "e%c%02d", exponent < 0 ? '-' : '+', std::abs(exponent));
-    out += exp_buf;
-  }
-  return sign + out;
-}
-
-std::u32string utf8_to_u32(std::string_view s) {
-  std::u32string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size();) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    int extra = c < 0x80 ? 0 : (c >> 5) == 0x6 ? 1 : (c >> 4) == 0xe ? 2 : (c >> 3) == 0x1e ? 3 : -1;
-    if (extra < 0 || i + static_cast<size_t>(extra) >= s.size()) {
-      out += static_cast<char32_t>(c);  // invalid byte: keep it as a Latin-1 code point
-      ++i;
-      continue;
-    }
-    char32_t cp = extra == 0 ? c : (c & (0x3f >> extra));
-    for (int k = 1; k <= extra; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3f);
-    out += cp;
-    i += static_cast<size_t>(extra) + 1;
-  }
-  return out;
-}
-
-std::string u32_to_utf8(std::u32string_view s) {
-  std::string out;
-  for (char32_t c : s) {
-    if (c < 0x80) {
-      out += static_cast<char>(c);
-    } else if (c < 0x800) {
-      out += static_cast<char>(0xc0 | (c >> 6));
-      out += static_cast<char>(0x80 | (c & 0x3f));
-    } else if (c < 0x10000) {
-      out += static_cast<char>(0xe0 | (c >> 12));
-      out += static_cast<char>(0x80 | ((c >> 6) & 0x3f));
-      out += static_cast<char>(0x80 | (c & 0x3f));
-    } else {
-      out += static_cast<char>(0xf0 | (c >> 18));
-      out += static_cast<char>(0x80 | ((c >> 12) & 0x3f));
-      out += static_cast<char>(0x80 | ((c >> 6) & 0x3f));
-      out += static_cast<char>(0x80 | (c & 0x3f));
-    }
-  }
-  return out;
-}
-
-size_t utf8_length(std::string_view s) {
-  size_t n = 0;
-  for (unsigned char c : s) n += (c & 0xc0) != 0x80;
-  return n;
-}
-
-bool is_python_space(char32_t c) {
-  return (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20) || c == 0x85 || c == 0xa0 || c == 0x1680 ||
-         (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 || c == 0x202f || c == 0x205f || c == 0x3000;
-}
-
-std::string python_strip(std::string_view s, std::string_view chars, bool left, bool right) {
-  std::u32string text = utf8_to_u32(s);
-  std::u32string set = utf8_to_u32(chars);
-  auto strippable = [&](char32_t c) {
-    return chars.empty() ? is_python_space(c) : set.find(c) != std::u32string::npos;
-  };
-  size_t begin = 0;
-  size_t end = text.size();
-  if (left) {
-    while (begin < end && strippable(text[begin])) ++begin;
-  }
-  if (right) {
-    while (end > begin && strippable(text[end - 1])) --end;
-  }
-  return u32_to_utf8(std::u32string_view(text).substr(begin, end - begin));
+void runtime_error(const std::string& message) {
+  throw RenderError(message, false);
 }
 
 }  // namespace rapide::jinja

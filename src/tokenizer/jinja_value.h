@@ -19,6 +19,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tokenizer/jinja_text.h"
+
 namespace rapide::jinja {
 
 class Value;
@@ -48,7 +50,18 @@ using NativeFunction = std::function<Value(const CallArgs&)>;
 
 class Value {
  public:
-  enum class Kind { kUndefined, kNone, kBool, kInt, kFloat, kString, kList, kDict, kNamespace, kFunction };
+  enum class Kind {
+    kUndefined,
+    kNone,
+    kBool,
+    kInt,
+    kFloat,
+    kString,
+    kList,
+    kDict,
+    kNamespace,
+    kFunction
+  };
 
   Value() = default;  // Undefined
   static Value undefined(std::string message);
@@ -61,7 +74,11 @@ class Value {
   Value(const char* s) : Value(std::string(s)) {}
   Value(ValueList list);
   Value(ValueDict dict);
-  static Value markup(std::string s);  // a string marked safe (jinja2's Markup)
+  static Value markup(std::string s);   // a string marked safe (jinja2's Markup)
+  static Value tuple(ValueList items);  // a list that prints as (a, b) and != the same list
+  // What jinja2's map / select / unique / items / reverse filters return: a Python generator,
+  // iterable but always true, without len(), not JSON serializable (templates add |list).
+  static Value generator(ValueList items);
   static Value make_namespace(ValueDict attributes);
   static Value function(std::string name, NativeFunction fn);
   static Value from_json(const nlohmann::ordered_json& j);
@@ -72,13 +89,17 @@ class Value {
   bool is_bool() const { return kind_ == Kind::kBool; }
   bool is_int() const { return kind_ == Kind::kInt; }
   bool is_float() const { return kind_ == Kind::kFloat; }
-  bool is_number() const { return kind_ == Kind::kInt || kind_ == Kind::kFloat || kind_ == Kind::kBool; }
+  bool is_number() const {
+    return kind_ == Kind::kInt || kind_ == Kind::kFloat || kind_ == Kind::kBool;
+  }
   bool is_string() const { return kind_ == Kind::kString; }
   bool is_list() const { return kind_ == Kind::kList; }
   bool is_dict() const { return kind_ == Kind::kDict; }
   bool is_namespace() const { return kind_ == Kind::kNamespace; }
   bool is_function() const { return kind_ == Kind::kFunction; }
   bool is_markup() const { return kind_ == Kind::kString && markup_; }
+  bool is_tuple() const { return kind_ == Kind::kList && markup_; }
+  bool is_generator() const { return kind_ == Kind::kList && generator_; }
 
   bool as_bool() const { return int_ != 0; }
   int64_t as_int() const { return int_; }  // also valid for bool
@@ -121,7 +142,8 @@ class Value {
   };
 
   Kind kind_ = Kind::kUndefined;
-  bool markup_ = false;
+  bool markup_ = false;  // Markup for strings, tuple for lists
+  bool generator_ = false;
   int64_t int_ = 0;
   double float_ = 0;
   std::shared_ptr<const std::string> string_;  // string, or the undefined message
@@ -145,16 +167,5 @@ class RenderError : public std::runtime_error {
 
 // Throws RenderError(message) for a failed template operation.
 [[noreturn]] void runtime_error(const std::string& message);
-
-// Python's repr of a float: shortest round-trip digits, "1.0", "1e+20", "inf".
-std::string format_float(double v);
-
-// Python string helpers on UTF-8 text, counted in code points like Python's str.
-std::u32string utf8_to_u32(std::string_view s);
-std::string u32_to_utf8(std::u32string_view s);
-size_t utf8_length(std::string_view s);
-bool is_python_space(char32_t c);
-// str.strip / lstrip / rstrip; `chars` empty means whitespace.
-std::string python_strip(std::string_view s, std::string_view chars, bool left, bool right);
 
 }  // namespace rapide::jinja
