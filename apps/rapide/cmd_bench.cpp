@@ -1,0 +1,271 @@
+// `rapide bench`: load an OpenAI-compatible server (or the in-process engine) with a chosen
+// workload and arrival pattern, and report TTFT, TPOT, ITL, E2E, throughput and goodput.
+// `rapide bench compare A.json B.json` puts two results side by side.
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "apps/rapide/commands.h"
+#include "apps/rapide/engine_flags.h"
+#include "apps/rapide/model_options.h"
+#include "base/error.h"
+#include "base/logging.h"
+#include "bench/bench_report.h"
+#include "bench/compare.h"
+#include "bench/engine_backend.h"
+#include "bench/html_report.h"
+#include "bench/http_backend.h"
+#include "bench/progress.h"
+#include "bench/table_report.h"
+#include "engine/engine.h"
+
+namespace rapide::cli {
+
+namespace {
+
+using namespace rapide::bench;
+
+struct BenchOptions {
+  // Target.
+  std::string url = "http://127.0.0.1:8080";
+  bool engine = false;
+  std::string api = "completions";
+  std::string served_model;
+  std::string api_key;
+  double timeout_s = 600;
+  ModelOptions model;
+  EngineFlags engine_flags;
+  // Workload.
+  std::string workload = "random";
+  std::string dataset;
+  size_t num_requests = 100;
+  std::string input_len, output_len;
+  int prefix_len = 1000, num_prefixes = 1, context_len = 3000, num_docs = 0, turns = 4;
+  double temperature = 0.0;
+  bool force_length = true;
+  // Arrival.
+  std::string concurrency = "1";
+  std::string rates;
+  double burstiness = 1.0;
+  int max_concurrency = 0;
+  uint64_t seed = 0;
+  // Output.
+  std::string slo;
+  std::string output_json, output_html;
+  bool quiet = false;
+  std::string flags_text;
+};
+
+std::vector<ArrivalPattern> arrival_patterns(const BenchOptions& o) {
+  std::vector<ArrivalPattern> out;
+  if (!o.rates.empty()) {
+    for (const double rate : parse_rates(o.rates)) {
+      out.push_back({o.max_concurrency, rate, o.burstiness, o.seed});
+    }
+    return out;
+  }
+  // Closed loop: one run per concurrency in the list.
+  for (const double users : parse_rates(o.concurrency)) {
+    if (std::isinf(users) || users != std::floor(users)) {
+      fail(ErrorCode::kInvalidArgument, "--concurrency takes whole numbers, got {}", users);
+    }
+    out.push_back({static_cast<int>(users), 0.0, 1.0, o.seed});
+  }
+  return out;
+}
+
+WorkloadOptions workload_options(const BenchOptions& o) {
+  WorkloadOptions w;
+  w.kind = parse_workload_kind(o.workload);
+  w.num_requests = o.num_requests;
+  if (!o.input_len.empty()) w.input_len = LengthDist::parse(o.input_len);
+  if (!o.output_len.empty()) w.output_len = LengthDist::parse(o.output_len);
+  w.prefix_len = o.prefix_len;
+  w.num_prefixes = o.num_prefixes;
+  w.context_len = o.context_len;
+  w.num_docs = o.num_docs;
+  w.turns = o.turns;
+  w.dataset = o.dataset;
+  w.seed = o.seed;
+  if (w.kind == WorkloadKind::kJsonl && w.dataset.empty()) {
+    fail(ErrorCode::kInvalidArgument, "--workload jsonl needs --dataset FILE");
+  }
+  return w;
+}
+
+// The served model's id from GET /v1/models, so the "model" field matches what the server
+// expects without the user looking it up.
+std::string discover_model(const HttpTarget& target, const std::string& api_key) {
+  const auto reply = http_get(target, "/v1/models", api_key, std::chrono::seconds(5));
+  if (!reply) {
+    spdlog::warn("{}:{} does not answer GET /v1/models; requests will report why", target.host,
+                 target.port);
+    return "default";
+  }
+  const nlohmann::json j = nlohmann::json::parse(reply->body, nullptr, false);
+  if (reply->status == 200 && j.is_object() && j.contains("data") && j["data"].is_array() &&
+      !j["data"].empty() && j["data"][0].contains("id") && j["data"][0]["id"].is_string()) {
+    return j["data"][0]["id"].get<std::string>();
+  }
+  spdlog::warn("GET /v1/models gave HTTP {} without a model id; sending model \"default\"",
+               reply->status);
+  return "default";
+}
+
+void run_bench(BenchOptions& o) {
+  const Slo slo = parse_slo(o.slo);
+  const std::vector<ArrivalPattern> patterns = arrival_patterns(o);
+  WorkloadOptions workload = workload_options(o);
+  if (o.engine && o.model.model_path.empty()) {
+    fail(ErrorCode::kInvalidArgument, "--engine needs -m/--model");
+  }
+
+  // The model's tokenizer, when a model is given, makes synthetic prompt lengths exact.
+  LoadedModel loaded;
+  std::unique_ptr<Tokenizer> tokenizer_only;
+  const Tokenizer* tokenizer = nullptr;
+  if (o.engine) {
+    loaded = load_for_inference(o.model);
+    tokenizer = loaded.tokenizer.get();
+  } else if (!o.model.model_path.empty()) {
+    LoadOptions load_options;
+    load_options.tokenizer_path = o.model.tokenizer_path;
+    tokenizer_only = Tokenizer::create(load_model(o.model.model_path, load_options).tokenizer);
+    tokenizer = tokenizer_only.get();
+  }
+  TokenCounter counter;
+  if (tokenizer) {
+    counter = [tokenizer](const std::string& text) {
+      return tokenizer->encode(text, false).size();
+    };
+  }
+
+  boost::asio::io_context io;
+  std::unique_ptr<Engine> engine;
+  std::unique_ptr<Backend> backend;
+  if (o.engine) {
+    const EngineOptions engine_options = o.engine_flags.resolve(loaded.pool->size());
+    loaded.pool.reset();  // the engine builds its own pool
+    engine = std::make_unique<Engine>(*loaded.model, *loaded.tokenizer, engine_options);
+    SamplingParams sampling;
+    sampling.temperature = static_cast<float>(o.temperature);
+    sampling.seed = o.seed;
+    backend = std::make_unique<EngineBackend>(io, *engine, sampling, o.model.model_path);
+  } else {
+    HttpBackendOptions h;
+    h.target = parse_url(o.url);
+    if (o.api != "completions" && o.api != "chat") {
+      fail(ErrorCode::kInvalidArgument, "--api must be completions or chat, got '{}'", o.api);
+    }
+    h.chat = o.api == "chat";
+    h.api_key = o.api_key;
+    h.model = o.served_model.empty() ? discover_model(h.target, o.api_key) : o.served_model;
+    h.temperature = o.temperature;
+    h.force_length = o.force_length;
+    h.timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1e3));
+    backend = std::make_unique<HttpBackend>(io, h);
+  }
+
+  BenchReport report;
+  report.backend = backend->describe();
+  report.workload = o.workload;
+  report.slo = slo;
+  report.settings = {{"workload", o.workload},
+                     {"requests per run", std::to_string(o.num_requests)},
+                     {"seed", std::to_string(o.seed)},
+                     {"flags", o.flags_text}};
+  ProgressPrinter printer;
+  for (size_t i = 0; i < patterns.size(); ++i) {
+    // Fresh words per run (same lengths), so a later run of a sweep never hits the prefix
+    // cache filled by an earlier one.
+    workload.text_seed = o.seed * 1000003 + i + 1;
+    const std::vector<Conversation> conversations = build_workload(workload, counter);
+    RunnerOptions runner;
+    runner.arrival = patterns[i];
+    runner.slo = slo;
+    if (!o.quiet) runner.progress = std::ref(printer);
+    report.runs.push_back(run_benchmark(io, *backend, conversations, runner));
+  }
+  std::fputs(format_tables(report).c_str(), stdout);
+  if (!o.output_json.empty()) {
+    write_report_file(o.output_json, report);
+    spdlog::info("wrote {}", o.output_json);
+  }
+  if (!o.output_html.empty()) {
+    write_html_file(o.output_html, report);
+    spdlog::info("wrote {}", o.output_html);
+  }
+}
+
+}  // namespace
+
+void register_bench(CLI::App& app) {
+  auto o = std::make_shared<BenchOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "bench", "load a server (or the in-process engine) and report TTFT, TPOT, throughput");
+  cmd->add_option("--url", o->url, "server root, http://HOST:PORT")->capture_default_str();
+  cmd->add_flag("--engine", o->engine, "benchmark the in-process engine instead (needs -m)");
+  cmd->add_option("--api", o->api, "completions | chat")->capture_default_str();
+  cmd->add_option("--served-model", o->served_model,
+                  "the request's \"model\" field (default: first id of GET /v1/models)");
+  cmd->add_option("--api-key", o->api_key, "sent as Authorization: Bearer KEY");
+  cmd->add_option("--timeout", o->timeout_s, "seconds per request")->capture_default_str();
+  add_model_options(*cmd, o->model);
+  // With HTTP, -m is optional: it only supplies the tokenizer that makes prompt lengths exact.
+  cmd->get_option("--model")->required(false);
+  add_engine_flags(*cmd, o->engine_flags);
+
+  cmd->add_option("--workload", o->workload,
+                  "random | shared-prefix | multi-turn | variable-output | rag | jsonl")
+      ->capture_default_str();
+  cmd->add_option("--dataset", o->dataset,
+                  "JSONL file: {\"prompt\" | \"messages\", \"output_len\"}");
+  cmd->add_option("--num-requests", o->num_requests, "requests per run")->capture_default_str();
+  cmd->add_option("--input-len", o->input_len,
+                  "tokens of the varying prompt part: N, A-B, normal:M:SD, D@W+D@W");
+  cmd->add_option("--output-len", o->output_len, "output tokens, same forms as --input-len");
+  cmd->add_option("--prefix-len", o->prefix_len, "shared-prefix: system prompt tokens")
+      ->capture_default_str();
+  cmd->add_option("--num-prefixes", o->num_prefixes, "shared-prefix: distinct system prompts")
+      ->capture_default_str();
+  cmd->add_option("--context-len", o->context_len, "rag: retrieved context tokens")
+      ->capture_default_str();
+  cmd->add_option("--num-docs", o->num_docs, "rag: distinct contexts (0 = one per request)")
+      ->capture_default_str();
+  cmd->add_option("--turns", o->turns, "multi-turn: turns per conversation")->capture_default_str();
+  cmd->add_option("--temperature", o->temperature, "sampling temperature")->capture_default_str();
+  cmd->add_flag("!--no-force-length", o->force_length,
+                "do not send ignore_eos / min_tokens (for servers that reject them)");
+
+  cmd->add_option("--concurrency", o->concurrency,
+                  "closed loop: users, or a list to sweep (1,4,16)")
+      ->capture_default_str();
+  cmd->add_option("--rate,--rates", o->rates,
+                  "open loop: requests/s, or a list to sweep (1,2,4,inf)");
+  cmd->add_option("--burstiness", o->burstiness, "gamma shape: 1 = Poisson, < 1 = burstier")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--max-concurrency", o->max_concurrency, "open loop: cap on requests in flight");
+  cmd->add_option("--seed", o->seed, "seed of lengths, texts and arrivals")->capture_default_str();
+  cmd->add_option("--slo", o->slo, "goodput bounds, e.g. ttft=500ms,tpot=50ms,e2e=10s");
+  cmd->add_option("--output", o->output_json, "write all per-request timings + summary (JSON)");
+  cmd->add_option("--html", o->output_html, "write a self-contained HTML report");
+  cmd->add_flag("-q,--quiet", o->quiet, "no progress line");
+
+  auto files = std::make_shared<std::vector<std::string>>();
+  CLI::App* compare = cmd->add_subcommand("compare", "compare two --output files side by side");
+  compare->add_option("files", *files, "A.json B.json")->required()->expected(2);
+  compare->callback([files] {
+    const BenchReport a = read_report_file((*files)[0]);
+    const BenchReport b = read_report_file((*files)[1]);
+    std::fputs(format_compare(a, (*files)[0], b, (*files)[1]).c_str(), stdout);
+  });
+  cmd->require_subcommand(0, 1);
+  cmd->callback([o, cmd, compare] {
+    if (compare->parsed()) return;
+    o->flags_text = cmd->config_to_str(false, false);
+    run_bench(*o);
+  });
+}
+
+}  // namespace rapide::cli
