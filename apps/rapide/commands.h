@@ -10,5 +10,6 @@ void register_inspect(CLI::App& app);
 void register_synth(CLI::App& app);
 void register_run(CLI::App& app);
 void register_perplexity(CLI::App& app);
+void register_bench(CLI::App& app);
 
 }  // namespace rapide::cli
