@@ -10,7 +10,9 @@ namespace rapide {
 
 // Bytes per second that pool's threads together read from a `bytes` buffer (larger than
 // the caches) with a streaming SIMD sum; the best of a few passes, so a noisy neighbour
-// lowers it less. Allocates and touches the buffer first (about a second for 1 GiB).
+// lowers it less. The buffer lies on transparent huge pages where the system allows it,
+// like packed weights (kernels/weight_memory.h). Allocates and touches the buffer first (about a
+// second for 1 GiB).
 double measure_read_bandwidth(ThreadPool& pool, size_t bytes = size_t{1} << 30);
 
 namespace bandwidth {
