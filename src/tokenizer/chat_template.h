@@ -4,8 +4,11 @@
 // raise_exception and strftime_now. Rendering matches Python's jinja2 as transformers
 // configures it (ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks, tojson with
 // ensure_ascii=False); tests/unit/chat_template checks it byte for byte against jinja2.
-// Known gaps: str.upper / lower / title map ASCII letters only; recursive for loops,
-// {% include %} / {% extends %} / {% block %} and tojson's separators are not supported.
+// Known gaps (no real template relies on them): upper / lower / title map ASCII letters only;
+// dict.items() / keys() / values() are plain lists (Python prints views differently); a
+// filter's generator can be iterated more than once; str.format takes no format specs;
+// recursive for loops, {% include %} / {% extends %} / {% block %}, transformers'
+// {% generation %} tag and tojson's separators are not supported.
 #pragma once
 
 #include <memory>

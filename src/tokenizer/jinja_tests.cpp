@@ -50,7 +50,8 @@ bool apply_test(const std::string& name, const Value& v, const CallArgs& args) {
     return v.kind() == K::kUndefined || v.is_string() || v.is_list() || v.is_dict();
   }
   if (name == "sequence") {
-    return v.kind() == K::kUndefined || v.is_string() || v.is_list() || v.is_dict();
+    return v.kind() == K::kUndefined || v.is_string() || (v.is_list() && !v.is_generator()) ||
+           v.is_dict();
   }
   if (name == "escaped") return v.is_markup();
   if (name == "lower") return v.is_string() && is_lower(v.as_string());

@@ -222,6 +222,41 @@ const Case kCases[] = {
      "None True False 10 1.5 3.0 1000.0 1.2345678901234568e+16 0.0001 1e-05 q'uote [\"q's\", "
      "'d\"q', 'n\\nl']",
      false},
+    {"WhitespaceEdges",
+     "{%- if true %}\n\tA\n\t{% if true %}\n\tB {{ 'v' }}\n  text {% if true %}C{% endif %}\n{% "
+     "endif %}\n{{ 'x' }}\n   {{ 'y' }}\n{%- endif -%}\n  end",
+     R"json({})json", "\tA\n\tB v\n  text Cx\n   yend", false},
+    {"MultiLineTags", "{{\n  x\n  + 1\n}}|{%\n  if x\n%}yes{% endif %}", R"json({"x": 1})json",
+     "2|yes", false},
+    {"MacroDefaultsSeeEarlierParams",
+     "{% macro m(a, b=a * 2, c=none) %}{{ a }},{{ b }},{{ c }}{% endmacro %}{{ m(1) }}|{{ m(1, "
+     "c='z') }}",
+     R"json({})json", "1,2,None|1,2,z", false},
+    {"MoreFilters",
+     "{{ '%s-%d%%'|format('a', 3) }}|{{ [1, 2, 3]|join }}|{{ none|string }}|{{ 1.0|int }}|{{ "
+     "'3'|int + 1 }}|{{ range(3)|list }}|{{ range(1, 10, 3)|list }}|{{ [{'n': 2}, {'n': "
+     "1}]|sort(attribute='n')|map(attribute='n')|list }}|{{ ['b', 'a']|sort|first }}",
+     R"json({})json", "a-3%|123|None|1|4|[0, 1, 2]|[1, 4, 7]|[1, 2]|a", false},
+    {"MoreOperators",
+     "{{ 10 // 3 }} {{ 10 % -3 }} {{ -10 / 4 }} {{ (1, 2) == [1, 2] }} {{ {'a': 1} == {'a': 1.0} "
+     "}} {{ 'abc'[10:] }}|{{ 'ab'[5] }}|{{ loop }}|{{ namespace(a=1).a }} {{ 'x' is in 'xyz' }} {{ "
+     "1 if none is none }} {{ 'A'|lower is lower }} {{ 5 is divisibleby(5) }} {{ 'é' > 'e' }}",
+     R"json({})json", "3 -2 -2.5 False True |||1 True 1 True True True", false},
+    {"ChatIdioms",
+     "{{ messages|length > 0 and messages[0].role == 'system' }} {% set x = x|default([]) + [1] "
+     "%}{{ x }} {{ m.y is none }} {{ m.z is not defined }} {{ not m.z is defined }} {% for k, v in "
+     "m|items %}{{ k }}{{ '' if loop.last else ',' }}{% endfor %}",
+     R"json({"messages": [{"role": "system"}], "m": {"y": null, "w": 1}})json",
+     "True [1] True True True y,w", false},
+    {"GeneratorSemantics",
+     "{{ [] | select is iterable }} {{ ([] | select) is sequence }} {{ 'yes' if [] | select else "
+     "'no' }} {{ [1, 2]|map('string')|join('+') }} {{ [3, 1]|reverse|list }} {{ {'a': "
+     "1}|items|list }}",
+     R"json({})json", "True False yes 1+2 [1, 3] [('a', 1)]", false},
+    {"GeneratorHasNoLength", "{{ [1, 2]|select|length }}", R"json({})json",
+     "object of type 'generator' has no len()", true},  // TypeError
+    {"GeneratorNotJson", "{{ [1, 2]|map('int')|tojson }}", R"json({})json",
+     "Object of type generator is not JSON serializable", true},  // TypeError
     {"RaiseException", "before{{ raise_exception('Custom failure: ' ~ n) }}", R"json({"n": 3})json",
      "Custom failure: 3", true},  // TemplateRaised
     {"UndefinedAttributeError", "{{ a.b.c }}", R"json({"a": {}})json",
