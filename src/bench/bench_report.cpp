@@ -88,8 +88,9 @@ nlohmann::json summary_to_json(const RunSummary& s) {
 }
 
 nlohmann::json report_to_json(const BenchReport& report) {
-  nlohmann::json settings = nlohmann::json::object();
-  for (const auto& [key, value] : report.settings) settings[key] = value;
+  // Pairs, not an object: nlohmann::json sorts object keys, and the order is the author's.
+  nlohmann::json settings = nlohmann::json::array();
+  for (const auto& [key, value] : report.settings) settings.push_back({key, value});
   nlohmann::json runs = nlohmann::json::array();
   for (const RunResult& run : report.runs) {
     nlohmann::json requests = nlohmann::json::array();
@@ -118,10 +119,11 @@ BenchReport report_from_json(const nlohmann::json& j) {
   report.backend = j.value("backend", std::string());
   report.workload = j.value("workload", std::string());
   report.slo = parse_slo(j.value("slo", std::string()));
-  if (j.contains("settings") && j["settings"].is_object()) {
-    for (const auto& [key, value] : j["settings"].items()) {
-      report.settings.emplace_back(key,
-                                   value.is_string() ? value.get<std::string>() : value.dump());
+  if (j.contains("settings") && j["settings"].is_array()) {
+    for (const nlohmann::json& pair : j["settings"]) {
+      if (pair.is_array() && pair.size() == 2 && pair[0].is_string() && pair[1].is_string()) {
+        report.settings.emplace_back(pair[0].get<std::string>(), pair[1].get<std::string>());
+      }
     }
   }
   for (const nlohmann::json& r : j["runs"]) {

@@ -3,6 +3,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -91,7 +92,9 @@ class StreamingRequest : public std::enable_shared_from_this<StreamingRequest> {
 
   void on_write(beast::error_code ec) {
     if (ec) return fail_io(ec, "sending the request");
-    parser_.body_limit(boost::none);  // a stream is as long as the generation
+    // A stream is as long as the generation. (Not boost::none: Boost 1.74 compares a
+    // Content-Length against an empty optional as "over the limit".)
+    parser_.body_limit(std::numeric_limits<std::uint64_t>::max());
     http::async_read_header(
         stream_, buffer_, parser_,
         [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
