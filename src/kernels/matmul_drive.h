@@ -44,6 +44,14 @@ void drive(const PackedWeights& w, const Activations& a, int64_t p0, int64_t p1,
     const int64_t c1 = c0 + chunk < t1 ? c0 + chunk : t1;
     int64_t p = p0;
     for (; p + R <= p1; p += R) tokens_loop<R, kT, Tile>(w, a, p, c0, c1, y);
+    // A wide tile's leftover panels: two at once where possible (a thread's range often
+    // leaves two), as a single panel has a third of the accumulators to hide latency with.
+    if constexpr (R > 2) {
+      if (p + 2 <= p1) {
+        tokens_loop<2, kT, Tile>(w, a, p, c0, c1, y);
+        p += 2;
+      }
+    }
     for (; p < p1; ++p) tokens_loop<1, kT, Tile>(w, a, p, c0, c1, y);
   }
 }
