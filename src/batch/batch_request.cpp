@@ -1,0 +1,138 @@
+#include "batch/batch_request.h"
+
+#include "base/error.h"
+#include "batch/batch_seed.h"
+
+namespace rapide::batch {
+
+using nlohmann::json;
+
+namespace {
+
+LineError envelope_error(uint64_t line, std::optional<std::string> custom_id, std::string code,
+                         std::string message, std::string param = {}) {
+  LineError e;
+  e.line = line;
+  e.custom_id = std::move(custom_id);
+  e.code = std::move(code);
+  e.message = std::move(message);
+  e.param = std::move(param);
+  return e;
+}
+
+}  // namespace
+
+LineError line_error(uint64_t line, std::optional<std::string> custom_id,
+                     const serve::ApiError& error) {
+  LineError e;
+  e.line = line;
+  e.custom_id = std::move(custom_id);
+  e.code = error.code().empty() ? error.type() : error.code();
+  e.message = error.what();
+  e.param = error.param();
+  e.status = error.status();
+  e.body = json::parse(error.to_json());
+  return e;
+}
+
+RequestParser::RequestParser(const Engine& engine, const serve::ChatPrompter& chat,
+                             std::string model_id)
+    : engine_(engine), chat_(chat), model_id_(std::move(model_id)) {}
+
+void RequestParser::check_fits(const serve::GenerationSpec& spec) const {
+  const char* prompt_param = spec.endpoint == serve::Endpoint::kChat ? "messages" : "prompt";
+  const int max_context = engine_.max_context();
+  for (const auto& prompt : spec.prompts) {
+    const int length = static_cast<int>(prompt.size());
+    // The engine's own refusal, worded as submit() words it (the server passes it on).
+    if (length >= max_context) {
+      throw serve::api_error_from(
+          Error(ErrorCode::kOutOfRange,
+                fmt::format("the prompt has {} tokens but the context holds {} (prompt + at "
+                            "least 1 generated)",
+                            length, max_context)),
+          prompt_param);
+    }
+    // The server's check before submitting (serve/generation.cpp).
+    const int positions = length + std::min(spec.sampling.max_tokens, max_context - length);
+    if (!engine_.can_ever_fit(positions)) {
+      throw serve::ApiError(400,
+                            fmt::format("the request needs {} KV positions (prompt {} + "
+                                        "max_tokens) but the server's KV budget can never hold "
+                                        "them; lower max_tokens",
+                                        positions, length),
+                            "max_tokens", "kv_budget_exceeded");
+    }
+  }
+}
+
+std::variant<BatchRequest, LineError> RequestParser::parse(const std::string& text, uint64_t line) {
+  const json entry = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (entry.is_discarded()) {
+    return envelope_error(line, std::nullopt, "invalid_json", "the line is not valid JSON");
+  }
+  if (!entry.is_object()) {
+    return envelope_error(line, std::nullopt, "invalid_request", "the line must be a JSON object");
+  }
+  const auto id = entry.find("custom_id");
+  if (id == entry.end() || !id->is_string() || id->get<std::string>().empty()) {
+    return envelope_error(line, std::nullopt, "invalid_custom_id",
+                          "'custom_id' must be a non-empty string", "custom_id");
+  }
+  std::string custom_id = id->get<std::string>();
+  if (!seen_.insert(custom_id).second) {
+    return envelope_error(line, custom_id, "duplicate_custom_id",
+                          fmt::format("custom_id '{}' already appears on an earlier line; "
+                                      "custom_ids must be unique",
+                                      custom_id),
+                          "custom_id");
+  }
+  const auto method = entry.find("method");
+  if (method == entry.end() || !method->is_string() || method->get<std::string>() != "POST") {
+    return envelope_error(line, custom_id, "invalid_method", "'method' must be \"POST\"", "method");
+  }
+  const auto url = entry.find("url");
+  const std::string url_text =
+      url != entry.end() && url->is_string() ? url->get<std::string>() : "";
+  if (url_text != "/v1/completions" && url_text != "/v1/chat/completions") {
+    return envelope_error(
+        line, custom_id, "invalid_url",
+        fmt::format("'url' must be /v1/completions or /v1/chat/completions, got {}",
+                    url != entry.end() ? url->dump() : "nothing"),
+        "url");
+  }
+  const auto body = entry.find("body");
+  if (body == entry.end() || !body->is_object()) {
+    return envelope_error(line, custom_id, "invalid_body", "'body' must be a JSON object", "body");
+  }
+  const bool chat = url_text == "/v1/chat/completions";
+  try {
+    const Tokenizer& tokenizer = engine_.tokenizer();
+    BatchRequest request;
+    request.line = line;
+    request.custom_id = custom_id;
+    request.spec = chat ? serve::parse_chat_request(*body, tokenizer)
+                        : serve::parse_completion_request(*body, tokenizer);
+    serve::GenerationSpec& spec = request.spec;
+    if (spec.stream) {
+      throw serve::ApiError(400, "a batch request cannot stream; drop 'stream'", "stream",
+                            "unsupported");
+    }
+    if (!spec.model.empty() && spec.model != model_id_) {
+      throw serve::ApiError(
+          404,
+          fmt::format("the model '{}' does not exist; this batch runs '{}'", spec.model, model_id_),
+          "model", "model_not_found");
+    }
+    if (chat) spec.prompts = {chat_.prompt_tokens(spec.messages, spec.tools)};
+    if (!spec.seed_given) spec.sampling.seed = derive_seed(custom_id);
+    check_fits(spec);
+    return request;
+  } catch (const serve::ApiError& e) {
+    return line_error(line, custom_id, e);
+  } catch (const Error& e) {
+    return line_error(line, custom_id, serve::api_error_from(e));
+  }
+}
+
+}  // namespace rapide::batch

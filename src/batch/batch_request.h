@@ -1,0 +1,67 @@
+// One line of an OpenAI Batch API input file -> a request ready for the engine, or the
+// reason it cannot run.
+//
+// A line is {"custom_id": "...", "method": "POST", "url": "/v1/completions" or
+// "/v1/chat/completions", "body": {...}}. The body goes through the server's own parsers
+// (serve/openai_protocol.h, serve/chat.h) and the server's admission checks, so a line is
+// refused exactly when `rapide serve` would refuse the same body, with the same message.
+// custom_ids must be unique: the first line with an id runs, later ones are errors.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <unordered_set>
+#include <variant>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/engine.h"
+#include "serve/api_error.h"
+#include "serve/chat.h"
+#include "serve/openai_protocol.h"
+
+namespace rapide::batch {
+
+struct BatchRequest {
+  uint64_t line = 0;
+  std::string custom_id;
+  serve::GenerationSpec spec;  // prompts tokenized (chat rendered), seed chosen
+};
+
+// Why a line cannot run: what its record in the errors file says.
+struct LineError {
+  uint64_t line = 0;
+  std::optional<std::string> custom_id;  // absent when the line has no usable one
+  std::string code;                      // e.g. "invalid_json", "duplicate_custom_id"
+  std::string message;
+  std::string param;
+  // The server's answer to the same body (status + error JSON) when the body itself was
+  // refused; absent for problems of the line's envelope.
+  std::optional<int> status;
+  nlohmann::json body;
+};
+
+LineError line_error(uint64_t line, std::optional<std::string> custom_id,
+                     const serve::ApiError& error);
+
+class RequestParser {
+ public:
+  // `engine` gives the tokenizer, the context and the KV budget; `model_id` is the name a
+  // body's "model" must match (empty or equal), as `rapide serve` requires.
+  RequestParser(const Engine& engine, const serve::ChatPrompter& chat, std::string model_id);
+
+  std::variant<BatchRequest, LineError> parse(const std::string& text, uint64_t line);
+  // A line answered by an earlier run still owns its custom_id.
+  void mark_seen(const std::string& custom_id) { seen_.insert(custom_id); }
+
+ private:
+  void check_fits(const serve::GenerationSpec& spec) const;
+
+  const Engine& engine_;
+  const serve::ChatPrompter& chat_;
+  std::string model_id_;
+  std::unordered_set<std::string> seen_;
+};
+
+}  // namespace rapide::batch

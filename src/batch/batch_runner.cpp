@@ -1,0 +1,274 @@
+#include "batch/batch_runner.h"
+
+#include <algorithm>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "base/error.h"
+#include "base/logging.h"
+#include "batch/batch_progress.h"
+#include "batch/batch_records.h"
+#include "batch/batch_request.h"
+#include "batch/jsonl_reader.h"
+#include "serve/chat.h"
+
+namespace rapide::batch {
+
+namespace {
+
+// A request whose choices are in the engine.
+struct RunningRequest {
+  BatchRequest request;
+  serve::ResponseHeader header;
+  std::vector<ChoiceOutcome> choices;
+  size_t remaining = 0;
+};
+
+class BatchRunner {
+ public:
+  BatchRunner(Engine& engine, const BatchOptions& options);
+  BatchSummary run();
+
+ private:
+  // Reads the next window of runnable requests (answering bad lines on the way); false when
+  // the input is exhausted.
+  bool refill_window();
+  void submit(BatchRequest&& request);
+  void on_event(TokenEvent&& event);
+  void write_error(const LineError& error);
+  void finish(uint64_t line);
+
+  Engine& engine_;
+  const BatchOptions& options_;
+  const int target_in_flight_;
+  serve::ChatPrompter chat_;
+  RequestParser parser_;
+  DoneLines done_;
+  BatchSummary summary_;
+  std::unique_ptr<JsonlReader> reader_;
+  std::unique_ptr<RecordWriter> output_;
+  std::unique_ptr<RecordWriter> errors_;
+  std::unique_ptr<BatchProgress> progress_;
+  ProgressCounts counts_;
+  std::shared_ptr<EventQueue> events_ = std::make_shared<EventQueue>();
+
+  std::vector<BatchRequest> window_;
+  size_t next_in_window_ = 0;
+  bool input_done_ = false;
+  std::unordered_map<uint64_t, std::unique_ptr<RunningRequest>> running_;  // by input line
+  struct ChoiceRef {
+    RunningRequest* request;
+    size_t choice;
+  };
+  std::unordered_map<RequestId, ChoiceRef> choices_;  // engine requests in flight
+};
+
+int clamp_in_flight(const Engine& engine, int wanted) {
+  // A whole request (up to kMaxChoices choices) is submitted at once; keep the engine's
+  // queue from refusing it.
+  const int room = engine.options().max_queue - serve::kMaxChoices;
+  return std::max(1, std::min(wanted, std::max(room, 1)));
+}
+
+BatchRunner::BatchRunner(Engine& engine, const BatchOptions& options)
+    : engine_(engine),
+      options_(options),
+      target_in_flight_(clamp_in_flight(
+          engine, options.in_flight > 0 ? options.in_flight : default_in_flight(engine.options()))),
+      chat_(engine.tokenizer()),
+      parser_(engine, chat_, options.model_id) {
+  const std::string errors_path =
+      options.errors.empty() ? default_errors_path(options.output) : options.errors;
+  if (errors_path == options.output || errors_path == options.input ||
+      options.output == options.input) {
+    fail(ErrorCode::kInvalidArgument, "the input, output and errors files must differ");
+  }
+  reader_ = std::make_unique<JsonlReader>(options.input);
+  // Recover before appending: recovery may cut a torn tail.
+  const Recovery out = recover_records(options.output, done_);
+  const Recovery err = recover_records(errors_path, done_);
+  summary_.resumed = done_.size();
+  summary_.truncated_bytes = out.truncated_bytes + err.truncated_bytes;
+  counts_.done = done_.size();
+  counts_.errors = err.records;
+  summary_.total_lines = count_jsonl_lines(options.input);
+  output_ = std::make_unique<RecordWriter>(options.output, options.sync);
+  errors_ = std::make_unique<RecordWriter>(errors_path, options.sync);
+  if (summary_.resumed > 0) {
+    spdlog::info("resuming: {} of {} lines already answered ({} in {})", summary_.resumed,
+                 summary_.total_lines, err.records, errors_path);
+  }
+  bool tty = BatchProgress::stderr_is_tty();
+  if (options.progress == ProgressMode::kBar) tty = true;
+  if (options.progress == ProgressMode::kLines) tty = false;
+  if (options.progress != ProgressMode::kOff) {
+    progress_ = std::make_unique<BatchProgress>(summary_.total_lines, summary_.resumed, tty,
+                                                options.progress_interval_s);
+  }
+  spdlog::info("batch: window {} requests, {} order, {} engine requests in flight", options.window,
+               batch_order_name(options.order), target_in_flight_);
+}
+
+bool BatchRunner::refill_window() {
+  window_.clear();
+  next_in_window_ = 0;
+  std::string text;
+  while (window_.size() < options_.window && reader_->next(text)) {
+    const uint64_t line = reader_->line_number();
+    if (auto it = done_.find(line); it != done_.end()) {
+      // Answered by an earlier run: it still owns its custom_id (duplicates stay errors).
+      if (it->second) parser_.mark_seen(*it->second);
+      done_.erase(it);
+      continue;
+    }
+    auto parsed = parser_.parse(text, line);
+    if (auto* error = std::get_if<LineError>(&parsed)) {
+      write_error(*error);
+    } else {
+      window_.push_back(std::move(std::get<BatchRequest>(parsed)));
+    }
+  }
+  if (window_.empty()) {
+    input_done_ = true;
+    return false;
+  }
+  order_window(window_, options_.order);
+  return true;
+}
+
+void BatchRunner::write_error(const LineError& error) {
+  errors_->append(error_record(error));
+  ++counts_.done;
+  ++counts_.errors;
+  ++summary_.failed;
+}
+
+void BatchRunner::submit(BatchRequest&& request) {
+  const uint64_t line = request.line;
+  auto running = std::make_unique<RunningRequest>();
+  running->header = serve::make_response_header(request.spec.endpoint, options_.model_id);
+  running->request = std::move(request);
+  RunningRequest& r = *running;
+  const serve::GenerationSpec& spec = r.request.spec;
+  const size_t n = static_cast<size_t>(spec.n);
+  r.choices.resize(spec.prompts.size() * n);
+  std::vector<RequestId> submitted;
+  try {
+    for (size_t p = 0; p < spec.prompts.size(); ++p) {
+      for (size_t i = 0; i < n; ++i) {
+        Request engine_request;
+        engine_request.prompt = spec.prompts[p];
+        engine_request.sampling = spec.sampling;
+        // As the server does: choice 0 keeps the request's seed, the others differ.
+        engine_request.sampling.seed += static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ull;
+        engine_request.sink = events_;
+        const RequestId id = engine_.submit(std::move(engine_request));
+        submitted.push_back(id);
+        choices_[id] = {&r, p * n + i};
+      }
+    }
+  } catch (const Error& e) {
+    for (const RequestId id : submitted) {
+      engine_.abort(id);
+      choices_.erase(id);  // its abort event is ignored
+    }
+    const char* param = spec.endpoint == serve::Endpoint::kChat ? "messages" : "prompt";
+    write_error(line_error(line, r.request.custom_id, serve::api_error_from(e, param)));
+    return;
+  }
+  r.remaining = r.choices.size();
+  running_.emplace(line, std::move(running));
+}
+
+void BatchRunner::on_event(TokenEvent&& event) {
+  const auto it = choices_.find(event.request_id);
+  if (it == choices_.end()) return;
+  RunningRequest& r = *it->second.request;
+  ChoiceOutcome& choice = r.choices[it->second.choice];
+  const bool finished = event.finished;
+  choice.add(std::move(event), r.request.spec.logprobs);
+  if (!finished) return;
+  choices_.erase(it);
+  counts_.generated_tokens += choice.completion_tokens;
+  counts_.prompt_tokens += choice.prompt_tokens;
+  counts_.cached_tokens += choice.cached_prompt_tokens;
+  if (--r.remaining == 0) finish(r.request.line);
+}
+
+void BatchRunner::finish(uint64_t line) {
+  const auto it = running_.find(line);
+  const RunningRequest& r = *it->second;
+  const FinishedRecord record =
+      finished_record(r.request, r.header, r.choices, engine_.tokenizer());
+  if (record.is_error) {
+    errors_->append(record.text);
+    ++counts_.errors;
+    ++summary_.failed;
+  } else {
+    output_->append(record.text);
+    ++summary_.succeeded;
+  }
+  ++counts_.done;
+  running_.erase(it);
+}
+
+BatchSummary BatchRunner::run() {
+  const TimePoint start = Clock::now();
+  for (;;) {
+    // Keep the engine's queue full: it admits what fits each step, we only keep it fed.
+    while (choices_.size() < static_cast<size_t>(target_in_flight_) && !input_done_) {
+      if (next_in_window_ == window_.size() && !refill_window()) break;
+      submit(std::move(window_[next_in_window_++]));
+    }
+    if (choices_.empty() && input_done_) break;
+    TokenEvent event;
+    if (events_->pop(event, std::chrono::milliseconds(250))) {
+      on_event(std::move(event));
+      // Take whatever else is ready before refilling, so submits come in bursts.
+      while (events_->pop(event, std::chrono::milliseconds(0))) on_event(std::move(event));
+    }
+    if (progress_) progress_->update(counts_);
+  }
+  output_->sync();
+  errors_->sync();
+  if (progress_) progress_->finish(counts_);
+  if (!done_.empty()) {
+    spdlog::warn("{} records name lines this input does not have (was the input changed?)",
+                 done_.size());
+  }
+  summary_.prompt_tokens = counts_.prompt_tokens;
+  summary_.cached_tokens = counts_.cached_tokens;
+  summary_.generated_tokens = counts_.generated_tokens;
+  summary_.seconds = seconds_between(start, Clock::now());
+  return summary_;
+}
+
+}  // namespace
+
+ProgressMode parse_progress_mode(const std::string& text) {
+  if (text == "auto") return ProgressMode::kAuto;
+  if (text == "bar") return ProgressMode::kBar;
+  if (text == "lines") return ProgressMode::kLines;
+  if (text == "off") return ProgressMode::kOff;
+  fail(ErrorCode::kInvalidArgument, "--progress must be auto, bar, lines or off, got '{}'", text);
+}
+
+std::string default_errors_path(const std::string& output) {
+  constexpr std::string_view kExt = ".jsonl";
+  if (output.ends_with(kExt)) {
+    return output.substr(0, output.size() - kExt.size()) + ".errors.jsonl";
+  }
+  return output + ".errors.jsonl";
+}
+
+int default_in_flight(const EngineOptions& engine) {
+  return std::max(4 * engine.max_seqs, 64);
+}
+
+BatchSummary run_batch(Engine& engine, const BatchOptions& options) {
+  BatchRunner runner(engine, options);
+  return runner.run();
+}
+
+}  // namespace rapide::batch
