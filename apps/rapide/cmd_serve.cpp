@@ -1,0 +1,111 @@
+// `rapide serve`: the OpenAI-compatible HTTP server (see src/serve/server.h).
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
+#include "apps/rapide/commands.h"
+#include "apps/rapide/engine_flags.h"
+#include "apps/rapide/model_options.h"
+#include "base/cpu_features.h"
+#include "base/error.h"
+#include "base/logging.h"
+#include "engine/engine.h"
+#include "serve/demo_model.h"
+#include "serve/server.h"
+
+namespace rapide::cli {
+
+namespace {
+
+struct ServeOptions {
+  ModelOptions model;
+  EngineFlags engine;
+  serve::ServerOptions server;
+  std::string served_model_name;
+  double drain_timeout_s = 30.0;
+  uint64_t demo_seed = 1;
+};
+
+LoadedModel load_demo_model(const ModelOptions& options, uint64_t seed) {
+  LoadedModel loaded;
+  loaded.file = std::make_shared<const ModelFile>(serve::make_demo_model(seed));
+  loaded.model = std::make_unique<Model>(loaded.file);
+  loaded.tokenizer = Tokenizer::create(loaded.file->tokenizer);
+  const ModelConfig& c = loaded.model->config();
+  spdlog::warn(
+      "no --model given: serving the built-in DEMO model '{}' (random weights, {} "
+      "layers, dim {}, vocab {}); its output is meaningless",
+      serve::kDemoModelId, c.n_layers, c.dim, c.vocab_size);
+  (void)options;
+  return loaded;
+}
+
+std::string model_id_for(const ServeOptions& o) {
+  if (!o.served_model_name.empty()) return o.served_model_name;
+  if (o.model.model_path.empty()) return serve::kDemoModelId;
+  std::filesystem::path path(o.model.model_path);
+  if (path.filename().empty()) path = path.parent_path();  // "folder/" of an HF model
+  return path.stem().string();
+}
+
+void serve_main(ServeOptions& o) {
+  o.server.drain_timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(o.drain_timeout_s * 1000.0));
+  serve::Server server(o.server);
+  server.start();  // /health says "loading" while the model loads
+
+  const bool demo = o.model.model_path.empty();
+  LoadedModel loaded = demo ? load_demo_model(o.model, o.demo_seed) : load_for_inference(o.model);
+  const int threads = o.model.threads > 0 ? o.model.threads : physical_core_count();
+  loaded.pool.reset();  // the engine builds its own pool
+  Engine engine(*loaded.model, *loaded.tokenizer, o.engine.resolve(threads));
+
+  serve::ServedModel served;
+  served.id = model_id_for(o);
+  served.description = demo ? serve::kDemoModelDescription
+                            : fmt::format("{} ({})", o.model.model_path, loaded.file->format);
+  served.created = std::chrono::duration_cast<std::chrono::seconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  server.attach(engine, served);
+  spdlog::info("serving '{}'{} on http://{}:{}/v1", served.id,
+               demo ? " [demo, random weights]" : "", o.server.http.host, server.port());
+  const bool drained = server.wait();
+  spdlog::info("stopped{}", drained ? "" : " (some requests were aborted at the drain timeout)");
+}
+
+}  // namespace
+
+void register_serve(CLI::App& app) {
+  auto o = std::make_shared<ServeOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "serve", "OpenAI-compatible HTTP server (a built-in demo model when no --model is given)");
+  add_model_options(*cmd, o->model);
+  cmd->get_option("--model")->required(false);
+  serve::HttpServerOptions& http = o->server.http;
+  cmd->add_option("--host", http.host, "address to listen on (0.0.0.0 for every interface)")
+      ->capture_default_str();
+  cmd->add_option("--port", http.port, "TCP port (0 = any free port, logged at start)")
+      ->capture_default_str();
+  cmd->add_option("--api-key", o->server.api_keys,
+                  "require 'Authorization: Bearer KEY' on /v1 (repeatable)");
+  cmd->add_option("--api-key-file", o->server.api_key_file, "file with one API key per line");
+  cmd->add_option("--max-body", http.max_body, "largest request body in bytes (413 above)")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  cmd->add_option("--drain-timeout", o->drain_timeout_s,
+                  "seconds SIGTERM waits for running requests before aborting them")
+      ->check(CLI::Range(0.0, 86400.0))
+      ->capture_default_str();
+  cmd->add_option("--http-threads", o->server.io_threads, "threads running the HTTP event loop")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  cmd->add_option("--served-model-name", o->served_model_name,
+                  "model id in the API (default: the model file's name)");
+  cmd->add_option("--demo-seed", o->demo_seed, "weights seed of the built-in demo model")
+      ->capture_default_str();
+  add_engine_flags(*cmd, o->engine);
+  cmd->callback([o] { serve_main(*o); });
+}
+
+}  // namespace rapide::cli

@@ -1,0 +1,49 @@
+// Chat messages -> prompt tokens, through the model's own chat template.
+//
+// The template (GGUF tokenizer.chat_template) is parsed once per server. It sees the
+// tokenizer's BOS/EOS text as bos_token / eos_token; the rendered text is tokenized with
+// special-token parsing (so "<|im_start|>" becomes its control token) and without adding
+// BOS when the template already wrote it. Models without a template get a plain
+// "role: content" fallback, tokenized as ordinary text with BOS.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tokenizer/tokenizer.h"
+
+namespace rapide::serve {
+
+class ChatPrompter {
+ public:
+  // A template that does not parse is not fatal: description() says so and the fallback
+  // is used, so a model with an exotic template can still be served.
+  explicit ChatPrompter(const Tokenizer& tokenizer);
+  ~ChatPrompter();
+
+  // Renders and tokenizes. Throws ApiError(400) for a template error (raise_exception).
+  std::vector<int32_t> prompt_tokens(const nlohmann::json& messages,
+                                     const nlohmann::json& tools) const;
+  // The rendered text (for logs and tests).
+  std::string render(const nlohmann::json& messages, const nlohmann::json& tools) const;
+
+  bool has_template() const;
+  // "the model's chat template" or why the fallback is used.
+  const std::string& description() const { return description_; }
+
+ private:
+  struct Impl;
+  const Tokenizer& tokenizer_;
+  std::unique_ptr<Impl> impl_;
+  std::string bos_text_;
+  std::string eos_text_;
+  std::string description_;
+};
+
+// The fallback rendering: "role: content" lines, then "assistant:".
+std::string render_plain_chat(const nlohmann::json& messages);
+
+}  // namespace rapide::serve

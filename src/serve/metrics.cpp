@@ -1,0 +1,165 @@
+#include "serve/metrics.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace rapide::serve {
+
+namespace {
+
+// Latency buckets from 1 ms to 60 s: token latencies on a CPU sit in the low milliseconds,
+// TTFT under load in seconds.
+std::vector<double> latency_bounds() {
+  return {0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15,
+          0.2,   0.3,    0.5,   0.75,   1.0,  1.5,   2.5,  5.0,  10.0, 20.0,  60.0};
+}
+
+void header(std::string& out, const char* name, const char* type, const char* help) {
+  fmt::format_to(std::back_inserter(out), "# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+}
+
+template <typename T>
+void sample(std::string& out, const char* name, const char* type, const char* help, T value) {
+  header(out, name, type, help);
+  fmt::format_to(std::back_inserter(out), "{} {}\n", name, value);
+}
+
+}  // namespace
+
+Histogram::Histogram(std::vector<double> bounds)
+    : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
+
+void Histogram::observe(double value) {
+  const size_t bucket = std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin();
+  counts_[bucket]++;
+  sum_ += value;
+  count_++;
+}
+
+void Histogram::render(const std::string& name, std::string& out) const {
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < bounds_.size(); ++i) {
+    cumulative += counts_[i];
+    fmt::format_to(std::back_inserter(out), "{}_bucket{{le=\"{}\"}} {}\n", name, bounds_[i],
+                   cumulative);
+  }
+  fmt::format_to(std::back_inserter(out), "{}_bucket{{le=\"+Inf\"}} {}\n{}_sum {}\n{}_count {}\n",
+                 name, count_, name, sum_, name, count_);
+}
+
+ServeMetrics::ServeMetrics()
+    : ttft_(latency_bounds()),
+      tpot_(latency_bounds()),
+      itl_(latency_bounds()),
+      e2e_(latency_bounds()) {}
+
+void ServeMetrics::observe_sequence(const SequenceObservation& r) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (r.ttft >= 0) ttft_.observe(r.ttft);
+  if (r.tpot >= 0) tpot_.observe(r.tpot);
+  if (r.e2e >= 0) e2e_.observe(r.e2e);
+  prompt_tokens_seen_ += static_cast<uint64_t>(r.prompt_tokens);
+  cached_prompt_tokens_ += static_cast<uint64_t>(r.cached_prompt_tokens);
+}
+
+void ServeMetrics::observe_status(const std::string& endpoint, int status) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  requests_[{endpoint, status}]++;
+}
+
+void ServeMetrics::observe_inter_token(double seconds) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  itl_.observe(seconds);
+}
+
+void ServeMetrics::connection_opened() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  connections_++;
+}
+
+void ServeMetrics::connection_closed() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  connections_--;
+}
+
+void ServeMetrics::request_started() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  in_flight_++;
+}
+
+void ServeMetrics::request_finished() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  in_flight_--;
+}
+
+int64_t ServeMetrics::requests_in_flight() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return in_flight_;
+}
+
+std::string ServeMetrics::render(const EngineStats* engine, int state) const {
+  std::string out;
+  out.reserve(8192);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    header(out, "rapide_requests_total", "counter", "HTTP requests by endpoint and status");
+    for (const auto& [key, count] : requests_) {
+      fmt::format_to(std::back_inserter(out),
+                     "rapide_requests_total{{endpoint=\"{}\",status=\"{}\"}} {}\n", key.first,
+                     key.second, count);
+    }
+    header(out, "rapide_time_to_first_token_seconds", "histogram",
+           "arrival to first generated token");
+    ttft_.render("rapide_time_to_first_token_seconds", out);
+    header(out, "rapide_time_per_output_token_seconds", "histogram",
+           "mean time per output token after the first, per request");
+    tpot_.render("rapide_time_per_output_token_seconds", out);
+    header(out, "rapide_inter_token_latency_seconds", "histogram",
+           "time between consecutive tokens of a request");
+    itl_.render("rapide_inter_token_latency_seconds", out);
+    header(out, "rapide_e2e_request_latency_seconds", "histogram",
+           "arrival to last token of a request");
+    e2e_.render("rapide_e2e_request_latency_seconds", out);
+    sample(out, "rapide_prefix_cache_hit_tokens_total", "counter",
+           "prompt tokens served from the prefix cache", cached_prompt_tokens_);
+    const double hit_rate = prompt_tokens_seen_ == 0
+                                ? 0.0
+                                : static_cast<double>(cached_prompt_tokens_) / prompt_tokens_seen_;
+    sample(out, "rapide_prefix_cache_hit_rate", "gauge",
+           "share of prompt tokens served from the prefix cache", hit_rate);
+    sample(out, "rapide_http_connections", "gauge", "open HTTP connections", connections_);
+    sample(out, "rapide_requests_in_flight", "gauge", "HTTP requests not yet fully answered",
+           in_flight_);
+  }
+  sample(out, "rapide_server_state", "gauge", "0 loading, 1 ready, 2 draining", state);
+  if (!engine) return out;
+  const EngineStats& e = *engine;
+  sample(out, "rapide_queue_length", "gauge", "requests waiting to be scheduled", e.waiting);
+  sample(out, "rapide_running_sequences", "gauge", "sequences being generated", e.running);
+  const int batch = e.recent_steps.empty() ? 0 : e.recent_steps.back().sequences;
+  sample(out, "rapide_batch_size", "gauge", "sequences in the last forward pass", batch);
+  double recent_batch = 0.0;
+  for (const StepStats& s : e.recent_steps) recent_batch += s.sequences;
+  if (!e.recent_steps.empty()) recent_batch /= static_cast<double>(e.recent_steps.size());
+  sample(out, "rapide_batch_size_recent_mean", "gauge",
+         "mean sequences per forward pass over the recent steps", recent_batch);
+  sample(out, "rapide_kv_blocks_total", "gauge", "KV cache blocks", e.kv.total_blocks);
+  sample(out, "rapide_kv_blocks_used", "gauge", "KV cache blocks held by sequences",
+         e.kv.used_blocks);
+  sample(out, "rapide_kv_blocks_free", "gauge", "KV cache blocks free (cached included)",
+         e.kv.free_blocks);
+  sample(out, "rapide_preemptions_total", "counter", "sequences preempted for KV space",
+         e.preemptions);
+  sample(out, "rapide_prompt_tokens_total", "counter", "prompt tokens of finished requests",
+         e.prompt_tokens);
+  sample(out, "rapide_computed_prompt_tokens_total", "counter",
+         "prompt positions computed (recomputation included)", e.computed_prompt_tokens);
+  sample(out, "rapide_generation_tokens_total", "counter", "generated tokens", e.generated_tokens);
+  sample(out, "rapide_engine_steps_total", "counter", "forward passes", e.steps);
+  sample(out, "rapide_engine_requests_aborted_total", "counter", "requests aborted",
+         e.requests_aborted);
+  return out;
+}
+
+}  // namespace rapide::serve

@@ -1,0 +1,63 @@
+// The URL space: which handler answers which method and path, and the checks every /v1
+// request passes first (server state, API key, model name).
+//
+//   POST /v1/completions, /v1/chat/completions   generation (openai_protocol.h, generation.h)
+//   GET  /v1/models, /v1/models/{id}            the served model
+//   GET  /health                                ready (200) / loading / draining (503)
+//   GET  /metrics                               Prometheus text (metrics.h)
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "engine/engine.h"
+#include "serve/auth.h"
+#include "serve/chat.h"
+#include "serve/http_server.h"
+#include "serve/metrics.h"
+
+namespace rapide::serve {
+
+enum class ServerState { kLoading = 0, kReady = 1, kDraining = 2 };
+const char* server_state_name(ServerState state);
+
+// What /v1/models says about the model being served.
+struct ServedModel {
+  std::string id;           // what clients put in "model"
+  std::string description;  // e.g. "demo (random weights)" or the file it came from
+  int64_t created = 0;      // Unix seconds the server loaded it
+};
+
+class Router {
+ public:
+  Router(ApiKeys keys, ServeMetrics& metrics);
+  ~Router();
+
+  // Makes the model servable: state becomes ready. Call once; the engine must outlive the
+  // server's io threads.
+  void attach(Engine& engine, ServedModel model);
+  void set_state(ServerState state) { state_.store(state, std::memory_order_release); }
+  ServerState state() const { return state_.load(std::memory_order_acquire); }
+
+  // The HttpHandler: answers every request, errors included.
+  void handle(HttpRequest&& request, std::shared_ptr<HttpExchange> exchange);
+
+ private:
+  void dispatch(const HttpRequest& request, const std::string& path,
+                const std::shared_ptr<HttpExchange>& exchange, std::string& label);
+  void generate(const HttpRequest& request, bool chat,
+                const std::shared_ptr<HttpExchange>& exchange);
+  void list_models(const std::string& path, const std::shared_ptr<HttpExchange>& exchange);
+
+  ApiKeys keys_;
+  ServeMetrics& metrics_;
+  std::atomic<ServerState> state_{ServerState::kLoading};
+  // Set once by attach() before the state turns ready; read only in the ready state.
+  Engine* engine_ = nullptr;
+  ServedModel model_;
+  std::unique_ptr<ChatPrompter> chat_;
+};
+
+}  // namespace rapide::serve

@@ -1,0 +1,100 @@
+#include "serve/server.h"
+
+#include <csignal>
+
+#include <boost/asio/executor_work_guard.hpp>
+
+#include "base/clock.h"
+#include "base/logging.h"
+
+namespace rapide::serve {
+
+namespace {
+// After the engine drained, the last events still travel to their connections' strands and
+// out of the sockets; this bounds that wait.
+constexpr std::chrono::seconds kFlushTimeout{5};
+}  // namespace
+
+Server::Server(const ServerOptions& options)
+    : options_(options),
+      router_(std::make_unique<Router>(ApiKeys(options.api_keys, options.api_key_file), metrics_)),
+      signals_(io_, SIGINT, SIGTERM) {
+  http_ = std::make_unique<HttpServer>(
+      io_, options_.http,
+      [router = router_.get()](HttpRequest&& request, std::shared_ptr<HttpExchange> exchange) {
+        router->handle(std::move(request), std::move(exchange));
+      },
+      metrics_);
+}
+
+Server::~Server() {
+  stop_io();
+}
+
+void Server::start() {
+  http_->start();
+  watch_signals();
+  const int n = std::max(1, options_.io_threads);
+  for (int i = 0; i < n; ++i) threads_.emplace_back([this] { io_.run(); });
+  spdlog::info("listening on http://{}:{} ({} io thread{})", options_.http.host, http_->port(), n,
+               n == 1 ? "" : "s");
+}
+
+void Server::watch_signals() {
+  signals_.async_wait([this](const boost::system::error_code& ec, int signal) {
+    if (ec) return;
+    spdlog::info("received {}: draining", signal == SIGTERM ? "SIGTERM" : "SIGINT");
+    request_stop();
+  });
+}
+
+void Server::attach(Engine& engine, ServedModel model) {
+  engine_ = &engine;
+  router_->attach(engine, std::move(model));
+}
+
+bool Server::stop_requested() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stop_requested_;
+}
+
+void Server::request_stop() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_requested_ = true;
+  }
+  stop_.notify_all();
+}
+
+bool Server::wait() {
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    stop_.wait(lock, [this] { return stop_requested_; });
+  }
+  router_->set_state(ServerState::kDraining);
+  http_->stop_accepting();
+  bool finished = true;
+  if (engine_) {
+    const TimePoint start = Clock::now();
+    finished = engine_->drain(options_.drain_timeout);
+    spdlog::info("drain: {} in {:.2f} s",
+                 finished ? "every request finished" : "timed out, rest aborted",
+                 seconds_between(start, Clock::now()));
+    const TimePoint deadline = Clock::now() + kFlushTimeout;
+    while (metrics_.requests_in_flight() > 0 && Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+  stop_io();
+  return finished;
+}
+
+void Server::stop_io() {
+  io_.stop();
+  for (std::thread& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+  threads_.clear();
+}
+
+}  // namespace rapide::serve

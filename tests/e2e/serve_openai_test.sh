@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The official `openai` npm client against a real `rapide serve` on stories260K.
+# usage: serve_openai_test.sh RAPIDE_BINARY SHARED_DIR
+# Skips (exit 77) only when node or npm is missing; installs the pinned client with npm ci.
+set -euo pipefail
+binary=$1
+shared=${RAPIDE_SHARED_DIR:-$2}
+here=$(cd "$(dirname "$0")" && pwd)
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  echo "node/npm not installed: skipping"
+  exit 77
+fi
+client="$here/openai_client"
+want=$(node -p "require('$client/package.json').dependencies.openai")
+have=$(node -p "try { require('$client/node_modules/openai/package.json').version } catch { '' }")
+if [ "$want" != "$have" ]; then
+  (cd "$client" && npm ci --no-audit --no-fund --loglevel=error)
+fi
+
+log=$(mktemp -t rapide-openai-XXXXXX.log)
+key="sk-openai-e2e"
+"$binary" serve -m "$shared/models/stories260K/stories260K.gguf" --host 127.0.0.1 --port 0 \
+  --api-key "$key" >"$log" 2>&1 &
+pid=$!
+cleanup() {
+  kill -9 "$pid" 2>/dev/null || true
+  wait "$pid" 2>/dev/null || true
+  rm -f "$log"
+}
+trap cleanup EXIT
+
+port=""
+for _ in $(seq 600); do
+  port=$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$log" | head -1)
+  if [ -n "$port" ] && curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1; then break; fi
+  if ! kill -0 "$pid" 2>/dev/null; then cat "$log"; exit 1; fi
+  sleep 0.1
+done
+if [ -z "$port" ]; then cat "$log"; exit 1; fi
+
+RAPIDE_BASE_URL="http://127.0.0.1:$port/v1" RAPIDE_API_KEY="$key" node "$client/openai_test.mjs" ||
+  { tail -50 "$log"; exit 1; }
