@@ -480,8 +480,14 @@ void section_capacity(const Context& cx, const std::vector<RequestSpec>& workloa
 
 // ---- 3. aggregate decode speed --------------------------------------------------------
 
+struct ForwardRate {
+  double tok_s = 0;      // wall clock, median step
+  double cpu_tok_s = 0;  // tokens per (process CPU seconds / threads): what `threads` whole
+                         // cores would give, spinning included (so an underestimate)
+};
+
 // Bare forward passes (no engine): decode steps of n sequences after a short prompt.
-double forward_decode_rate(Model& model, int threads, int n_seqs, int prompt_len, int steps) {
+ForwardRate forward_decode_rate(Model& model, int threads, int n_seqs, int prompt_len, int steps) {
   ThreadPool pool(threads);
   std::mt19937 rng(7);
   const int vocab = model.config().vocab_size;
@@ -492,6 +498,7 @@ double forward_decode_rate(Model& model, int threads, int n_seqs, int prompt_len
   }
   model.forward(batch, kv, pool);
   std::vector<double> step_seconds;
+  const double cpu_start = process_cpu_seconds();
   for (int step = 0; step < steps; ++step) {
     batch.clear();
     for (int s = 0; s < n_seqs; ++s) batch.add(rng() % vocab, s, prompt_len + step, true);
@@ -499,7 +506,8 @@ double forward_decode_rate(Model& model, int threads, int n_seqs, int prompt_len
     model.forward(batch, kv, pool);
     step_seconds.push_back(seconds_between(t0, Clock::now()));
   }
-  return n_seqs / median(step_seconds);
+  const double cpu = process_cpu_seconds() - cpu_start;
+  return {n_seqs / median(step_seconds), static_cast<double>(n_seqs) * steps * threads / cpu};
 }
 
 void section_decode(const Context& cx, const std::vector<int>& batches, int prompt_len, int steps,
@@ -511,10 +519,13 @@ void section_decode(const Context& cx, const std::vector<int>& batches, int prom
       "--max-seqs N)\n\n",
       prompt_len, steps);
   std::printf(
-      "| seqs | cores | engine tok/s | step ms p50 | step ms p90 | forward-only tok/s | engine "
-      "overhead | GFLOP/s | %% of BW roofline |\n");
+      "| seqs | cores | engine tok/s | step ms p50 | step ms p90 | forward-only tok/s | forward "
+      "tok/s per %d CPU-s | engine "
+      "overhead | GFLOP/s | %% of BW roofline |\n",
+      cx.threads);
   std::printf(
-      "|-----:|------:|-------------:|------------:|------------:|-------------------:|-------"
+      "|-----:|------:|-------------:|------------:|------------:|-------------------:|------------"
+      "-------------:|-------"
       "---------:|--------:|----------------:|\n");
   for (int n : batches) {
     std::mt19937_64 rng(100 + n);
@@ -540,18 +551,23 @@ void section_decode(const Context& cx, const std::vector<int>& batches, int prom
     }
     const double step = median(step_s);
     const double engine_rate = step > 0 ? n / step : 0.0;
-    const double forward_rate = forward_decode_rate(*cx.model, cx.threads, n, prompt_len, steps);
+    const ForwardRate fr = forward_decode_rate(*cx.model, cx.threads, n, prompt_len, steps);
+    const double forward_rate = fr.tok_s;
     std::printf(
-        "| %4d | %5.2f | %12.1f | %11.2f | %11.2f | %18.1f | %13.1f%% | %7.1f | %14.1f%% |\n", n,
-        r.cpu_seconds / r.seconds, engine_rate, step * 1e3, percentile(step_s, 0.9) * 1e3,
-        forward_rate, engine_rate > 0 ? 100.0 * (forward_rate / engine_rate - 1.0) : 0.0,
+        "| %4d | %5.2f | %12.1f | %11.2f | %11.2f | %18.1f | %24.1f | %13.1f%% | %7.1f | "
+        "%14.1f%% |\n",
+        n, r.cpu_seconds / r.seconds, engine_rate, step * 1e3, percentile(step_s, 0.9) * 1e3,
+        forward_rate, fr.cpu_tok_s,
+        engine_rate > 0 ? 100.0 * (forward_rate / engine_rate - 1.0) : 0.0,
         engine_rate * flops_per_token / 1e9, 100.0 * (engine_rate / n) * weight_bytes / bandwidth);
     std::fflush(stdout);
   }
   std::printf(
       "\n(roofline: %.1f GB/s read bandwidth / %.1f MiB of weights = %.1f steps/s; a "
-      "step's %% is its steps/s against that)\n",
-      bandwidth / 1e9, weight_bytes / 1048576.0, bandwidth / weight_bytes);
+      "step's %% is its steps/s against that)\nforward tok/s per %d CPU-s: tokens over the "
+      "process CPU time / %d, i.e. what %d whole cores would give (spin-waits included)\n",
+      bandwidth / 1e9, weight_bytes / 1048576.0, bandwidth / weight_bytes, cx.threads, cx.threads,
+      cx.threads);
 }
 
 std::vector<int> parse_list(const std::string& text) {
