@@ -15,6 +15,10 @@
 
 #include "tokenizer/tokenizer.h"
 
+namespace rapide {
+class ChatTemplate;
+}
+
 namespace rapide::serve {
 
 class ChatPrompter {
@@ -35,15 +39,11 @@ class ChatPrompter {
   const std::string& description() const { return description_; }
 
  private:
-  struct Impl;
   const Tokenizer& tokenizer_;
-  std::unique_ptr<Impl> impl_;
+  std::unique_ptr<ChatTemplate> template_;  // null: the plain fallback
   std::string bos_text_;
   std::string eos_text_;
   std::string description_;
 };
-
-// The fallback rendering: "role: content" lines, then "assistant:".
-std::string render_plain_chat(const nlohmann::json& messages);
 
 }  // namespace rapide::serve
