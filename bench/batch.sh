@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# The issue-8 benchmark: `rapide batch` throughput on 500 requests vs
+#   (a) the same requests one at a time through the Engine (`rapide batch --in-flight 1`), and
+#   (b) `rapide serve` driven at saturation by `rapide bench` (closed loop, CONCURRENCY users),
+#       once with the server's default engine flags and once with the batch's.
+# on synth100m Q8_0 and stories260K.
+#
+#   bench/batch.sh                 # both models
+#   MODELS=stories260K bench/batch.sh
+#
+# Environment: BUILD_DIR (build-batch), MODEL_DIR (where synth100m-q8_0.gguf is made when
+# missing; never committed), WORK (scratch, /tmp/rapide-bench-batch), REQUESTS (500),
+# SEQ_REQUESTS (the one-at-a-time run takes the first N requests, 60; tok/s is compared),
+# CONCURRENCY (256), THREADS (0 = physical cores), OUT_SYNTH / OUT_STORIES (output tokens
+# per request, 64 / 128).
+# Throughput is generated tokens per second of the run itself (model loading excluded for
+# every mode), with fixed output lengths (ignore_eos), greedy sampling.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${BUILD_DIR:-$root/build-batch}"
+models="${MODEL_DIR:-$build/models}"
+shared="${SHARED_DIR:-$(cd "$root/.." && pwd)/shared}"
+work="${WORK:-/tmp/rapide-bench-batch}"
+requests="${REQUESTS:-500}"
+seq_requests="${SEQ_REQUESTS:-60}"
+concurrency="${CONCURRENCY:-256}"
+threads="${THREADS:-0}"
+rapide="$build/apps/rapide/rapide"
+synth="$models/synth100m-q8_0.gguf"
+stories="$shared/models/stories260K/stories260K.gguf"
+vocab="$shared/models/llama2-tiny-random/llama-2-tiny-random.gguf"
+
+if [[ ! -f "$build/build.ninja" ]]; then cmake -S "$root" -B "$build" -G Ninja >/dev/null; fi
+ninja -C "$build" -j "${JOBS:-2}" rapide >/dev/null
+mkdir -p "$models" "$work"
+thread_flags=()
+if [[ "$threads" != 0 ]]; then thread_flags=(-t "$threads"); fi
+
+# Requests that look like offline work: 20 shared documents, a different question on each,
+# so requests sharing a document can reuse its KV through the prefix cache.
+make_inputs() {  # NAME OUT_TOKENS
+  python3 - "$work/$1" "$requests" "$2" <<'PY'
+import json, random, sys
+prefix, count, out_tokens = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+rng = random.Random(8)
+words = ("the a little girl boy dog cat park tree sun day happy sad big small red blue ran "
+         "jumped played found lost saw wanted said went home friend ball toy bird garden").split()
+docs = [" ".join(rng.choice(words) for _ in range(60)) for _ in range(20)]
+with open(prefix + ".requests.jsonl", "w") as batch, open(prefix + ".dataset.jsonl", "w") as ds:
+    for i in range(count):
+        prompt = (f"Document: {docs[rng.randrange(len(docs))]}\nQuestion {i}: what did the "
+                  f"{rng.choice(words)} do with the {rng.choice(words)}?\nAnswer:")
+        body = {"prompt": prompt, "max_tokens": out_tokens, "temperature": 0.0,
+                "ignore_eos": True}
+        batch.write(json.dumps({"custom_id": f"q{i}", "method": "POST",
+                                "url": "/v1/completions", "body": body}) + "\n")
+        ds.write(json.dumps({"prompt": prompt, "max_tokens": out_tokens}) + "\n")
+PY
+}
+
+# Prints generated tok/s from `rapide batch`'s summary line.
+batch_tok_s() { sed -n 's/.*generated [0-9]* tokens, \([0-9.]*\) tok\/s.*/\1/p' "$1" | tail -1; }
+
+# Runs `rapide serve` with the given flags, drives it with `rapide bench`, prints tok/s.
+serve_tok_s() {  # MODEL NAME LABEL serve-flags...
+  local model="$1" name="$2" label="$3"
+  shift 3
+  local log="$work/$name.serve-$label.log"
+  "$rapide" serve -m "$model" --host 127.0.0.1 --port 0 "${thread_flags[@]}" "$@" >"$log" 2>&1 &
+  local pid=$!
+  local port=""
+  for _ in $(seq 1 600); do
+    port="$(sed -n 's/.*listening on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$log" | head -1)"
+    if [[ -n "$port" ]] && curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1; then break; fi
+    sleep 0.2
+  done
+  local cmd=("$rapide" bench --url "http://127.0.0.1:$port" --workload jsonl
+             --dataset "$work/$name.dataset.jsonl" --num-requests "$requests"
+             --concurrency "$concurrency" --temperature 0 --timeout 3600 -q
+             --output "$work/$name.bench-$label.json")
+  echo "+ $rapide serve -m $model ${thread_flags[*]} $* &  ${cmd[*]}" >&2
+  "${cmd[@]}" >"$work/$name.bench-$label.log" 2>&1
+  kill "$pid"
+  wait "$pid" 2>/dev/null || true
+  python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["runs"][0]["summary"]; print(f"{r[\"output_throughput\"]:.1f}")' \
+    "$work/$name.bench-$label.json"
+}
+
+run_model() {  # MODEL NAME OUT_TOKENS
+  local model="$1" name="$2"
+  make_inputs "$name" "$3"
+  local inp="$work/$name.requests.jsonl"
+  head -n "$seq_requests" "$inp" >"$work/$name.seq.jsonl"
+  rm -f "$work/$name".{batch,seq}.out*.jsonl
+
+  local batch_cmd=("$rapide" batch -m "$model" -i "$inp" -o "$work/$name.batch.out.jsonl"
+                   "${thread_flags[@]}" --progress lines)
+  echo "+ ${batch_cmd[*]}"
+  "${batch_cmd[@]}" 2>"$work/$name.batch.log"
+  grep -E "engine:|batch:.*in flight|batch done" "$work/$name.batch.log" | sed 's/^/  /'
+  local batch
+  batch="$(batch_tok_s "$work/$name.batch.log")"
+
+  local seq_cmd=("$rapide" batch -m "$model" -i "$work/$name.seq.jsonl"
+                 -o "$work/$name.seq.out.jsonl" "${thread_flags[@]}" --in-flight 1
+                 --max-seqs 1 --order input --progress off)
+  echo "+ ${seq_cmd[*]}"
+  "${seq_cmd[@]}" 2>"$work/$name.seq.log"
+  grep "batch done" "$work/$name.seq.log" | sed 's/^/  /'
+  local seq
+  seq="$(batch_tok_s "$work/$name.seq.log")"
+
+  local serve_default serve_tuned
+  serve_default="$(serve_tok_s "$model" "$name" default)"
+  serve_tuned="$(serve_tok_s "$model" "$name" batchflags --max-seqs 256 --max-batch-tokens 4096 \
+    --prefill-chunk 1024 --kv-memory 2GiB --max-queue 65536)"
+
+  python3 - "$name" "$requests" "$seq_requests" "$concurrency" "$batch" "$seq" \
+    "$serve_default" "$serve_tuned" <<'PY'
+import sys
+name, n, nseq, conc = sys.argv[1:5]
+batch, seq, serve_d, serve_t = map(float, sys.argv[5:9])
+print(f"\n{name}: {n} requests, generated tok/s")
+print(f"  rapide batch                                   {batch:9.1f}")
+print(f"  one at a time through the Engine (first {nseq:>4}) {seq:9.1f}   batch = {batch / seq:5.1f}x")
+print(f"  rapide serve + rapide bench, {conc} users (serve defaults) {serve_d:9.1f}   batch = {batch / serve_d:5.2f}x")
+print(f"  rapide serve + rapide bench, {conc} users (batch's flags)  {serve_t:9.1f}   batch = {batch / serve_t:5.2f}x")
+PY
+}
+
+for m in ${MODELS:-synth100m stories260K}; do
+  case "$m" in
+    synth100m)
+      if [[ ! -f "$synth" ]]; then
+        echo "+ $rapide synth --shape synth100m --type q8_0 --vocab-from $vocab -o $synth"
+        "$rapide" synth --shape synth100m --type q8_0 --vocab-from "$vocab" -o "$synth"
+      fi
+      run_model "$synth" synth100m "${OUT_SYNTH:-64}"
+      ;;
+    stories260K) run_model "$stories" stories260K "${OUT_STORIES:-128}" ;;
+    *) echo "unknown model $m (synth100m, stories260K)" >&2; exit 2 ;;
+  esac
+done

@@ -1,0 +1,245 @@
+// run_batch on stories260K in process: bad lines go to the errors file without stopping the
+// run, a resumed run redoes exactly the missing lines with the same results, and a batch
+// record holds what the engine generates for the same request and seed.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "batch/batch_runner.h"
+#include "batch/batch_seed.h"
+#include "batch/prefix_order.h"
+#include "golden/greedy_runner.h"
+#include "test_paths.h"
+
+namespace rapide::batch {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::vector<json> read_jsonl(const std::string& path) {
+  std::vector<json> out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) out.push_back(json::parse(line));
+  return out;
+}
+
+std::string completion_line(const std::string& id, const std::string& prompt, int max_tokens,
+                            json extra = json::object()) {
+  json body = {{"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0.8}};
+  body.update(extra);
+  return json{{"custom_id", id}, {"method", "POST"}, {"url", "/v1/completions"}, {"body", body}}
+      .dump();
+}
+
+class BatchRunnerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    loaded_ = testing::load_for_test(testing::shared_path("models/stories260K/stories260K.gguf"));
+    dir_ = fs::temp_directory_path() /
+           ("rapide-batch-runner-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  EngineOptions engine_options() const {
+    EngineOptions o;
+    o.threads = 2;
+    o.kv_memory = "64MiB";
+    o.max_context = 256;
+    o.max_seqs = 16;
+    o.max_batch_tokens = 1024;
+    return o;
+  }
+  BatchOptions batch_options() const {
+    BatchOptions b;
+    b.input = path("in.jsonl");
+    b.output = path("out.jsonl");
+    b.errors = path("err.jsonl");
+    b.model_id = "stories260K";
+    b.window = 7;  // several windows, so refills and ordering across them are exercised
+    b.progress = ProgressMode::kOff;
+    return b;
+  }
+  BatchSummary run(const BatchOptions& b) {
+    Engine engine(*loaded_.model, *loaded_.tokenizer, engine_options());
+    return run_batch(engine, b);
+  }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  void write_input(const std::vector<std::string>& lines) {
+    std::ofstream out(path("in.jsonl"));
+    for (const std::string& l : lines) out << l << "\n";
+  }
+
+  testing::LoadedForTest loaded_;
+  fs::path dir_;
+};
+
+std::vector<std::string> good_lines(int count) {
+  const char* prompts[] = {"Once upon a time", "Once upon a time there was", "Lily and Tom",
+                           "The little dog"};
+  std::vector<std::string> lines;
+  for (int i = 0; i < count; ++i) {
+    json extra = json::object();
+    if (i % 3 == 0) extra["seed"] = 100 + i;
+    if (i % 5 == 0) extra["n"] = 2;
+    if (i % 7 == 0) extra["logprobs"] = 2;
+    lines.push_back(completion_line("req-" + std::to_string(i), prompts[i % 4], 8 + i % 13, extra));
+  }
+  return lines;
+}
+
+TEST_F(BatchRunnerTest, BadLinesAreReportedAndTheRestRuns) {
+  std::vector<std::string> lines = good_lines(6);
+  lines.push_back("{not json");                                                              // 7
+  lines.push_back(R"({"method":"POST","url":"/v1/completions","body":{}})");                 // 8
+  lines.push_back(completion_line("req-1", "duplicate", 4));                                 // 9
+  lines.push_back(R"({"custom_id":"u","method":"POST","url":"/v1/embeddings","body":{}})");  // 10
+  lines.push_back(R"({"custom_id":"m","method":"GET","url":"/v1/completions","body":{}})");  // 11
+  lines.push_back(completion_line("t", "hi", 4, {{"temperature", -1}}));                     // 12
+  json too_long = json::array();
+  for (int i = 0; i < 300; ++i) too_long.push_back(1 + i % 100);
+  lines.push_back(completion_line("long", "", 4, {{"prompt", too_long}}));   // 13
+  lines.push_back(completion_line("model", "hi", 4, {{"model", "gpt-4"}}));  // 14
+  lines.push_back(
+      json{{"custom_id", "chat"},
+           {"method", "POST"},
+           {"url", "/v1/chat/completions"},
+           {"body", {{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"max_tokens", 6}}}}
+          .dump());  // 15
+  write_input(lines);
+  const BatchSummary s = run(batch_options());
+  EXPECT_EQ(s.total_lines, 15u);
+  EXPECT_EQ(s.succeeded, 7u);
+  EXPECT_EQ(s.failed, 8u);
+
+  std::map<uint64_t, json> errors;
+  for (const json& e : read_jsonl(path("err.jsonl"))) errors[e["line"].get<uint64_t>()] = e;
+  ASSERT_EQ(errors.size(), 8u);
+  EXPECT_EQ(errors[7]["error"]["code"], "invalid_json");
+  EXPECT_TRUE(errors[7]["custom_id"].is_null());
+  EXPECT_EQ(errors[8]["error"]["code"], "invalid_custom_id");
+  EXPECT_EQ(errors[9]["error"]["code"], "duplicate_custom_id");
+  EXPECT_EQ(errors[10]["error"]["code"], "invalid_url");
+  EXPECT_EQ(errors[11]["error"]["code"], "invalid_method");
+  EXPECT_EQ(errors[12]["response"]["status_code"], 400);
+  EXPECT_EQ(errors[12]["error"]["param"], "temperature");
+  EXPECT_EQ(errors[13]["error"]["code"], "context_length_exceeded");
+  EXPECT_EQ(errors[14]["response"]["status_code"], 404);
+  EXPECT_EQ(errors[14]["error"]["code"], "model_not_found");
+  EXPECT_EQ(errors[9]["id"], "batch_req_9");
+
+  std::map<std::string, json> outputs;
+  for (const json& o : read_jsonl(path("out.jsonl"))) outputs[o["custom_id"]] = o;
+  ASSERT_EQ(outputs.size(), 7u);
+  const json& r0 = outputs["req-0"];
+  EXPECT_EQ(r0["id"], "batch_req_1");
+  EXPECT_TRUE(r0["error"].is_null());
+  EXPECT_EQ(r0["response"]["status_code"], 200);
+  const json& body = r0["response"]["body"];
+  EXPECT_EQ(body["object"], "text_completion");
+  EXPECT_EQ(body["model"], "stories260K");
+  EXPECT_EQ(body["choices"].size(), 2u);                           // n = 2
+  EXPECT_TRUE(body["choices"][0]["logprobs"].contains("tokens"));  // logprobs: 2
+  EXPECT_GT(body["usage"]["completion_tokens"].get<int>(), 0);
+  EXPECT_EQ(outputs["chat"]["response"]["body"]["object"], "chat.completion");
+  EXPECT_EQ(outputs["chat"]["response"]["body"]["choices"][0]["message"]["role"], "assistant");
+}
+
+TEST_F(BatchRunnerTest, ResumeRedoesOnlyMissingLinesWithTheSameResults) {
+  write_input(good_lines(24));
+  run(batch_options());
+  std::map<std::string, json> reference;
+  for (const json& o : read_jsonl(path("out.jsonl"))) reference[o["custom_id"]] = o;
+  ASSERT_EQ(reference.size(), 24u);
+
+  // Keep 10 records and half of the 11th, as a kill mid-write would.
+  std::ifstream in(path("out.jsonl"));
+  std::string kept, line;
+  for (int i = 0; i < 10 && std::getline(in, line); ++i) kept += line + "\n";
+  std::getline(in, line);
+  kept += line.substr(0, line.size() / 2);
+  in.close();
+  std::ofstream(path("out.jsonl"), std::ios::trunc) << kept;
+
+  const BatchSummary s = run(batch_options());
+  EXPECT_EQ(s.resumed, 10u);
+  EXPECT_EQ(s.succeeded, 14u);
+  EXPECT_GT(s.truncated_bytes, 0u);
+  std::map<std::string, int> seen;
+  for (const json& o : read_jsonl(path("out.jsonl"))) {
+    const std::string id = o["custom_id"];
+    ++seen[id];
+    // Unseeded requests get derive_seed(custom_id), so a redone line samples the same.
+    EXPECT_EQ(o["response"]["body"]["choices"], reference[id]["response"]["body"]["choices"]) << id;
+  }
+  EXPECT_EQ(seen.size(), 24u);
+  for (const auto& [id, count] : seen) EXPECT_EQ(count, 1) << id;
+
+  // A third run finds nothing to do.
+  const BatchSummary again = run(batch_options());
+  EXPECT_EQ(again.resumed, 24u);
+  EXPECT_EQ(again.succeeded + again.failed, 0u);
+}
+
+TEST_F(BatchRunnerTest, RecordsHoldWhatTheEngineGeneratesForTheSameSeed) {
+  write_input({completion_line("a", "Once upon a time", 24),
+               completion_line("b", "Lily and Tom", 24, {{"seed", 7}})});
+  run(batch_options());
+  std::map<std::string, std::string> text;
+  for (const json& o : read_jsonl(path("out.jsonl"))) {
+    text[o["custom_id"]] = o["response"]["body"]["choices"][0]["text"];
+  }
+  Engine engine(*loaded_.model, *loaded_.tokenizer, engine_options());
+  const std::pair<std::string, uint64_t> cases[] = {{"a", derive_seed("a")}, {"b", 7}};
+  for (const auto& [id, seed] : cases) {
+    auto queue = std::make_shared<EventQueue>();
+    Request r;
+    r.prompt = loaded_.tokenizer->encode(id == "a" ? "Once upon a time" : "Lily and Tom", true);
+    r.sampling.temperature = 0.8f;
+    r.sampling.max_tokens = 24;
+    r.sampling.seed = seed;
+    r.sink = queue;
+    engine.submit(std::move(r));
+    std::string generated;
+    TokenEvent e;
+    while (queue->pop(e, std::chrono::seconds(60))) {
+      generated += e.text;
+      if (e.finished) break;
+    }
+    EXPECT_EQ(text[id], generated) << id;
+  }
+}
+
+TEST(PrefixOrder, GroupsSharedPrefixesAndKeepsInputOrderOnTies) {
+  auto request = [](uint64_t line, std::vector<int32_t> prompt) {
+    BatchRequest r;
+    r.line = line;
+    r.spec.prompts = {std::move(prompt)};
+    return r;
+  };
+  std::vector<BatchRequest> window = {request(1, {1, 5, 9}), request(2, {1, 2}),
+                                      request(3, {1, 5, 9}), request(4, {1, 2, 3})};
+  order_window(window, BatchOrder::kInput);
+  EXPECT_EQ(window[0].line, 1u);
+  order_window(window, BatchOrder::kPrefix);
+  std::vector<uint64_t> lines;
+  for (const BatchRequest& r : window) lines.push_back(r.line);
+  EXPECT_EQ(lines, (std::vector<uint64_t>{2, 4, 1, 3}));
+}
+
+TEST(BatchPaths, ErrorsFileDefaultsNextToTheOutput) {
+  EXPECT_EQ(default_errors_path("out/results.jsonl"), "out/results.errors.jsonl");
+  EXPECT_EQ(default_errors_path("results"), "results.errors.jsonl");
+}
+
+}  // namespace
+}  // namespace rapide::batch
