@@ -132,7 +132,9 @@ def test_errors(s):
     expect_error(s, "/v1/completions", {"max_tokens": 3}, 400, "prompt")
     expect_error(s, "/v1/completions", {"prompt": "x", "n": 0}, 400, "n")
     expect_error(s, "/v1/completions", {"prompt": list(range(5, 605))}, 400, "prompt")
-    _, _, body = s.curl("/v1/completions", {"prompt": [5] * 600}, key=KEY)
+    _, _, body = s.curl("/v1/models", key=KEY)
+    context = json.loads(body)["data"][0]["max_model_len"]
+    _, _, body = s.curl("/v1/completions", {"prompt": [5] * (context + 1)}, key=KEY)
     check(json.loads(body)["error"]["code"] == "context_length_exceeded",
           f"prompt longer than the context: {body}")
     expect_error(s, "/v1/chat/completions", {"messages": []}, 400, "messages")
