@@ -12,6 +12,7 @@ packages=(
   libboost-dev                      # Asio/Beast (header-only) for the HTTP server
   python3 python3-jinja2            # chat-template oracle in tests
   curl
+  nodejs npm                        # the official openai npm client in the serve e2e tests
 )
 
 missing=()
