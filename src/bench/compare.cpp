@@ -10,42 +10,52 @@ namespace rapide::bench {
 
 namespace {
 
+enum class Unit { kCount, kRate, kMs };
+
 struct Row {
   const char* name;
   double a;
   double b;
   bool higher_is_better;
-  bool milliseconds;
+  Unit unit;
 };
 
 std::vector<Row> rows_for(const RunSummary& a, const RunSummary& b) {
   const auto n = [](size_t v) { return static_cast<double>(v); };
   std::vector<Row> rows = {
-      {"completed", n(a.completed), n(b.completed), true, false},
-      {"failed", n(a.failed), n(b.failed), false, false},
-      {"req/s", a.request_throughput, b.request_throughput, true, false},
-      {"output tok/s", a.output_throughput, b.output_throughput, true, false},
-      {"TTFT mean", a.ttft.mean, b.ttft.mean, false, true},
-      {"TTFT p50", a.ttft.p50, b.ttft.p50, false, true},
-      {"TTFT p90", a.ttft.p90, b.ttft.p90, false, true},
-      {"TTFT p99", a.ttft.p99, b.ttft.p99, false, true},
-      {"TPOT mean", a.tpot.mean, b.tpot.mean, false, true},
-      {"TPOT p50", a.tpot.p50, b.tpot.p50, false, true},
-      {"TPOT p90", a.tpot.p90, b.tpot.p90, false, true},
-      {"TPOT p99", a.tpot.p99, b.tpot.p99, false, true},
-      {"ITL p50", a.itl.p50, b.itl.p50, false, true},
-      {"ITL p99", a.itl.p99, b.itl.p99, false, true},
-      {"E2E p50", a.e2e.p50, b.e2e.p50, false, true},
-      {"E2E p99", a.e2e.p99, b.e2e.p99, false, true},
+      {"completed", n(a.completed), n(b.completed), true, Unit::kCount},
+      {"failed", n(a.failed), n(b.failed), false, Unit::kCount},
+      {"req/s", a.request_throughput, b.request_throughput, true, Unit::kRate},
+      {"output tok/s", a.output_throughput, b.output_throughput, true, Unit::kRate},
+      {"TTFT mean", a.ttft.mean, b.ttft.mean, false, Unit::kMs},
+      {"TTFT p50", a.ttft.p50, b.ttft.p50, false, Unit::kMs},
+      {"TTFT p90", a.ttft.p90, b.ttft.p90, false, Unit::kMs},
+      {"TTFT p99", a.ttft.p99, b.ttft.p99, false, Unit::kMs},
+      {"TPOT mean", a.tpot.mean, b.tpot.mean, false, Unit::kMs},
+      {"TPOT p50", a.tpot.p50, b.tpot.p50, false, Unit::kMs},
+      {"TPOT p90", a.tpot.p90, b.tpot.p90, false, Unit::kMs},
+      {"TPOT p99", a.tpot.p99, b.tpot.p99, false, Unit::kMs},
+      {"ITL p50", a.itl.p50, b.itl.p50, false, Unit::kMs},
+      {"ITL p99", a.itl.p99, b.itl.p99, false, Unit::kMs},
+      {"E2E p50", a.e2e.p50, b.e2e.p50, false, Unit::kMs},
+      {"E2E p99", a.e2e.p99, b.e2e.p99, false, Unit::kMs},
   };
   if (!a.slo.empty() || !b.slo.empty()) {
-    rows.push_back({"goodput req/s", a.goodput, b.goodput, true, false});
+    rows.push_back({"goodput req/s", a.goodput, b.goodput, true, Unit::kRate});
   }
   return rows;
 }
 
 std::string value(const Row& row, double v) {
-  return row.milliseconds ? format_ms(v) + " ms" : fmt::format("{:.2f}", v);
+  switch (row.unit) {
+    case Unit::kMs:
+      return format_ms(v) + " ms";
+    case Unit::kCount:
+      return fmt::format("{:.0f}", v);
+    case Unit::kRate:
+      return fmt::format("{:.2f}", v);
+  }
+  return {};
 }
 
 }  // namespace
