@@ -1,6 +1,7 @@
 #include "serve/server.h"
 
 #include <csignal>
+#include <cstdlib>
 
 #include <boost/asio/executor_work_guard.hpp>
 
@@ -43,8 +44,14 @@ void Server::start() {
 void Server::watch_signals() {
   signals_.async_wait([this](const boost::system::error_code& ec, int signal) {
     if (ec) return;
-    spdlog::info("received {}: draining", signal == SIGTERM ? "SIGTERM" : "SIGINT");
+    spdlog::info("received {}: draining (a second signal exits at once)",
+                 signal == SIGTERM ? "SIGTERM" : "SIGINT");
     request_stop();
+    signals_.async_wait([](const boost::system::error_code& second, int) {
+      if (second) return;
+      spdlog::warn("second signal: exiting without finishing the drain");
+      std::_Exit(1);
+    });
   });
 }
 
