@@ -303,8 +303,9 @@ void Engine::advance(Sequence& s, const float* logits_row) {
   }
   std::optional<FinishReason> reason = finish_after_token(
       s.sampler->params(), r.token, tokenizer_.is_end_of_generation(r.token), generated);
-  if (!reason && s.detokenizer) {
-    // Stop tokens contribute no text; others go through the detokenizer and stop strings.
+  // Stop tokens (EOS, stop_token_ids) contribute no text; every other token, including
+  // the one that reaches max_tokens, goes through the detokenizer and stop strings.
+  if (reason != FinishReason::kStop && s.detokenizer) {
     std::string piece = s.detokenizer->push(r.token);
     if (s.stop_checker) {
       StopOutput out = s.stop_checker->push(piece);

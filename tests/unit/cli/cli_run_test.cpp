@@ -1,0 +1,105 @@
+// `rapide run` and `rapide perplexity` end to end through the real binary: the figures the
+// inference-core issue is judged on, and clear errors (never a crash) for bad input.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "test_paths.h"
+
+namespace rapide::testing {
+namespace {
+
+struct Result {
+  int exit_code = -1;  // -1 when killed by a signal
+  std::string out;     // stdout and stderr together
+};
+
+// Runs the rapide binary; stderr (logs, figures, errors) joins stdout unless dropped.
+Result run(const std::string& args, bool keep_stderr = true) {
+  Result r;
+  const std::string command =
+      rapide_binary() + " " + args + (keep_stderr ? " 2>&1" : " 2>/dev/null");
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return r;
+  char buffer[4096];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) r.out.append(buffer, n);
+  const int status = ::pclose(pipe);
+  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+  return r;
+}
+
+std::string model() { return shared_path("models/stories260K/stories260K.gguf"); }
+
+TEST(CliRun, PerplexityMatchesLlamaCpp) {
+  const Result r = run("perplexity -m " + model() + " -f " +
+                       shared_path("reference/text/stories-eval.txt") + " --ctx 128");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const size_t at = r.out.find("PPL = ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const double ppl = std::atof(r.out.c_str() + at + 6);
+  // llama.cpp's llama-perplexity on the same text and context: 5.5591.
+  EXPECT_NEAR(ppl, 5.559, 0.01) << r.out;
+}
+
+TEST(CliRun, GreedyRunPrintsTheReferenceText) {
+  const Result r = run("run -m " + model() + " -p 'Once upon a time' -n 200 --temp 0 --ignore-eos -t 2",
+                       /*keep_stderr=*/false);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  std::ifstream in(shared_path("reference/greedy/stories260K__Once_upon_a_time.txt"));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string expected = ss.str();
+  expected = expected.substr(std::string("<s> ").size());  // BOS text and the prompt's space
+  if (!expected.empty() && expected.back() == '\n') expected.pop_back();
+  EXPECT_EQ(r.out, expected);
+}
+
+TEST(CliRun, ReportsTtftAndTpot) {
+  const Result r = run("run -m " + model() + " -p 'Once upon a time' -n 20 --temp 0");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  for (const char* field : {"prompt tokens: 5", "TTFT:", "prefill:", "TPOT:", "decode:"}) {
+    EXPECT_NE(r.out.find(field), std::string::npos) << field << " missing in\n" << r.out;
+  }
+}
+
+struct BadInput {
+  std::string args;
+  std::string message;
+};
+
+TEST(CliRun, BadInputGivesAClearErrorAndNoCrash) {
+  std::string long_prompt;
+  for (int i = 0; i < 1200; ++i) long_prompt += "hello world ";
+  const std::vector<BadInput> cases = {
+      {"run -m " + model() + " -p '" + long_prompt + "'", "context holds 2048"},
+      {"run -m " + model() + " -p hi --top-p 3", "top_p must be in (0, 1]"},
+      {"run -m " + model() + " -p hi --temp -1", "temperature"},
+      {"run -m " + model() + " -p hi --logit-bias 99999=1", "outside the vocabulary"},
+      {"run -m " + model() + " -p hi --logit-bias nonsense", "TOKEN=BIAS"},
+      {"run -m " + model() + " -p hi --kv-memory lots", "KV memory budget"},
+      {"run -m " + model() + " -p hi --batching sometimes", "continuous"},
+      {"run -m /nonexistent.gguf -p hi", "does not exist"},
+      {"run -m " + shared_path("reference/text/stories-eval.txt") + " -p hi", "not a model file"},
+      {"perplexity -m " + model() + " -f " + shared_path("reference/text/stories-eval.txt") +
+           " --ctx 100000",
+       "exceeds the model's trained context"},
+  };
+  for (const BadInput& c : cases) {
+    const Result r = run(c.args);
+    EXPECT_EQ(r.exit_code, 1) << c.args << "\n" << r.out;  // an error exit, not a signal
+    EXPECT_NE(r.out.find("error: "), std::string::npos) << r.out;
+    std::string lower = r.out;
+    for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    std::string want = c.message;
+    for (char& ch : want) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    EXPECT_NE(lower.find(want), std::string::npos) << "expected '" << c.message << "' in\n" << r.out;
+  }
+}
+
+}  // namespace
+}  // namespace rapide::testing
