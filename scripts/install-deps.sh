@@ -12,7 +12,6 @@ packages=(
   libboost-dev                      # Asio/Beast (header-only) for the HTTP server
   python3 python3-jinja2            # chat-template oracle in tests
   curl
-  nodejs npm                        # the official openai npm client in the serve e2e tests
 )
 
 missing=()
@@ -21,6 +20,12 @@ for p in "${packages[@]}"; do
     missing+=("$p")
   fi
 done
+
+# Node.js and npm run the official openai npm client in the serve e2e tests. A machine may
+# already have them from another source (e.g. NodeSource's nodejs, which bundles npm);
+# installing Debian's npm on top of that would conflict, so only the missing commands count.
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
