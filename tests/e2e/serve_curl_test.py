@@ -152,15 +152,18 @@ def test_errors(s):
 
 
 def test_disconnect_frees_kv(s):
-    body = json.dumps({"prompt": "Once upon a time", "max_tokens": 450, "ignore_eos": True,
-                       "stream": True, "temperature": 0})
+    # Enough work that the request is surely still running when the client goes: stories260K
+    # decodes ~10k tok/s here, so one 450-token stream could finish before the hang-up.
+    n_choices = 32
+    body = json.dumps({"prompt": "Once upon a time", "max_tokens": 1500, "ignore_eos": True,
+                       "stream": True, "temperature": 0, "n": n_choices})
     aborted_before = s.metrics().get("rapide_engine_requests_aborted_total", 0)
     proc = subprocess.Popen(["curl", "-sS", "-N", "-H", f"Authorization: Bearer {KEY}",
                              "-H", "Content-Type: application/json", "-d", body,
                              s.url("/v1/completions")], stdout=subprocess.PIPE)
     proc.stdout.readline()  # the first chunk arrived: the request is running
     m = s.metrics()
-    check(m["rapide_running_sequences"] == 1 and m["rapide_kv_blocks_used"] > 0,
+    check(m["rapide_running_sequences"] >= 1 and m["rapide_kv_blocks_used"] > 0,
           f"running with KV held: {m['rapide_kv_blocks_used']} blocks")
     proc.kill()
     proc.wait()
@@ -171,7 +174,7 @@ def test_disconnect_frees_kv(s):
             break
         time.sleep(0.02)
     check(m["rapide_kv_blocks_used"] == 0 and m["rapide_running_sequences"] == 0 and
-          m["rapide_engine_requests_aborted_total"] == aborted_before + 1,
+          m["rapide_engine_requests_aborted_total"] >= aborted_before + 1,
           f"disconnect aborted the request and freed its KV in {time.time() - start:.3f} s")
     check(m.get('rapide_requests_total{endpoint="completions",status="499"}', 0) >= 1,
           "/metrics counts the disconnect as status 499")
