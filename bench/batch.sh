@@ -12,7 +12,8 @@
 # missing; never committed), WORK (scratch, /tmp/rapide-bench-batch), REQUESTS (500),
 # SEQ_REQUESTS (the one-at-a-time run takes the first N requests, 60; tok/s is compared),
 # CONCURRENCY (256), THREADS (0 = physical cores), OUT_SYNTH / OUT_STORIES (output tokens
-# per request, 64 / 128).
+# per request, 32 / 64), PREAMBLE_WORDS (words of the instruction every request starts with,
+# 150; 0 = none).
 # Throughput is generated tokens per second of the run itself (model loading excluded for
 # every mode), with fixed output lengths (ignore_eos), greedy sampling.
 set -euo pipefail
@@ -37,19 +38,22 @@ mkdir -p "$models" "$work"
 thread_flags=()
 if [[ "$threads" != 0 ]]; then thread_flags=(-t "$threads"); fi
 
-# Requests that look like offline work: 20 shared documents, a different question on each,
-# so requests sharing a document can reuse its KV through the prefix cache.
+# Requests that look like offline work: one instruction template (PREAMBLE_WORDS words) for
+# every request, 20 documents, a different question on each, so requests sharing the
+# instruction and a document can reuse their KV through the prefix cache.
 make_inputs() {  # NAME OUT_TOKENS
-  python3 - "$work/$1" "$requests" "$2" <<'PY'
+  python3 - "$work/$1" "$requests" "$2" "${PREAMBLE_WORDS:-150}" <<'PY'
 import json, random, sys
-prefix, count, out_tokens = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+prefix, count, out_tokens, preamble_words = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 rng = random.Random(8)
 words = ("the a little girl boy dog cat park tree sun day happy sad big small red blue ran "
          "jumped played found lost saw wanted said went home friend ball toy bird garden").split()
+preamble = " ".join(rng.choice(words) for _ in range(preamble_words))
+preamble = f"Instructions: {preamble}\n" if preamble_words else ""
 docs = [" ".join(rng.choice(words) for _ in range(60)) for _ in range(20)]
 with open(prefix + ".requests.jsonl", "w") as batch, open(prefix + ".dataset.jsonl", "w") as ds:
     for i in range(count):
-        prompt = (f"Document: {docs[rng.randrange(len(docs))]}\nQuestion {i}: what did the "
+        prompt = preamble + (f"Document: {docs[rng.randrange(len(docs))]}\nQuestion {i}: what did the "
                   f"{rng.choice(words)} do with the {rng.choice(words)}?\nAnswer:")
         body = {"prompt": prompt, "max_tokens": out_tokens, "temperature": 0.0,
                 "ignore_eos": True}
@@ -83,8 +87,12 @@ serve_tok_s() {  # MODEL NAME LABEL serve-flags...
   "${cmd[@]}" >"$work/$name.bench-$label.log" 2>&1
   kill "$pid"
   wait "$pid" 2>/dev/null || true
-  python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["runs"][0]["summary"]; print(f"{r[\"output_throughput\"]:.1f}")' \
-    "$work/$name.bench-$label.json"
+  python3 - "$work/$name.bench-$label.json" <<'PY'
+import json, sys
+summary = json.load(open(sys.argv[1]))["runs"][0]["summary"]
+assert summary["failed"] == 0, summary
+print(f"{summary['output_throughput']:.1f}")
+PY
 }
 
 run_model() {  # MODEL NAME OUT_TOKENS
@@ -136,9 +144,9 @@ for m in ${MODELS:-synth100m stories260K}; do
         echo "+ $rapide synth --shape synth100m --type q8_0 --vocab-from $vocab -o $synth"
         "$rapide" synth --shape synth100m --type q8_0 --vocab-from "$vocab" -o "$synth"
       fi
-      run_model "$synth" synth100m "${OUT_SYNTH:-64}"
+      run_model "$synth" synth100m "${OUT_SYNTH:-32}"
       ;;
-    stories260K) run_model "$stories" stories260K "${OUT_STORIES:-128}" ;;
+    stories260K) run_model "$stories" stories260K "${OUT_STORIES:-64}" ;;
     *) echo "unknown model $m (synth100m, stories260K)" >&2; exit 2 ;;
   esac
 done

@@ -8,6 +8,7 @@ namespace rapide::batch {
 using nlohmann::json;
 
 void ChoiceOutcome::add(TokenEvent&& event, bool want_logprobs) {
+  if (event.token >= 0) ++tokens_seen;
   if (event.token >= 0 && want_logprobs) {
     // A token that ended the choice without text (end-of-generation, a stop token or the end
     // of a stop string) is not part of the completion, so it has no logprob entry.

@@ -28,6 +28,7 @@ struct ChoiceOutcome {
   int32_t prompt_tokens = 0;
   int32_t completion_tokens = 0;
   int32_t cached_prompt_tokens = 0;
+  int32_t tokens_seen = 0;  // token events so far (live progress before the final count)
 
   // Adds a token event (the same rules as serve/generation.cpp's GenerationJob::on_event).
   void add(TokenEvent&& event, bool want_logprobs);

@@ -11,6 +11,7 @@
 #include "batch/batch_records.h"
 #include "batch/batch_request.h"
 #include "batch/jsonl_reader.h"
+#include "batch/submission_queue.h"
 #include "serve/chat.h"
 
 namespace rapide::batch {
@@ -20,6 +21,8 @@ namespace {
 // A request whose choices are in the engine.
 struct RunningRequest {
   BatchRequest request;
+  Ticket ticket;
+  bool started = false;  // the first event came back: its prompt is in the prefix cache
   serve::ResponseHeader header;
   std::vector<ChoiceOutcome> choices;
   size_t remaining = 0;
@@ -34,7 +37,9 @@ class BatchRunner {
   // Reads the next window of runnable requests (answering bad lines on the way); false when
   // the input is exhausted.
   bool refill_window();
-  void submit(BatchRequest&& request);
+  // Hands requests to the engine until `in_flight` engine requests are out or none may go.
+  void submit_ready();
+  void submit(BatchRequest&& request, const Ticket& ticket);
   void on_event(TokenEvent&& event);
   void write_error(const LineError& error);
   void finish(uint64_t line);
@@ -53,8 +58,7 @@ class BatchRunner {
   ProgressCounts counts_;
   std::shared_ptr<EventQueue> events_ = std::make_shared<EventQueue>();
 
-  std::vector<BatchRequest> window_;
-  size_t next_in_window_ = 0;
+  SubmissionQueue queue_;
   bool input_done_ = false;
   std::unordered_map<uint64_t, std::unique_ptr<RunningRequest>> running_;  // by input line
   struct ChoiceRef {
@@ -77,7 +81,8 @@ BatchRunner::BatchRunner(Engine& engine, const BatchOptions& options)
       target_in_flight_(clamp_in_flight(
           engine, options.in_flight > 0 ? options.in_flight : default_in_flight(engine.options()))),
       chat_(engine.tokenizer()),
-      parser_(engine, chat_, options.model_id) {
+      parser_(engine, chat_, options.model_id),
+      queue_(options.order, engine.options().kv_block_size) {
   const std::string errors_path =
       options.errors.empty() ? default_errors_path(options.output) : options.errors;
   if (errors_path == options.output || errors_path == options.input ||
@@ -111,10 +116,9 @@ BatchRunner::BatchRunner(Engine& engine, const BatchOptions& options)
 }
 
 bool BatchRunner::refill_window() {
-  window_.clear();
-  next_in_window_ = 0;
+  std::vector<BatchRequest> window;
   std::string text;
-  while (window_.size() < options_.window && reader_->next(text)) {
+  while (window.size() < options_.window && reader_->next(text)) {
     const uint64_t line = reader_->line_number();
     if (auto it = done_.find(line); it != done_.end()) {
       // Answered by an earlier run: it still owns its custom_id (duplicates stay errors).
@@ -126,15 +130,28 @@ bool BatchRunner::refill_window() {
     if (auto* error = std::get_if<LineError>(&parsed)) {
       write_error(*error);
     } else {
-      window_.push_back(std::move(std::get<BatchRequest>(parsed)));
+      window.push_back(std::move(std::get<BatchRequest>(parsed)));
     }
   }
-  if (window_.empty()) {
+  if (window.empty()) {
     input_done_ = true;
     return false;
   }
-  order_window(window_, options_.order);
+  queue_.add_window(std::move(window));
   return true;
+}
+
+void BatchRunner::submit_ready() {
+  while (choices_.size() < static_cast<size_t>(target_in_flight_)) {
+    auto next = queue_.next();
+    if (!next) {
+      // Nothing may go now: read more input unless the held requests are only waiting for
+      // running ones to start.
+      if (!input_done_ && queue_.wants_window() && refill_window()) continue;
+      return;
+    }
+    submit(std::move(next->first), next->second);
+  }
 }
 
 void BatchRunner::write_error(const LineError& error) {
@@ -144,9 +161,10 @@ void BatchRunner::write_error(const LineError& error) {
   ++summary_.failed;
 }
 
-void BatchRunner::submit(BatchRequest&& request) {
+void BatchRunner::submit(BatchRequest&& request, const Ticket& ticket) {
   const uint64_t line = request.line;
   auto running = std::make_unique<RunningRequest>();
+  running->ticket = ticket;
   running->header = serve::make_response_header(request.spec.endpoint, options_.model_id);
   running->request = std::move(request);
   RunningRequest& r = *running;
@@ -175,6 +193,7 @@ void BatchRunner::submit(BatchRequest&& request) {
     }
     const char* param = spec.endpoint == serve::Endpoint::kChat ? "messages" : "prompt";
     write_error(line_error(line, r.request.custom_id, serve::api_error_from(e, param)));
+    queue_.started(ticket);  // whoever waited for its prefix computes it themselves
     return;
   }
   r.remaining = r.choices.size();
@@ -185,12 +204,19 @@ void BatchRunner::on_event(TokenEvent&& event) {
   const auto it = choices_.find(event.request_id);
   if (it == choices_.end()) return;
   RunningRequest& r = *it->second.request;
+  if (!r.started) {
+    r.started = true;
+    queue_.started(r.ticket);
+  }
   ChoiceOutcome& choice = r.choices[it->second.choice];
   const bool finished = event.finished;
+  const int32_t seen = choice.tokens_seen;
   choice.add(std::move(event), r.request.spec.logprobs);
+  counts_.generated_tokens += choice.tokens_seen - seen;  // live, for the progress line
   if (!finished) return;
   choices_.erase(it);
-  counts_.generated_tokens += choice.completion_tokens;
+  // The engine's count is the reference (it also counts a token that ended the choice).
+  counts_.generated_tokens += choice.completion_tokens - choice.tokens_seen;
   counts_.prompt_tokens += choice.prompt_tokens;
   counts_.cached_tokens += choice.cached_prompt_tokens;
   if (--r.remaining == 0) finish(r.request.line);
@@ -217,11 +243,12 @@ BatchSummary BatchRunner::run() {
   const TimePoint start = Clock::now();
   for (;;) {
     // Keep the engine's queue full: it admits what fits each step, we only keep it fed.
-    while (choices_.size() < static_cast<size_t>(target_in_flight_) && !input_done_) {
-      if (next_in_window_ == window_.size() && !refill_window()) break;
-      submit(std::move(window_[next_in_window_++]));
+    submit_ready();
+    if (choices_.empty() && input_done_) {
+      if (queue_.held() == 0) break;
+      fail(ErrorCode::kInternal, "{} batch requests wait for a request that never ran",
+           queue_.held());
     }
-    if (choices_.empty() && input_done_) break;
     TokenEvent event;
     if (events_->pop(event, std::chrono::milliseconds(250))) {
       on_event(std::move(event));
