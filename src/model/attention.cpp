@@ -1,5 +1,6 @@
 #include "model/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -27,18 +28,18 @@ void Attention::write_kv(KvStore& kv, int layer, const Batch& batch, const float
     for (int h = 0; h < layout.n_kv_heads; ++h) {
       const float* src_k = k + static_cast<size_t>(i) * kv_dim + h * head_dim;
       const float* src_v = v + static_cast<size_t>(i) * kv_dim + h * head_dim;
-      uint8_t* dst_k = block + layout.offset(layer, false, h) +
-                       static_cast<size_t>(slot) * head_dim * layout.element_bytes();
-      uint8_t* dst_v = block + layout.offset(layer, true, h) +
-                       static_cast<size_t>(slot) * head_dim * layout.element_bytes();
+      uint8_t* k_part = block + layout.offset(layer, false, h);
+      uint8_t* v_part = block + layout.offset(layer, true, h);
+      const size_t v_row = layout.value_element(slot, 0);
       if (layout.type == KvType::kF32) {
-        std::memcpy(dst_k, src_k, head_dim * sizeof(float));
-        std::memcpy(dst_v, src_v, head_dim * sizeof(float));
+        auto* dk = reinterpret_cast<float*>(k_part);
+        for (int d = 0; d < head_dim; ++d) dk[layout.key_element(slot, d)] = src_k[d];
+        std::memcpy(reinterpret_cast<float*>(v_part) + v_row, src_v, head_dim * sizeof(float));
       } else {
-        auto* hk = reinterpret_cast<uint16_t*>(dst_k);
-        auto* hv = reinterpret_cast<uint16_t*>(dst_v);
+        auto* hk = reinterpret_cast<uint16_t*>(k_part);
+        auto* hv = reinterpret_cast<uint16_t*>(v_part) + v_row;
         for (int d = 0; d < head_dim; ++d) {
-          hk[d] = fp32_to_fp16(src_k[d]);
+          hk[layout.key_element(slot, d)] = fp32_to_fp16(src_k[d]);
           hv[d] = fp32_to_fp16(src_v[d]);
         }
       }
@@ -46,49 +47,99 @@ void Attention::write_kv(KvStore& kv, int layer, const Batch& batch, const float
   }
 }
 
+AttentionKernel scalar_attention_kernel() {
+  return {attend_job_scalar, 4, "scalar"};
+}
+
+AttentionKernel select_attention_kernel(int head_dim) {
+  const IsaLevel isa = active_isa_level();
+  if (isa >= IsaLevel::kAvx512 && head_dim % 16 == 0) return {attend_job_avx512, 8, "avx512"};
+  if (isa >= IsaLevel::kAvx2 && head_dim % 8 == 0) return {attend_job_avx2, 4, "avx2"};
+  return scalar_attention_kernel();
+}
+
+void Attention::plan_jobs(const Batch& batch, int n_heads, int n_kv_heads) {
+  jobs_.clear();
+  const int group = n_heads / n_kv_heads;
+  const int heads_per_job = std::min(group, kernel_.max_queries);
+  const int tokens_per_job = std::max(1, kernel_.max_queries / heads_per_job);
+  const int n = batch.size();
+  for (int run_begin = 0; run_begin < n;) {
+    // A run: consecutive tokens of one sequence at consecutive positions.
+    int run_end = run_begin + 1;
+    while (run_end < n && run_end - run_begin < tokens_per_job &&
+           batch.seq_ids[run_end] == batch.seq_ids[run_begin] &&
+           batch.positions[run_end] == batch.positions[run_end - 1] + 1) {
+      ++run_end;
+    }
+    for (int kv_head = 0; kv_head < n_kv_heads; ++kv_head) {
+      for (int h = 0; h < group; h += heads_per_job) {
+        jobs_.push_back({run_begin, run_end - run_begin, kv_head, kv_head * group + h,
+                         std::min(heads_per_job, group - h)});
+      }
+    }
+    run_begin = run_end;
+  }
+}
+
 void Attention::attend(KvStore& kv, int layer, const Batch& batch, const float* q, int n_heads,
                        float* out, ThreadPool& pool) {
   const KvLayout& layout = kv.layout();
   const int head_dim = layout.head_dim;
-  const int group = n_heads / layout.n_kv_heads;
+  if (head_dim > kMaxHeadDim) {
+    fail(ErrorCode::kUnsupported, "head dimension {} is above the supported {}", head_dim,
+         kMaxHeadDim);
+  }
+  if (kernel_.run == nullptr) kernel_ = select_attention_kernel(head_dim);
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   const int n = batch.size();
 
   int max_positions = 0;
   for (int i = 0; i < n; ++i) max_positions = std::max(max_positions, batch.positions[i] + 1);
-  const size_t per_thread = static_cast<size_t>(max_positions + 15) / 16 * 16;
+  // Kernels store whole vector tiles of scores: pad each row by one 16-lane tile.
+  const size_t stride = static_cast<size_t>(max_positions + 15) / 16 * 16 + 16;
+  const size_t per_thread = stride * kMaxJobQueries;
   if (scores_.size() < per_thread * pool.size()) scores_.resize(per_thread * pool.size());
 
-  auto kernel = active_isa_level() >= IsaLevel::kAvx2 ? attend_query_avx2 : attend_query_scalar;
-  const int64_t jobs = static_cast<int64_t>(n) * n_heads;
+  plan_jobs(batch, n_heads, layout.n_kv_heads);
   // Waking the other threads costs microseconds: only worth it for enough dot products
   // (a tiny model's single decode step is cheaper done alone).
   int64_t work = 0;
   for (int i = 0; i < n; ++i) work += static_cast<int64_t>(batch.positions[i] + 1);
   work *= static_cast<int64_t>(n_heads) * head_dim;
   constexpr int64_t kMinParallelWork = 1 << 15;
+  const size_t q_row = static_cast<size_t>(n_heads) * head_dim;
   auto run_jobs = [&](int64_t begin, int64_t end, int thread) {
-    float* scores = scores_.data() + per_thread * thread;
-    for (int64_t job = begin; job < end; ++job) {
-      const int i = static_cast<int>(job / n_heads);
-      const int h = static_cast<int>(job % n_heads);
-      AttentionQuery query;
-      query.q = q + (static_cast<size_t>(i) * n_heads + h) * head_dim;
-      query.out = out + (static_cast<size_t>(i) * n_heads + h) * head_dim;
-      query.n_positions = batch.positions[i] + 1;
-      query.blocks = kv.block_table(batch.seq_ids[i]).data();
-      query.kv = &kv;
-      query.layer = layer;
-      query.kv_head = h / group;
-      query.scale = scale;
-      query.scores = scores;
-      kernel(query);
+    AttentionJob job;
+    job.kv = &kv;
+    job.layer = layer;
+    job.scale = scale;
+    job.scores = scores_.data() + per_thread * thread;
+    job.scores_stride = stride;
+    for (int64_t index = begin; index < end; ++index) {
+      const JobSpec& spec = jobs_[static_cast<size_t>(index)];
+      job.kv_head = spec.kv_head;
+      job.blocks = kv.block_table(batch.seq_ids[spec.first_token]).data();
+      job.n_queries = 0;
+      job.max_positions = 0;
+      for (int t = spec.first_token; t < spec.first_token + spec.n_tokens; ++t) {
+        for (int h = spec.first_head; h < spec.first_head + spec.n_heads; ++h) {
+          const size_t offset = static_cast<size_t>(t) * q_row + static_cast<size_t>(h) * head_dim;
+          job.q[job.n_queries] = q + offset;
+          job.out[job.n_queries] = out + offset;
+          job.n_positions[job.n_queries] = batch.positions[t] + 1;
+          ++job.n_queries;
+        }
+        job.max_positions = std::max(job.max_positions, batch.positions[t] + 1);
+      }
+      kernel_.run(job);
     }
   };
+  const auto n_jobs = static_cast<int64_t>(jobs_.size());
   if (work < kMinParallelWork) {
-    run_jobs(0, jobs, 0);
+    run_jobs(0, n_jobs, 0);
   } else {
-    pool.parallel_for(jobs, 1, run_jobs);
+    pool.parallel_for(n_jobs, 1, run_jobs);
   }
 }
 

@@ -1,7 +1,12 @@
 // Attention over the paged KV store: write the batch's new K/V rows, then for every
 // token and head compute softmax(q·K / sqrt(d)) · V over that sequence's positions
-// 0..pos. Each query reads its own sequence's blocks in position order, so a token's
-// result never depends on what else is in the batch.
+// 0..pos.
+//
+// Work is cut into jobs that share one sequence and one KV head: up to a few queries
+// (the heads of a GQA group, times a few consecutive tokens of the sequence) read each
+// tile of K and V once. Every query's arithmetic is done the same way whatever job it
+// lands in, so a token's result never depends on what else is in the batch or on how its
+// prompt was chunked.
 #pragma once
 
 #include <vector>
@@ -14,23 +19,41 @@ namespace rapide {
 
 // Largest head dimension the kernels support (Llama-family models use 64..256).
 constexpr int kMaxHeadDim = 512;
+// Most queries one job can carry (a kernel may take fewer: AttentionKernel::max_queries).
+constexpr int kMaxJobQueries = 8;
 
-// One query row's job, handed to the ISA-specific kernel.
-struct AttentionQuery {
-  const float* q;           // head_dim values
-  float* out;               // head_dim values
-  int n_positions;          // attend to positions [0, n_positions)
-  const int32_t* blocks;    // the sequence's block table
-  KvStore* kv;
-  int layer;
-  int kv_head;
-  float scale;
-  float* scores;            // scratch, >= n_positions floats
+// One job handed to an ISA-specific kernel: queries of one sequence and one KV head.
+struct AttentionJob {
+  int n_queries = 0;
+  const float* q[kMaxJobQueries];   // head_dim values each (rotated, not yet scaled)
+  float* out[kMaxJobQueries];       // head_dim values each
+  int n_positions[kMaxJobQueries];  // query j attends to positions [0, n_positions[j])
+  int max_positions = 0;            // the largest n_positions[j]
+  const int32_t* blocks = nullptr;  // the sequence's block table
+  KvStore* kv = nullptr;
+  int layer = 0;
+  int kv_head = 0;
+  float scale = 1.0f;
+  // Scratch: kMaxJobQueries rows of scores_stride floats (scores, then probabilities).
+  float* scores = nullptr;
+  size_t scores_stride = 0;
 };
 
-// Kernels (attention_kernels_*.cpp): one query, one head, K/V in f16 or f32.
-void attend_query_scalar(const AttentionQuery& job);
-void attend_query_avx2(const AttentionQuery& job);
+// Kernels (attention_kernels_*.cpp). The f16 cache follows llama.cpp's arithmetic: q is
+// rounded to f16 before the dot products with f16 keys, and the softmax probabilities are
+// rounded to f16 before they weight the f16 values.
+void attend_job_scalar(const AttentionJob& job);
+void attend_job_avx2(const AttentionJob& job);    // head_dim % 8 == 0
+void attend_job_avx512(const AttentionJob& job);  // head_dim % 16 == 0
+
+struct AttentionKernel {
+  void (*run)(const AttentionJob&) = nullptr;
+  int max_queries = 1;
+  const char* name = "";
+};
+// The fastest kernel this CPU (and RAPIDE_ISA) allows for this head dimension.
+AttentionKernel select_attention_kernel(int head_dim);
+AttentionKernel scalar_attention_kernel();
 
 class Attention {
  public:
@@ -41,7 +64,22 @@ class Attention {
   void attend(KvStore& kv, int layer, const Batch& batch, const float* q, int n_heads, float* out,
               ThreadPool& pool);
 
+  // Tests pin a kernel; by default select_attention_kernel() decides on first use.
+  void set_kernel(AttentionKernel kernel) { kernel_ = kernel; }
+
  private:
+  // A job before it is expanded: a run of tokens of one sequence, a range of heads.
+  struct JobSpec {
+    int first_token;
+    int n_tokens;
+    int kv_head;
+    int first_head;  // absolute query head index
+    int n_heads;
+  };
+  void plan_jobs(const Batch& batch, int n_heads, int n_kv_heads);
+
+  AttentionKernel kernel_;
+  std::vector<JobSpec> jobs_;  // reused across calls: no allocation once warm
   std::vector<float> scores_;  // per-thread scratch, grown on demand
 };
 

@@ -1,62 +1,195 @@
-// The per-query attention loop, written once over an element-access policy and
-// instantiated per ISA (attention_kernels_scalar.cpp, attention_kernels_avx2.cpp).
-// Three passes over the sequence's positions: scores and max, exp and sum, weighted V.
+// The vectorised attention job, written once over a SIMD policy `S` and instantiated per
+// ISA (attention_kernels_avx2.cpp, attention_kernels_avx512.cpp).
+//
+// Three passes over the positions the job's queries see:
+//   1. scores: K is stored transposed, so one tile of S::kLanes positions is scored with
+//      head_dim broadcast-FMAs per query and no horizontal sums; each K tile is converted
+//      from f16 once and used by every query of the job (GQA heads, several tokens);
+//   2. softmax per query over its own positions (vector exp, probabilities rounded to f16
+//      for an f16 cache as llama.cpp does);
+//   3. the probability-weighted sum of V rows, each V row converted once for all queries.
+// A query's arithmetic does not depend on the other queries of its job (its sums run in the
+// same order whatever NQ is), which keeps batch invariance.
+//
+// S must provide: type V, kLanes, zero(), set1(float), load(const float*), store(float*, V),
+// fmadd(a, b, c) = a*b + c, add, sub, mul, max, reduce_add, reduce_max, exp (for x <= 0),
+// round_f16, keep_first(V, count, fill) (lanes >= count replaced by fill), load_f16(p, count)
+// and load_f32(p, count) (count <= kLanes lanes, the rest zero), and the constexpr
+// value_vectors(NQ): output vectors per query accumulated in registers in pass 3.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 
 #include "base/fp16.h"
 #include "model/attention.h"
 
-namespace rapide {
+namespace rapide::attention_simd {
 
-// Ops must provide: float dot(const float* q, const uint8_t* k_row, int d, KvType) and
-// void axpy(float a, const uint8_t* v_row, float* out, int d, KvType).
-template <typename Ops>
-void attend_query_impl(const AttentionQuery& job) {
+template <typename S, bool kF16>
+inline typename S::V load_cache(const uint8_t* part, size_t index, int count) {
+  if constexpr (kF16) {
+    return S::load_f16(reinterpret_cast<const uint16_t*>(part) + index, count);
+  } else {
+    return S::load_f32(reinterpret_cast<const float*>(part) + index, count);
+  }
+}
+
+template <typename S, int NQ, bool kF16>
+void attend_job(const AttentionJob& job) {
+  using V = typename S::V;
+  constexpr int L = S::kLanes;
+  constexpr int CV = S::value_vectors(NQ);
   const KvLayout& layout = job.kv->layout();
   const int d = layout.head_dim;
   const int block_size = layout.block_size;
-  const size_t row_bytes = static_cast<size_t>(d) * layout.element_bytes();
+  const int max_positions = job.max_positions;
   const size_t k_offset = layout.offset(job.layer, false, job.kv_head);
   const size_t v_offset = layout.offset(job.layer, true, job.kv_head);
 
-  // With an f16 cache, llama.cpp multiplies f16 K by q rounded to f16, and f16 V by the
-  // softmax probabilities rounded to f16; doing the same keeps greedy runs on its path.
-  const bool f16_cache = layout.type == KvType::kF16;
-  float q_rounded[kMaxHeadDim];
-  const float* q = job.q;
-  if (f16_cache) {
-    for (int i = 0; i < d; ++i) q_rounded[i] = fp16_to_fp32(fp32_to_fp16(job.q[i]));
-    q = q_rounded;
+  alignas(64) float q[NQ][kMaxHeadDim];
+  float* scores[NQ];
+  for (int j = 0; j < NQ; ++j) {
+    for (int i = 0; i < d; ++i) {
+      q[j][i] = kF16 ? fp16_to_fp32(fp32_to_fp16(job.q[j][i])) : job.q[j][i];
+    }
+    scores[j] = job.scores + job.scores_stride * j;
   }
-  float max_score = -INFINITY;
-  for (int start = 0; start < job.n_positions; start += block_size) {
-    const uint8_t* k = job.kv->block_data(job.blocks[start / block_size]) + k_offset;
-    const int count = std::min(block_size, job.n_positions - start);
-    for (int t = 0; t < count; ++t) {
-      const float s = Ops::dot(q, k + t * row_bytes, d, layout.type) * job.scale;
-      job.scores[start + t] = s;
-      max_score = std::max(max_score, s);
+
+  // 1. Scores, a tile of L positions at a time. Two accumulator chains per query (even and
+  // odd dimensions) hide the FMA latency even when a job has a single query.
+  const V scale = S::set1(job.scale);
+  for (int start = 0; start < max_positions; start += block_size) {
+    const uint8_t* keys = job.kv->block_data(job.blocks[start / block_size]) + k_offset;
+    const int in_block = std::min(block_size, max_positions - start);
+    for (int slot = 0; slot < in_block; slot += L) {
+      const int count = std::min(L, in_block - slot);
+      V even[NQ], odd[NQ];
+      for (int j = 0; j < NQ; ++j) even[j] = odd[j] = S::zero();
+      for (int i = 0; i < d; i += 2) {
+        const V k0 = load_cache<S, kF16>(keys, layout.key_element(slot, i), count);
+        const V k1 = load_cache<S, kF16>(keys, layout.key_element(slot, i + 1), count);
+        for (int j = 0; j < NQ; ++j) {
+          even[j] = S::fmadd(S::set1(q[j][i]), k0, even[j]);
+          odd[j] = S::fmadd(S::set1(q[j][i + 1]), k1, odd[j]);
+        }
+      }
+      // A tile that runs past the block end is rewritten by the next block's first tile.
+      for (int j = 0; j < NQ; ++j) {
+        S::store(scores[j] + start + slot, S::mul(S::add(even[j], odd[j]), scale));
+      }
     }
   }
-  float sum = 0.0f;
-  for (int t = 0; t < job.n_positions; ++t) {
-    const float e = std::exp(job.scores[t] - max_score);
-    job.scores[t] = e;
-    sum += e;
+
+  // 2. Softmax of each query over its own positions; probabilities past them are zero.
+  for (int j = 0; j < NQ; ++j) {
+    float* s = scores[j];
+    const int n = job.n_positions[j];
+    const int full = n / L * L;
+    V running_max = S::set1(-INFINITY);
+    for (int p = 0; p < full; p += L) running_max = S::max(running_max, S::load(s + p));
+    if (full < n) {
+      running_max = S::max(running_max, S::keep_first(S::load(s + full), n - full, -INFINITY));
+    }
+    const V max_score = S::set1(S::reduce_max(running_max));
+    V sum = S::zero();
+    for (int p = 0; p < full; p += L) {
+      const V e = S::exp(S::sub(S::load(s + p), max_score));
+      S::store(s + p, e);
+      sum = S::add(sum, e);
+    }
+    if (full < n) {
+      const V e = S::keep_first(S::exp(S::sub(S::load(s + full), max_score)), n - full, 0.0f);
+      S::store(s + full, e);
+      sum = S::add(sum, e);
+    }
+    for (int p = (n + L - 1) / L * L; p < max_positions; p += L) S::store(s + p, S::zero());
+    const V inv_sum = S::set1(1.0f / S::reduce_add(sum));
+    for (int p = 0; p < n; p += L) {
+      V prob = S::mul(S::load(s + p), inv_sum);
+      if constexpr (kF16) prob = S::round_f16(prob);
+      S::store(s + p, prob);
+    }
   }
-  const float inv_sum = 1.0f / sum;
-  for (int i = 0; i < d; ++i) job.out[i] = 0.0f;
-  for (int start = 0; start < job.n_positions; start += block_size) {
-    const uint8_t* v = job.kv->block_data(job.blocks[start / block_size]) + v_offset;
-    const int count = std::min(block_size, job.n_positions - start);
-    for (int t = 0; t < count; ++t) {
-      float p = job.scores[start + t] * inv_sum;
-      if (f16_cache) p = fp16_to_fp32(fp32_to_fp16(p));
-      Ops::axpy(p, v + t * row_bytes, job.out, d, layout.type);
+
+  // 3. Weighted sum of V rows, CV output vectors per query at a time.
+  for (int dim = 0; dim < d; dim += CV * L) {
+    const int n_vectors = std::min(CV, (d - dim) / L);
+    V acc[NQ][CV];
+    for (int j = 0; j < NQ; ++j) {
+      for (int c = 0; c < CV; ++c) acc[j][c] = S::zero();
+    }
+    for (int start = 0; start < max_positions; start += block_size) {
+      const uint8_t* values = job.kv->block_data(job.blocks[start / block_size]) + v_offset;
+      const int in_block = std::min(block_size, max_positions - start);
+      for (int slot = 0; slot < in_block; ++slot) {
+        V row[CV];
+        for (int c = 0; c < CV; ++c) {
+          row[c] = c < n_vectors
+                       ? load_cache<S, kF16>(values, layout.value_element(slot, dim + c * L), L)
+                       : S::zero();
+        }
+        for (int j = 0; j < NQ; ++j) {
+          const V p = S::set1(scores[j][start + slot]);
+          for (int c = 0; c < CV; ++c) {
+            if (c < n_vectors) acc[j][c] = S::fmadd(p, row[c], acc[j][c]);
+          }
+        }
+      }
+    }
+    for (int j = 0; j < NQ; ++j) {
+      for (int c = 0; c < n_vectors; ++c) S::store(job.out[j] + dim + c * L, acc[j][c]);
     }
   }
 }
 
-}  // namespace rapide
+// Dispatches on the job's query count (1..kMaxQueries) and the cache element type.
+template <typename S, int kMaxQueries>
+void attend_job_dispatch(const AttentionJob& job) {
+  static_assert(kMaxQueries >= 1 && kMaxQueries <= 8);
+  const bool f16 = job.kv->layout().type == KvType::kF16;
+  auto run = [&]<int NQ>() {
+    if (f16) {
+      attend_job<S, NQ, true>(job);
+    } else {
+      attend_job<S, NQ, false>(job);
+    }
+  };
+  switch (job.n_queries) {
+    case 1:
+      run.template operator()<1>();
+      return;
+    case 2:
+      run.template operator()<2>();
+      return;
+    case 3:
+      run.template operator()<3>();
+      return;
+    case 4:
+      run.template operator()<4>();
+      return;
+    default:
+      break;
+  }
+  if constexpr (kMaxQueries > 4) {
+    switch (job.n_queries) {
+      case 5:
+        run.template operator()<5>();
+        return;
+      case 6:
+        run.template operator()<6>();
+        return;
+      case 7:
+        run.template operator()<7>();
+        return;
+      case 8:
+        run.template operator()<8>();
+        return;
+      default:
+        break;
+    }
+  }
+  attend_job_scalar(job);  // more queries than planned for: a planner bug, still answered right
+}
+
+}  // namespace rapide::attention_simd

@@ -1,62 +1,87 @@
-// AVX2 + F16C attention kernel: 8 lanes per step (head_dim is a multiple of 8 in every
-// Llama-family model; a scalar tail handles the rest).
+// AVX2 + FMA + F16C attention kernel: 8 positions per score tile (head_dim % 8 == 0).
 #include <immintrin.h>
 
-#include "base/fp16.h"
+#include <cstring>
+
 #include "model/attention_kernel.h"
 
 namespace rapide {
 
 namespace {
 
-inline float horizontal_sum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
+struct Avx2 {
+  using V = __m256;
+  static constexpr int kLanes = 8;
+  // 16 ymm registers: NQ x CV accumulators plus CV value rows must fit.
+  static constexpr int value_vectors(int nq) { return nq <= 2 ? 4 : 2; }
 
-struct Avx2Ops {
-  static float dot(const float* q, const uint8_t* row, int d, KvType type) {
-    __m256 acc = _mm256_setzero_ps();
-    int i = 0;
-    float tail = 0.0f;
-    if (type == KvType::kF32) {
-      const auto* k = reinterpret_cast<const float*>(row);
-      for (; i + 8 <= d; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(k + i), acc);
-      for (; i < d; ++i) tail += q[i] * k[i];
-    } else {
-      const auto* k = reinterpret_cast<const uint16_t*>(row);
-      for (; i + 8 <= d; i += 8) {
-        __m256 kv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(k + i)));
-        acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), kv, acc);
-      }
-      for (; i < d; ++i) tail += q[i] * fp16_to_fp32(k[i]);
-    }
-    return horizontal_sum(acc) + tail;
+  static V zero() { return _mm256_setzero_ps(); }
+  static V set1(float x) { return _mm256_set1_ps(x); }
+  static V load(const float* p) { return _mm256_loadu_ps(p); }
+  static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  static V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static V add(V a, V b) { return _mm256_add_ps(a, b); }
+  static V sub(V a, V b) { return _mm256_sub_ps(a, b); }
+  static V mul(V a, V b) { return _mm256_mul_ps(a, b); }
+  static V max(V a, V b) { return _mm256_max_ps(a, b); }
+  static float reduce_add(V v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
   }
-  static void axpy(float a, const uint8_t* row, float* out, int d, KvType type) {
-    const __m256 va = _mm256_set1_ps(a);
-    int i = 0;
-    if (type == KvType::kF32) {
-      const auto* v = reinterpret_cast<const float*>(row);
-      for (; i + 8 <= d; i += 8) {
-        _mm256_storeu_ps(out + i, _mm256_fmadd_ps(va, _mm256_loadu_ps(v + i), _mm256_loadu_ps(out + i)));
-      }
-      for (; i < d; ++i) out[i] += a * v[i];
-    } else {
-      const auto* v = reinterpret_cast<const uint16_t*>(row);
-      for (; i + 8 <= d; i += 8) {
-        __m256 vv = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(v + i)));
-        _mm256_storeu_ps(out + i, _mm256_fmadd_ps(va, vv, _mm256_loadu_ps(out + i)));
-      }
-      for (; i < d; ++i) out[i] += a * fp16_to_fp32(v[i]);
-    }
+  static float reduce_max(V v) {
+    __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_max_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+  }
+  // exp(x) for x <= 0: x = n ln2 + r, |r| <= ln2/2, exp(r) by its degree-7 Taylor
+  // polynomial (error < 1e-8 relative), 2^n built in the exponent bits. Below -87 the
+  // result is ~1e-38, which no softmax can tell from 0.
+  static V exp(V x) {
+    x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
+    const V n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    V r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.42860682030941723212e-6f), r);
+    V p = _mm256_set1_ps(1.0f / 5040.0f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 720.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    const __m256i bits =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
+  }
+  static V round_f16(V v) { return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT)); }
+  static V keep_first(V v, int count, float fill) {
+    const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256 keep = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(count), lanes));
+    return _mm256_blendv_ps(_mm256_set1_ps(fill), v, keep);
+  }
+  static V load_f16(const uint16_t* p, int count) {
+    if (count == kLanes)
+      return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    alignas(16) uint16_t tail[kLanes] = {};
+    std::memcpy(tail, p, sizeof(uint16_t) * count);
+    return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(tail)));
+  }
+  static V load_f32(const float* p, int count) {
+    if (count == kLanes) return _mm256_loadu_ps(p);
+    alignas(32) float tail[kLanes] = {};
+    std::memcpy(tail, p, sizeof(float) * count);
+    return _mm256_load_ps(tail);
   }
 };
 
 }  // namespace
 
-void attend_query_avx2(const AttentionQuery& job) { attend_query_impl<Avx2Ops>(job); }
+void attend_job_avx2(const AttentionJob& job) {
+  attention_simd::attend_job_dispatch<Avx2, 4>(job);
+}
 
 }  // namespace rapide

@@ -3,8 +3,11 @@
 // special case of one big block per sequence, so both layouts run the same attention code.
 //
 // Memory of one block (all layers, so a block can be exported/imported with one copy):
-//   for layer in 0..L-1:  K[kv_head][slot][head_dim]  then  V[kv_head][slot][head_dim]
-// Elements are f16 (default) or f32.
+//   for layer in 0..L-1:  K[kv_head][head_dim][slot]  then  V[kv_head][slot][head_dim]
+// K is stored transposed (one row per head dimension, one column per position): attention
+// then scores a whole tile of positions with vector FMAs and no horizontal sums, while V
+// keeps a row per position because the weighted sum walks positions. Elements are f16
+// (default) or f32.
 #pragma once
 
 #include <cstddef>
@@ -36,8 +39,16 @@ struct KvLayout {
   // Byte offset, inside a block, of the K (is_value = false) or V part of (layer, head).
   size_t offset(int layer, bool is_value, int kv_head) const {
     size_t part = static_cast<size_t>(layer) * 2 + (is_value ? 1 : 0);
-    return (part * layer_part_elements() +
-            static_cast<size_t>(kv_head) * block_size * head_dim) * element_bytes();
+    return (part * layer_part_elements() + static_cast<size_t>(kv_head) * block_size * head_dim) *
+           element_bytes();
+  }
+  // Element index, inside a (layer, head) part, of dimension d of the key at `slot`.
+  size_t key_element(int slot, int d) const {
+    return static_cast<size_t>(d) * block_size + static_cast<size_t>(slot);
+  }
+  // Element index, inside a (layer, head) part, of dimension d of the value at `slot`.
+  size_t value_element(int slot, int d) const {
+    return static_cast<size_t>(slot) * head_dim + static_cast<size_t>(d);
   }
 };
 

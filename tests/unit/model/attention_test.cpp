@@ -1,0 +1,179 @@
+// Attention kernels: the scalar reference against the definition (computed in double from
+// the cached K/V), every SIMD kernel the CPU has against the reference on random data
+// (f16 and f32 caches, head dims, block sizes that do and do not fill a vector tile, GQA
+// groups, partial tiles), and batch invariance: a token's output is bit-identical whether it
+// is computed alone or inside a job with other queries.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/cpu_features.h"
+#include "base/fp16.h"
+#include "model/attention.h"
+#include "model/contiguous_kv_store.h"
+
+namespace rapide {
+namespace {
+
+struct Shape {
+  int n_heads;
+  int n_kv_heads;
+  int head_dim;
+  int block_size;
+  KvType type;
+};
+
+std::string describe(const Shape& s) {
+  return std::to_string(s.n_heads) + "/" + std::to_string(s.n_kv_heads) + " heads, dim " +
+         std::to_string(s.head_dim) + ", block " + std::to_string(s.block_size) +
+         (s.type == KvType::kF16 ? ", f16" : ", f32");
+}
+
+ModelConfig config_for(const Shape& s) {
+  ModelConfig c;
+  c.n_layers = 2;
+  c.n_heads = s.n_heads;
+  c.n_kv_heads = s.n_kv_heads;
+  c.head_dim = s.head_dim;
+  c.dim = s.n_heads * s.head_dim;
+  return c;
+}
+
+std::vector<float> random_values(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// Two sequences: sequence 0 gets `len0` tokens and sequence 1 `len1`, as one prefill batch.
+struct Scenario {
+  Shape shape;
+  int len0;
+  int len1;
+  Batch batch;
+  std::vector<float> q, k, v;
+
+  Scenario(const Shape& s, int a, int b, uint32_t seed) : shape(s), len0(a), len1(b) {
+    for (int i = 0; i < len0; ++i) batch.add(1, 0, i, true);
+    for (int i = 0; i < len1; ++i) batch.add(1, 1, i, true);
+    const size_t n = static_cast<size_t>(batch.size());
+    q = random_values(n * s.n_heads * s.head_dim, seed);
+    k = random_values(n * s.n_kv_heads * s.head_dim, seed + 1);
+    v = random_values(n * s.n_kv_heads * s.head_dim, seed + 2);
+  }
+  size_t q_size() const { return q.size(); }
+};
+
+// Runs one layer's attention with `kernel` over a fresh cache; returns [n][n_heads*head_dim].
+std::vector<float> run(const Scenario& sc, const AttentionKernel& kernel, ThreadPool& pool) {
+  const Shape& s = sc.shape;
+  ContiguousKvStore kv(config_for(s), 2, 512, s.type, s.block_size);
+  Attention::write_kv(kv, 1, sc.batch, sc.k.data(), sc.v.data());
+  Attention attention;
+  attention.set_kernel(kernel);
+  std::vector<float> out(sc.q_size(), -1.0f);
+  attention.attend(kv, 1, sc.batch, sc.q.data(), s.n_heads, out.data(), pool);
+  return out;
+}
+
+std::vector<AttentionKernel> simd_kernels(int head_dim) {
+  std::vector<AttentionKernel> kernels;
+  const IsaLevel best = cpu_features().best_level();
+  if (best >= IsaLevel::kAvx2 && head_dim % 8 == 0) kernels.push_back({attend_job_avx2, 4, "avx2"});
+  if (best >= IsaLevel::kAvx512 && head_dim % 16 == 0)
+    kernels.push_back({attend_job_avx512, 8, "avx512"});
+  return kernels;
+}
+
+TEST(Attention, ScalarMatchesDefinition) {
+  const Shape s{4, 2, 16, 5, KvType::kF32};
+  Scenario sc(s, 23, 9, 7);
+  ThreadPool pool(1);
+  const std::vector<float> out = run(sc, scalar_attention_kernel(), pool);
+  const int q_row = s.n_heads * s.head_dim, kv_row = s.n_kv_heads * s.head_dim;
+  for (int i = 0; i < sc.batch.size(); ++i) {
+    const int first = sc.batch.seq_ids[i] == 0 ? 0 : sc.len0;  // the sequence's first token
+    const int n = sc.batch.positions[i] + 1;
+    for (int h = 0; h < s.n_heads; ++h) {
+      const int kvh = h / (s.n_heads / s.n_kv_heads);
+      std::vector<double> w(n);
+      double max_w = -1e300, total = 0;
+      for (int t = 0; t < n; ++t) {
+        double dot = 0;
+        for (int d = 0; d < s.head_dim; ++d) {
+          dot += double(sc.q[i * q_row + h * s.head_dim + d]) *
+                 sc.k[(first + t) * kv_row + kvh * s.head_dim + d];
+        }
+        w[t] = dot / std::sqrt(double(s.head_dim));
+        max_w = std::max(max_w, w[t]);
+      }
+      for (double& x : w) total += (x = std::exp(x - max_w));
+      for (int d = 0; d < s.head_dim; ++d) {
+        double expected = 0;
+        for (int t = 0; t < n; ++t)
+          expected += w[t] / total * sc.v[(first + t) * kv_row + kvh * s.head_dim + d];
+        EXPECT_NEAR(out[i * q_row + h * s.head_dim + d], expected, 1e-5)
+            << "token " << i << " head " << h;
+      }
+    }
+  }
+}
+
+TEST(Attention, SimdKernelsMatchScalar) {
+  const Shape shapes[] = {
+      {4, 2, 8, 16, KvType::kF16},    {4, 4, 16, 16, KvType::kF32},   {12, 4, 64, 16, KvType::kF16},
+      {12, 4, 64, 7, KvType::kF16},   {12, 4, 64, 100, KvType::kF32}, {8, 1, 80, 256, KvType::kF16},
+      {32, 8, 128, 16, KvType::kF16}, {6, 6, 64, 32, KvType::kF32},   {16, 2, 32, 24, KvType::kF16},
+  };
+  int checked = 0;
+  for (const Shape& s : shapes) {
+    const auto kernels = simd_kernels(s.head_dim);
+    if (kernels.empty()) continue;
+    Scenario sc(s, 37, 130, 11);
+    ThreadPool pool(2);
+    const std::vector<float> expected = run(sc, scalar_attention_kernel(), pool);
+    for (const AttentionKernel& kernel : kernels) {
+      const std::vector<float> got = run(sc, kernel, pool);
+      // f16 probabilities may round to neighbouring f16 values when exp differs in the last
+      // bit; values are ~N(0,1), so an absolute 2e-3 covers one such step and nothing more.
+      const float tolerance = s.type == KvType::kF16 ? 2e-3f : 2e-5f;
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_NEAR(got[i], expected[i], tolerance)
+            << kernel.name << " " << describe(s) << " at " << i;
+      }
+      ++checked;
+    }
+  }
+  if (checked == 0) GTEST_SKIP() << "no SIMD attention kernel on this CPU";
+}
+
+TEST(Attention, OutputDoesNotDependOnTheJobItLandsIn) {
+  const Shape s{12, 4, 64, 16, KvType::kF16};
+  for (const AttentionKernel& kernel : simd_kernels(s.head_dim)) {
+    Scenario sc(s, 45, 3, 5);
+    ThreadPool pool(2);
+    const std::vector<float> together = run(sc, kernel, pool);
+    // The last token of sequence 0 again, decoded alone over the same cache.
+    ContiguousKvStore kv(config_for(s), 2, 512, s.type, s.block_size);
+    Attention::write_kv(kv, 1, sc.batch, sc.k.data(), sc.v.data());
+    Batch alone;
+    alone.add(1, 0, sc.len0 - 1, true);
+    const size_t q_row = static_cast<size_t>(s.n_heads) * s.head_dim;
+    const float* q = sc.q.data() + (sc.len0 - 1) * q_row;
+    std::vector<float> out(q_row);
+    Attention attention;
+    attention.set_kernel(kernel);
+    attention.attend(kv, 1, alone, q, s.n_heads, out.data(), pool);
+    for (size_t d = 0; d < q_row; ++d) {
+      ASSERT_EQ(out[d], together[(sc.len0 - 1) * q_row + d]) << kernel.name << " element " << d;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace rapide
