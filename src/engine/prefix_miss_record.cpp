@@ -28,9 +28,13 @@ std::string last_characters(const std::string& s, size_t n) {
 
 // Thousands separators, as people read counts: 1,980.
 std::string with_commas(size_t n) {
-  std::string digits = std::to_string(n);
-  for (int i = static_cast<int>(digits.size()) - 3; i > 0; i -= 3) digits.insert(i, ",");
-  return digits;
+  const std::string digits = std::to_string(n);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
 }
 
 // Control characters (newlines, NUL from byte tokens) would break the one-line summary.
