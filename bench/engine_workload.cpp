@@ -190,37 +190,6 @@ struct RunResult {
   bool complete = true;
 };
 
-// Holds the engine thread inside a request's first token event until opened: the engine
-// then takes every request submitted meanwhile in one go, so "arriving together" means the
-// same step even when the submitting thread is descheduled between submits (steps of a tiny
-// model are shorter than an OS time slice). Blocking a sink is what a real front end must
-// never do; here it is the point.
-class Gate final : public EventSink {
- public:
-  void on_event(TokenEvent&& e) override {
-    if (e.finished) return;
-    std::unique_lock<std::mutex> lock(mutex_);
-    held_ = true;
-    changed_.notify_all();
-    changed_.wait(lock, [this] { return open_; });
-  }
-  void wait_held() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    changed_.wait(lock, [this] { return held_; });
-  }
-  void open() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    open_ = true;
-    changed_.notify_all();
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  bool held_ = false;
-  bool open_ = false;
-};
-
 // Submits the whole workload at once and waits for it (or for `max_steps` engine steps when
 // not 0, after which the rest
 // is aborted: the capacity observation only needs the first admission rounds).
@@ -232,18 +201,7 @@ RunResult run_workload(Model& model, const Tokenizer& tok, const EngineOptions& 
   RunResult out;
   {
     Engine engine(model, tok, options);
-    auto gate = std::make_shared<Gate>();
-    Request g;
-    g.prompt = {workload.front().prompt.front()};
-    g.sampling.max_tokens = 8;
-    g.sampling.ignore_eos = true;
-    g.stream_text = false;
-    g.sink = gate;
-    const RequestId gate_id = engine.submit(std::move(g));
-    gate->wait_held();
-    std::vector<RequestId> ids;
-    const TimePoint start = Clock::now();
-    const double cpu_start = process_cpu_seconds();
+    std::vector<Request> requests;
     for (size_t i = 0; i < workload.size(); ++i) {
       Request r;
       r.prompt = workload[i].prompt;
@@ -253,11 +211,12 @@ RunResult run_workload(Model& model, const Tokenizer& tok, const EngineOptions& 
       r.sampling.ignore_eos = true;
       r.stream_text = stream_text;
       r.sink = std::make_shared<IndexedSink>(collector, i);
-      ids.push_back(engine.submit(std::move(r)));
+      requests.push_back(std::move(r));
     }
-    // The abort is queued with the arrivals, so the gate leaves before they are admitted.
-    engine.abort(gate_id);
-    gate->open();
+    // Arriving together: the scheduler sees every request at its first step.
+    const TimePoint start = Clock::now();
+    const double cpu_start = process_cpu_seconds();
+    const std::vector<RequestId> ids = engine.submit_all(std::move(requests));
     while (!collector.wait_all(std::chrono::milliseconds(5))) {
       recorder.poll(engine);
       if (max_steps != 0 && recorder.total_steps() >= max_steps) {

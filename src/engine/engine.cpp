@@ -41,12 +41,12 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, const EngineOptions& op
   prefix_cache_ = make_prefix_cache(layout);
   scheduler_ = std::make_unique<Scheduler>(options_, *kv_, prefix_cache_.get());
   logits_row_.resize(c.vocab_size);
-  spdlog::info("engine: {} KV blocks of {} tokens ({} layout, {}), context {}, batching {}, "
-               "max {} tokens / {} sequences per step, {} threads",
-               kv_->total_blocks(), options_.kv_block_size, kv_layout_mode_name(options_.kv_layout),
-               format_bytes(static_cast<uint64_t>(kv_->total_blocks()) * layout.block_bytes()),
-               max_context_, batching_mode_name(options_.batching), options_.max_batch_tokens,
-               options_.max_seqs, threads);
+  spdlog::info(
+      "engine: {} KV blocks of {} tokens ({} layout, {}), context {}, batching {}, "
+      "max {} tokens / {} sequences per step, {} threads",
+      kv_->total_blocks(), options_.kv_block_size, kv_layout_mode_name(options_.kv_layout),
+      format_bytes(static_cast<uint64_t>(kv_->total_blocks()) * layout.block_bytes()), max_context_,
+      batching_mode_name(options_.batching), options_.max_batch_tokens, options_.max_seqs, threads);
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -100,6 +100,18 @@ Engine::~Engine() {
 }
 
 RequestId Engine::submit(Request request) {
+  std::vector<std::unique_ptr<Sequence>> one;
+  one.push_back(prepare(std::move(request)));
+  return enqueue(one).front();
+}
+
+std::vector<RequestId> Engine::submit_all(std::vector<Request> requests) {
+  std::vector<std::unique_ptr<Sequence>> sequences;
+  for (Request& r : requests) sequences.push_back(prepare(std::move(r)));
+  return enqueue(sequences);
+}
+
+std::unique_ptr<Sequence> Engine::prepare(Request request) {
   const int vocab = model_.config().vocab_size;
   const int prompt_length = static_cast<int>(request.prompt.size());
   if (prompt_length == 0) fail(ErrorCode::kInvalidArgument, "the prompt is empty");
@@ -137,19 +149,26 @@ RequestId Engine::submit(Request request) {
     if (!request.sampling.stop.empty()) s->stop_checker.emplace(request.sampling.stop);
   }
   s->timings.arrival = Clock::now();
-  const RequestId id = s->id;
+  return s;
+}
+
+std::vector<RequestId> Engine::enqueue(std::vector<std::unique_ptr<Sequence>>& sequences) {
+  std::vector<RequestId> ids;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (stopping_ || draining_) fail(ErrorCode::kUnavailable, "the engine is shutting down");
     const size_t queued = incoming_.size() + static_cast<size_t>(stats_.waiting);
-    if (queued >= static_cast<size_t>(options_.max_queue)) {
+    if (queued + sequences.size() > static_cast<size_t>(options_.max_queue)) {
       fail(ErrorCode::kResourceExhausted, "the request queue is full ({} waiting)", queued);
     }
-    incoming_.push_back(std::move(s));
-    stats_.requests_submitted++;
+    for (auto& s : sequences) {
+      ids.push_back(s->id);
+      incoming_.push_back(std::move(s));
+      stats_.requests_submitted++;
+    }
   }
   wake_.notify_all();
-  return id;
+  return ids;
 }
 
 void Engine::abort(RequestId id) {
@@ -287,6 +306,10 @@ void Engine::step() {
 }
 
 void Engine::advance(Sequence& s, const float* logits_row) {
+  if (s.padding) {
+    s.tokens.push_back(s.tokens.back());  // a padded row: computed, never sampled or sent
+    return;
+  }
   std::memcpy(logits_row_.data(), logits_row, logits_row_.size() * sizeof(float));
   const SampleResult r = s.sampler->sample(logits_row_, s.tokens);
   s.tokens.push_back(r.token);
@@ -318,6 +341,11 @@ void Engine::advance(Sequence& s, const float* logits_row) {
   if (!reason && generated >= s.max_generated) reason = FinishReason::kLength;
   if (!reason) {
     if (s.sink) s.sink->on_event(std::move(event));
+    return;
+  }
+  if (options_.batching == BatchingMode::kStatic) {
+    emit_final(s, event, *reason);
+    scheduler_->retire_to_padding(&s);
     return;
   }
   // Free the blocks before telling the client, so a finished request never holds KV.
@@ -366,6 +394,7 @@ void Engine::finish(Sequence* s, FinishReason reason, const std::string& error) 
   event.time = Clock::now();
   event.error = error;
   std::unique_ptr<Sequence> owned = scheduler_->remove(s);
+  if (owned->padding) return;  // its request already ended
   emit_final(*owned, event, reason);
 }
 

@@ -35,6 +35,9 @@ class Engine {
   // kResourceExhausted (queue full, or the request could never fit the KV budget),
   // kUnavailable (draining). Events then arrive on request.sink.
   RequestId submit(Request request);
+  // Submits requests that arrive together: the scheduler sees all of them at its next step
+  // (or none, if any is invalid). Same errors as submit.
+  std::vector<RequestId> submit_all(std::vector<Request> requests);
   // Ends the request with FinishReason::kAbort and frees its KV blocks at the next step.
   // Unknown or already finished ids are ignored.
   void abort(RequestId id);
@@ -53,6 +56,9 @@ class Engine {
   int max_context() const { return max_context_; }
 
  private:
+  // Validates a request and builds its sequence (submit's checks).
+  std::unique_ptr<Sequence> prepare(Request request);
+  std::vector<RequestId> enqueue(std::vector<std::unique_ptr<Sequence>>& sequences);
   void loop();
   void step();
   void handle_aborts(std::vector<RequestId>& aborts);

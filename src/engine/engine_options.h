@@ -12,7 +12,9 @@ namespace rapide {
 
 enum class BatchingMode {
   kContinuous,  // every step: running sequences decode, waiting ones join (iteration-level)
-  kStatic,      // a batch is admitted only when the previous one has fully finished
+  kStatic,      // request-level batching, the baseline: a batch is admitted only when the
+                // previous one has fully finished, and a finished request's slot keeps
+                // computing (as a padded row of a dense batch does) until then
 };
 
 BatchingMode parse_batching_mode(const std::string& text);

@@ -34,12 +34,12 @@ struct RequestTimings {
 // no token, e.g. an abort or a stop string that consumed the token's text).
 struct TokenEvent {
   RequestId request_id = 0;
-  int32_t token = -1;        // -1 when the event carries no new token
-  int32_t index = -1;        // 0-based index of the token among the generated ones
-  std::string text;          // text that became final with this event (UTF-8 complete)
-  float logprob = 0.0f;      // raw model logprob (when requested)
+  int32_t token = -1;    // -1 when the event carries no new token
+  int32_t index = -1;    // 0-based index of the token among the generated ones
+  std::string text;      // text that became final with this event (UTF-8 complete)
+  float logprob = 0.0f;  // raw model logprob (when requested)
   std::vector<TokenLogprob> top_logprobs;
-  TimePoint time;            // when the token was sampled
+  TimePoint time;  // when the token was sampled
   bool finished = false;
   FinishReason finish_reason = FinishReason::kLength;
   std::string error;  // set with FinishReason::kError

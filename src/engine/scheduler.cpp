@@ -49,12 +49,43 @@ Sequence* Scheduler::pick_victim() const {
   Sequence* victim = nullptr;
   for (const auto& s : running_) {
     if (s->status != SequenceStatus::kRunning) continue;
+    if (s->padding) return s.get();  // padding gives way before any live request
     if (victim == nullptr || runs_before(*victim, *s)) victim = s.get();
   }
   return victim;
 }
 
+void Scheduler::retire_to_padding(Sequence* sequence) {
+  sequence->padding = true;
+  sequence->sink.reset();
+}
+
+void Scheduler::drop_padding(Sequence* sequence) {
+  kv_.release(sequence->kv_id);
+  sequence->status = SequenceStatus::kFinished;
+}
+
+void Scheduler::end_batch_if_only_padding() {
+  if (running_.empty()) return;
+  for (const auto& s : running_) {
+    if (!s->padding) return;
+  }
+  for (const auto& s : running_) kv_.release(s->kv_id);
+  running_.clear();
+}
+
 void Scheduler::preempt(Sequence* victim, SchedulerOutput& out, int& budget) {
+  if (victim->padding) {
+    drop_padding(victim);
+    for (auto it = out.work.begin(); it != out.work.end(); ++it) {
+      if (it->sequence != victim) continue;
+      budget += it->n_tokens;
+      out.decode_tokens -= it->n_tokens;
+      out.work.erase(it);
+      break;
+    }
+    return;
+  }
   register_blocks(*victim);  // its full blocks stay cached: re-admission reuses them
   kv_.release(victim->kv_id);
   victim->num_computed = 0;
@@ -74,6 +105,7 @@ void Scheduler::preempt(Sequence* victim, SchedulerOutput& out, int& budget) {
 SchedulerOutput Scheduler::schedule() {
   SchedulerOutput out;
   int budget = options_.max_batch_tokens;
+  end_batch_if_only_padding();
   std::stable_sort(running_.begin(), running_.end(),
                    [](const auto& a, const auto& b) { return runs_before(*a, *b); });
   for (auto& s : running_) register_blocks(*s);
@@ -86,6 +118,10 @@ SchedulerOutput Scheduler::schedule() {
       if (s->status != SequenceStatus::kRunning || s->is_prefilling() == decode_pass) continue;
       const int n = chunk_for(*s, budget);
       if (n == 0) continue;
+      if (s->padding && s->num_computed + n > kv_.max_context()) {
+        drop_padding(s);  // a padded row ends at the context limit
+        continue;
+      }
       bool fits = kv_.can_reserve(s->kv_id, s->num_computed + n);
       while (!fits) {
         Sequence* victim = pick_victim();
@@ -102,9 +138,12 @@ SchedulerOutput Scheduler::schedule() {
     }
   }
 
-  // Preempted sequences go back to the queue (ahead of newer arrivals by their order).
+  // Preempted sequences go back to the queue (ahead of newer arrivals by their order);
+  // dropped padding just goes.
   for (auto it = running_.begin(); it != running_.end();) {
-    if ((*it)->status == SequenceStatus::kWaiting) {
+    if ((*it)->status == SequenceStatus::kFinished) {
+      it = running_.erase(it);
+    } else if ((*it)->status == SequenceStatus::kWaiting) {
       waiting_.push_back(std::move(*it));
       waiting_sorted_ = false;
       it = running_.erase(it);
@@ -197,7 +236,7 @@ std::vector<Sequence*> Scheduler::all() const {
 
 Sequence* Scheduler::find(RequestId id) {
   for (auto& s : running_) {
-    if (s->id == id) return s.get();
+    if (s->id == id && !s->padding) return s.get();
   }
   for (auto& s : waiting_) {
     if (s->id == id) return s.get();

@@ -54,7 +54,10 @@ class Scheduler {
   SchedulerOutput schedule();
   // Removes a finished or aborted sequence and frees its blocks; returns it.
   std::unique_ptr<Sequence> remove(Sequence* sequence);
-  Sequence* find(RequestId id);
+  // Static batching: a finished sequence stays in its slot as padding (one token per step,
+  // its blocks kept) until every sequence of its batch has finished.
+  void retire_to_padding(Sequence* sequence);
+  Sequence* find(RequestId id);        // a live request (not padding)
   std::vector<Sequence*> all() const;  // running, then waiting
 
   size_t waiting_count() const { return waiting_.size(); }
@@ -63,6 +66,9 @@ class Scheduler {
 
  private:
   void sort_waiting();
+  // Padding gives way: its blocks are freed and its slot dropped (never re-queued).
+  void drop_padding(Sequence* sequence);
+  void end_batch_if_only_padding();
   void preempt(Sequence* victim, SchedulerOutput& out, int& budget);
   Sequence* pick_victim() const;
   int chunk_for(const Sequence& s, int budget) const;

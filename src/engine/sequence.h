@@ -40,6 +40,9 @@ struct Sequence {
   std::optional<StopChecker> stop_checker;
   RequestTimings timings;
   bool scheduled_once = false;
+  // Static batching only: the request has finished (its client has the final event) but,
+  // as a row of a dense batch would, its slot keeps computing until the whole batch is done.
+  bool padding = false;
 
   int generated() const { return static_cast<int>(tokens.size()) - prompt_length; }
   // Tokens still to feed before the next logits are due (1 for a decoding sequence).

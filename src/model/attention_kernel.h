@@ -50,8 +50,9 @@ void attend_job(const AttentionJob& job) {
   alignas(64) float q[NQ][kMaxHeadDim];
   float* scores[NQ];
   for (int j = 0; j < NQ; ++j) {
-    for (int i = 0; i < d; ++i) {
-      q[j][i] = kF16 ? fp16_to_fp32(fp32_to_fp16(job.q[j][i])) : job.q[j][i];
+    for (int i = 0; i < d; i += L) {
+      const V row = S::load(job.q[j] + i);
+      S::store(q[j] + i, kF16 ? S::round_f16(row) : row);
     }
     scores[j] = job.scores + job.scores_stride * j;
   }

@@ -47,9 +47,12 @@ struct Spec {
 };
 
 std::vector<Spec> mixed_specs() {
-  const char* prompts[] = {"Once upon a time", "Lily and Tom went to the park",
-                           "One day, a boy named Tim found a", "The little dog was sad because",
-                           "Sue had a red ball", "The sun was hot and the birds"};
+  const char* prompts[] = {"Once upon a time",
+                           "Lily and Tom went to the park",
+                           "One day, a boy named Tim found a",
+                           "The little dog was sad because",
+                           "Sue had a red ball",
+                           "The sun was hot and the birds"};
   std::vector<Spec> specs;
   for (int i = 0; i < 16; ++i) {
     specs.push_back({prompts[i % 6], 10 + (i * 37) % 120, i % 2 ? 0.0f : 0.9f,
@@ -144,6 +147,42 @@ TEST_F(EngineTest, StaticBatchingAndContiguousLayoutGiveTheSameTokens) {
   c.kv_layout = KvLayoutMode::kContiguous;
   Engine contiguous(*loaded_.model, *loaded_.tokenizer, c);
   expect_same(reference, run_together(contiguous, specs));
+}
+
+// Static batching is the request-level baseline: a batch runs as a dense batch would, each
+// finished request's slot still computing, and the next batch starts only after it.
+TEST_F(EngineTest, StaticBatchingKeepsFinishedSlotsComputingUntilTheBatchEnds) {
+  std::vector<Spec> specs = {{"Once upon a time", 3, 0.0f, 1},
+                             {"Sue had a red ball", 30, 0.0f, 2},
+                             {"The sun was hot", 3, 0.0f, 3},
+                             {"Lily and Tom", 3, 0.0f, 4},
+                             {"One day, a boy", 5, 0.0f, 5}};
+  EngineOptions o = small_options();
+  o.batching = BatchingMode::kStatic;
+  o.max_seqs = 4;
+  Engine engine(*loaded_.model, *loaded_.tokenizer, o);
+  std::vector<std::shared_ptr<EventQueue>> queues;
+  std::vector<Request> requests;
+  for (const Spec& s : specs) {
+    queues.push_back(std::make_shared<EventQueue>());
+    requests.push_back(make_request(*loaded_.tokenizer, s, queues.back()));
+  }
+  engine.submit_all(std::move(requests));
+  std::vector<Outcome> out;
+  for (auto& q : queues) out.push_back(collect(*q));
+  for (size_t i = 0; i < specs.size(); ++i)
+    EXPECT_EQ(out[i].completion_tokens, specs[i].max_tokens);
+  EXPECT_GE(out[4].finished, out[1].finished) << "the second batch started before the first ended";
+  ASSERT_TRUE(engine.drain(std::chrono::seconds(30)));
+  const EngineStats st = engine.stats();
+  // First batch: one prefill step, then 29 decode steps of 4 rows each (3 of them padding
+  // after the third step); then the second batch: a prefill and 4 single-row decodes.
+  int four_row_steps = 0;
+  for (const StepStats& step : st.recent_steps) four_row_steps += step.decode_tokens == 4;
+  EXPECT_EQ(four_row_steps, 29);
+  EXPECT_EQ(st.requests_finished, specs.size());
+  EXPECT_EQ(st.generated_tokens, 3u + 30 + 3 + 3 + 5) << "padding tokens are not output";
+  EXPECT_EQ(st.kv.used_blocks, 0);
 }
 
 TEST_F(EngineTest, ChunkedPrefillAndSmallBudgetsGiveTheSameTokens) {
