@@ -64,21 +64,24 @@ void Attention::plan_jobs(const Batch& batch, int n_heads, int n_kv_heads) {
   const int heads_per_job = std::min(group, kernel_.max_queries);
   const int tokens_per_job = std::max(1, kernel_.max_queries / heads_per_job);
   const int n = batch.size();
-  for (int run_begin = 0; run_begin < n;) {
-    // A run: consecutive tokens of one sequence at consecutive positions.
-    int run_end = run_begin + 1;
-    while (run_end < n && run_end - run_begin < tokens_per_job &&
-           batch.seq_ids[run_end] == batch.seq_ids[run_begin] &&
-           batch.positions[run_end] == batch.positions[run_end - 1] + 1) {
-      ++run_end;
+  for (int segment_begin = 0; segment_begin < n;) {
+    // A segment: consecutive tokens of one sequence at consecutive positions.
+    int segment_end = segment_begin + 1;
+    while (segment_end < n && batch.seq_ids[segment_end] == batch.seq_ids[segment_begin] &&
+           batch.positions[segment_end] == batch.positions[segment_end - 1] + 1) {
+      ++segment_end;
     }
+    // Head-major within the segment: jobs that follow each other (and the threads that
+    // claim them) read the same head's K/V while it is still in cache.
     for (int kv_head = 0; kv_head < n_kv_heads; ++kv_head) {
-      for (int h = 0; h < group; h += heads_per_job) {
-        jobs_.push_back({run_begin, run_end - run_begin, kv_head, kv_head * group + h,
-                         std::min(heads_per_job, group - h)});
+      for (int t = segment_begin; t < segment_end; t += tokens_per_job) {
+        for (int h = 0; h < group; h += heads_per_job) {
+          jobs_.push_back({t, std::min(tokens_per_job, segment_end - t), kv_head,
+                           kv_head * group + h, std::min(heads_per_job, group - h)});
+        }
       }
     }
-    run_begin = run_end;
+    segment_begin = segment_end;
   }
 }
 
