@@ -91,10 +91,11 @@ int main(int argc, char** argv) {
   const double n_params = static_cast<double>(model.matmul_parameters());
 
   const double bandwidth = measure_read_bandwidth(pool);
-  std::printf("model: %s (%.1f MiB of weights read per step, %.1f M parameters in matrices)\n", model_path.c_str(),
-              weight_bytes / 1048576.0, n_params / 1e6);
+  std::printf("model: %s (%.1f MiB of weights read per step, %.1f M parameters in matrices)\n",
+              model_path.c_str(), weight_bytes / 1048576.0, n_params / 1e6);
   std::printf("machine: %d threads, kernels %s, read bandwidth %.1f GB/s -> roofline %.1f tok/s\n",
-              threads, isa_level_name(active_isa_level()), bandwidth / 1e9, bandwidth / weight_bytes);
+              threads, isa_level_name(active_isa_level()), bandwidth / 1e9,
+              bandwidth / weight_bytes);
 
   const double prefill = prefill_speed(model, pool, prompt, repeats);
   std::printf("prefill %d tokens: %.1f tok/s, %.1f GFLOP/s\n", prompt, prefill,
@@ -116,10 +117,11 @@ int main(int argc, char** argv) {
         ratios.push_back(rate * weight_bytes / probe);
       }
       const auto [low, high] = std::minmax_element(probes.begin(), probes.end());
-      std::printf("decode batch 1: %.1f tok/s = %.1f %% of the bandwidth roofline "
-                  "(median of %d decode runs, each against a probe taken just before it: "
-                  "%.1f-%.1f GB/s)\n",
-                  median(rates), 100.0 * median(ratios), repeats, *low / 1e9, *high / 1e9);
+      std::printf(
+          "decode batch 1: %.1f tok/s = %.1f %% of the bandwidth roofline "
+          "(median of %d decode runs, each against a probe taken just before it: "
+          "%.1f-%.1f GB/s)\n",
+          median(rates), 100.0 * median(ratios), repeats, *low / 1e9, *high / 1e9);
     } else {
       const double rate = decode_speed(model, pool, n, 16, decode, repeats);
       std::printf("decode batch %d: %.1f tok/s aggregate, %.1f GFLOP/s\n", n, rate,

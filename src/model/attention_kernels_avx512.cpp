@@ -11,7 +11,7 @@ struct Avx512 {
   using V = __m512;
   static constexpr int kLanes = 16;
   // 32 zmm registers: NQ x CV accumulators plus CV value rows must fit.
-  static constexpr int value_vectors(int nq) { return nq <= 4 ? 4 : 2; }
+  static constexpr int value_vectors(int nq) { return nq <= 6 ? 4 : 2; }
 
   static V zero() { return _mm512_setzero_ps(); }
   static V set1(float x) { return _mm512_set1_ps(x); }
