@@ -17,19 +17,15 @@
 #include "base/error.h"
 #include "formats/gguf_reader.h"
 #include "formats/gguf_writer.h"
+#include "formats/llama_shape.h"
 #include "kernels/matmul.h"
 
 namespace rapide::cli {
 namespace {
 
-struct SynthShape {
-  int dim = 768;
-  int layers = 12;
-  int heads = 12;
-  int kv_heads = 4;
-  int ffn = 2048;
-  int ctx = 2048;
-};
+// synth100m: 100 M parameters in matrices with a 32000-token vocabulary.
+constexpr LlamaShape kSynth100m{
+    .dim = 768, .layers = 12, .heads = 12, .kv_heads = 4, .ffn = 2048, .ctx = 2048};
 
 struct SynthOptions {
   std::string shape = "synth100m";
@@ -43,8 +39,8 @@ constexpr float kWeightStd = 0.02f;
 
 // "synth100m" or "dim=768,layers=12,heads=12,kv_heads=4,ffn=2048,ctx=2048" (keys missing
 // from the list keep synth100m's values).
-SynthShape parse_shape(const std::string& text) {
-  SynthShape s;
+LlamaShape parse_shape(const std::string& text) {
+  LlamaShape s = kSynth100m;
   if (text == "synth100m") return s;
   std::map<std::string, int*> fields = {{"dim", &s.dim},     {"layers", &s.layers},
                                         {"heads", &s.heads}, {"kv_heads", &s.kv_heads},
@@ -91,7 +87,7 @@ uint32_t gguf_file_type(TensorType type) {
 }
 
 void run_synth(const SynthOptions& o) {
-  const SynthShape s = parse_shape(o.shape);
+  LlamaShape s = parse_shape(o.shape);
   const std::optional<TensorType> type = tensor_type_from_name(o.type);
   if (!type)
     fail(ErrorCode::kInvalidArgument, "--type '{}': use f32, f16, bf16, q8_0 or q4_0", o.type);
@@ -104,24 +100,15 @@ void run_synth(const SynthOptions& o) {
   const GgufFile vocab = GgufFile::open(o.vocab_from);
   const int64_t n_vocab =
       static_cast<int64_t>(vocab.get_array("tokenizer.ggml.tokens").items.size());
-  const int head_dim = s.dim / s.heads;
+  const int head_dim = s.head_dim();
+  s.vocab = n_vocab;
 
   GgufWriter w;
   const std::string name = o.shape == "synth100m" ? "synth100m" : "synth";
-  w.set("general.architecture", GgufValue::string("llama"));
+  set_llama_hyperparameters(w, s);
   w.set("general.name", GgufValue::string(name));
   w.set("general.file_type", GgufValue::u32(gguf_file_type(*type)));
   w.set("general.quantization_version", GgufValue::u32(2));
-  w.set("llama.context_length", GgufValue::u32(s.ctx));
-  w.set("llama.embedding_length", GgufValue::u32(s.dim));
-  w.set("llama.block_count", GgufValue::u32(s.layers));
-  w.set("llama.feed_forward_length", GgufValue::u32(s.ffn));
-  w.set("llama.attention.head_count", GgufValue::u32(s.heads));
-  w.set("llama.attention.head_count_kv", GgufValue::u32(s.kv_heads));
-  w.set("llama.attention.layer_norm_rms_epsilon", GgufValue::f32(1e-5f));
-  w.set("llama.rope.freq_base", GgufValue::f32(10000.0f));
-  w.set("llama.rope.dimension_count", GgufValue::u32(head_dim));
-  w.set("llama.vocab_size", GgufValue::u32(static_cast<uint32_t>(n_vocab)));
   for (const auto& kv : vocab.metadata()) {
     if (kv.key.starts_with("tokenizer.")) w.set(kv.key, kv.value);
   }

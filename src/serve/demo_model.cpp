@@ -11,19 +11,14 @@
 #include "formats/gguf_model.h"
 #include "formats/gguf_reader.h"
 #include "formats/gguf_writer.h"
+#include "formats/llama_shape.h"
 
 namespace rapide::serve {
 
 namespace {
 
-struct DemoShape {
-  int dim = 64;
-  int layers = 2;
-  int heads = 4;
-  int kv_heads = 2;
-  int ffn = 192;
-  int ctx = 2048;
-};
+constexpr LlamaShape kDemoShape{
+    .dim = 64, .layers = 2, .heads = 4, .kv_heads = 2, .ffn = 192, .ctx = 2048};
 
 constexpr const char* kChatMlTemplate =
     "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + "
@@ -77,25 +72,16 @@ Vocab demo_vocab() {
 }  // namespace
 
 ModelFile make_demo_model(uint64_t seed) {
-  const DemoShape s;
   const Vocab vocab = demo_vocab();
-  const int64_t n_vocab = static_cast<int64_t>(vocab.tokens.size());
-  const int head_dim = s.dim / s.heads;
+  LlamaShape s = kDemoShape;
+  s.vocab = static_cast<int64_t>(vocab.tokens.size());
+  const int64_t n_vocab = s.vocab;
+  const int head_dim = s.head_dim();
 
   GgufWriter w;
-  w.set("general.architecture", GgufValue::string("llama"));
+  set_llama_hyperparameters(w, s);
   w.set("general.name", GgufValue::string(kDemoModelId));
   w.set("general.file_type", GgufValue::u32(0));
-  w.set("llama.context_length", GgufValue::u32(s.ctx));
-  w.set("llama.embedding_length", GgufValue::u32(s.dim));
-  w.set("llama.block_count", GgufValue::u32(s.layers));
-  w.set("llama.feed_forward_length", GgufValue::u32(s.ffn));
-  w.set("llama.attention.head_count", GgufValue::u32(s.heads));
-  w.set("llama.attention.head_count_kv", GgufValue::u32(s.kv_heads));
-  w.set("llama.attention.layer_norm_rms_epsilon", GgufValue::f32(1e-5f));
-  w.set("llama.rope.freq_base", GgufValue::f32(10000.0f));
-  w.set("llama.rope.dimension_count", GgufValue::u32(head_dim));
-  w.set("llama.vocab_size", GgufValue::u32(static_cast<uint32_t>(n_vocab)));
   w.set("tokenizer.ggml.model", GgufValue::string("llama"));
   w.set("tokenizer.ggml.tokens", GgufValue::string_array(vocab.tokens));
   w.set("tokenizer.ggml.scores", GgufValue::f32_array(vocab.scores));
