@@ -56,6 +56,7 @@ Sequence* Scheduler::pick_victim() const {
 }
 
 void Scheduler::retire_to_padding(Sequence* sequence) {
+  register_blocks(*sequence);  // the request's own tokens stay cached, as on removal
   sequence->padding = true;
   sequence->sink.reset();
 }
@@ -108,7 +109,9 @@ SchedulerOutput Scheduler::schedule() {
   end_batch_if_only_padding();
   std::stable_sort(running_.begin(), running_.end(),
                    [](const auto& a, const auto& b) { return runs_before(*a, *b); });
-  for (auto& s : running_) register_blocks(*s);
+  for (auto& s : running_) {
+    if (!s->padding) register_blocks(*s);  // a padded row's tokens are no prefix anyone sends
+  }
 
   // Decodes first (one token each, what TPOT depends on), then prefill chunks.
   for (int pass = 0; pass < 2; ++pass) {
@@ -210,7 +213,8 @@ bool Scheduler::admit(Sequence& s, int& budget, int32_t& promised, SchedulerOutp
 }
 
 std::unique_ptr<Sequence> Scheduler::remove(Sequence* sequence) {
-  register_blocks(*sequence);  // a finished request's prefix stays cached for the next
+  // A finished request's prefix stays cached for the next (padding registered it on retiring).
+  if (!sequence->padding) register_blocks(*sequence);
   kv_.release(sequence->kv_id);
   for (auto it = running_.begin(); it != running_.end(); ++it) {
     if (it->get() != sequence) continue;
