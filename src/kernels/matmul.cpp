@@ -320,6 +320,58 @@ void WeightMatrix::multiply_with(IsaLevel level, const float* x, int64_t n, floa
   }
 }
 
+void WeightMatrix::multiply_group(std::span<const WeightMatrix* const> ws, const float* x,
+                                  int64_t n, std::span<float* const> ys, ThreadPool& pool) {
+  if (ws.size() != ys.size()) {
+    fail(ErrorCode::kInvalidArgument, "multiply_group: {} matrices but {} outputs", ws.size(),
+         ys.size());
+  }
+  if (n <= 0 || ws.empty()) return;
+  bool same = true;
+  int64_t total_panels = 0, work = 0;
+  for (const WeightMatrix* m : ws) {
+    same = same && m->impl_ && m->impl_->packed.type == ws[0]->impl_->packed.type &&
+           m->impl_->packed.cols == ws[0]->impl_->packed.cols;
+    if (!same) break;
+    total_panels += m->impl_->packed.panels;
+    work += n * m->impl_->packed.rows * m->impl_->packed.cols;
+  }
+  if (!same || ws.size() == 1) {
+    for (size_t i = 0; i < ws.size(); ++i) ws[i]->multiply(x, n, ys[i], pool);
+    return;
+  }
+  static const IsaLevel level = active_isa_level();
+  const KernelSet& ks = kernels_for(level);
+  const PackedWeights& first = ws[0]->impl_->packed;
+  const bool parallel = pool.size() > 1 && work >= kMinParallelWork;
+  const bool parallel_convert = parallel && n * first.cols >= kMinParallelWork;
+  const Activations a =
+      convert_activations(ks, first.type, x, n, first.cols, thread_scratch(), [&](auto&& convert) {
+        if (!parallel_convert) return convert(int64_t{0}, n);
+        pool.parallel_for(n, 1, [&](int64_t t0, int64_t t1, int) { convert(t0, t1); });
+      });
+  const matmul::PanelKernel kernel = panel_kernel(ks, first.type);
+  // Panels [p0, p1) of the matrices laid end to end.
+  auto run_panels = [&](int64_t p0, int64_t p1, int64_t t0, int64_t t1) {
+    int64_t base = 0;
+    for (size_t i = 0; i < ws.size() && base < p1; ++i) {
+      const PackedWeights& w = ws[i]->impl_->packed;
+      const int64_t begin = std::max(p0, base) - base, end = std::min(p1, base + w.panels) - base;
+      if (begin < end) kernel(w, a, begin, end, t0, t1, ys[i]);
+      base += w.panels;
+    }
+  };
+  if (!parallel) return run_panels(0, total_panels, 0, n);
+  const int threads = pool.size();
+  if (total_panels >= 8 * threads || n < 8 * threads) {
+    pool.parallel_for(total_panels, 2,
+                      [&](int64_t p0, int64_t p1, int) { run_panels(p0, p1, 0, n); });
+  } else {
+    pool.parallel_for(n, 4,
+                      [&](int64_t t0, int64_t t1, int) { run_panels(0, total_panels, t0, t1); });
+  }
+}
+
 void WeightMatrix::multiply_reference(const float* x, int64_t n, float* y) const {
   if (n <= 0 || !impl_) return;
   const PackedWeights& w = impl_->packed;

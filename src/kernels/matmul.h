@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 
 #include "base/cpu_features.h"
 #include "base/thread_pool.h"
@@ -50,6 +51,12 @@ class WeightMatrix {
   // The same with the kernels of one ISA level, which must not exceed what this CPU runs
   // (cpu_features().best_level()): tests and benchmarks compare the variants in-process.
   void multiply_with(IsaLevel level, const float* x, int64_t n, float* y, ThreadPool& pool) const;
+  // Several matrices of one type and width applied to the same x (Q/K/V, gate/up): the
+  // activations are converted once and all products run in one parallel dispatch, so a
+  // forward pass pays one conversion and one pool round trip instead of one per matrix.
+  // Each ys[i] gets what ws[i]->multiply(x, n, ys[i]) writes, bit for bit.
+  static void multiply_group(std::span<const WeightMatrix* const> ws, const float* x, int64_t n,
+                             std::span<float* const> ys, ThreadPool& pool);
   // The same with the scalar reference kernel, single-threaded (tests, debugging).
   void multiply_reference(const float* x, int64_t n, float* y) const;
   // Row r converted to f32 (embedding lookup).

@@ -37,11 +37,12 @@ std::string layer_name(int layer, const char* what) {
 
 }  // namespace
 
-Model::Model(std::shared_ptr<const ModelFile> file) : file_(std::move(file)), config_(file_->config) {
+Model::Model(std::shared_ptr<const ModelFile> file)
+    : file_(std::move(file)), config_(file_->config) {
   const ModelConfig& c = config_;
   if (c.dim <= 0 || c.n_layers <= 0 || c.n_heads <= 0 || c.n_kv_heads <= 0 || c.head_dim <= 0 ||
-      c.n_heads % c.n_kv_heads != 0 || c.vocab_size <= 0 || c.ffn_dim <= 0 ||
-      c.head_dim % 2 != 0 || c.head_dim > kMaxHeadDim) {
+      c.n_heads % c.n_kv_heads != 0 || c.vocab_size <= 0 || c.ffn_dim <= 0 || c.head_dim % 2 != 0 ||
+      c.head_dim > kMaxHeadDim) {
     fail(ErrorCode::kCorrupt,
          "model '{}' has inconsistent hyper-parameters (dim {}, layers {}, heads {}/{} kv, head "
          "dim {}, ffn {}, vocab {})",
@@ -67,7 +68,8 @@ Model::Model(std::shared_ptr<const ModelFile> file) : file_(std::move(file)), co
     w.ffn_gate = load_matrix(f, layer_name(l, "ffn_gate.weight"), c.dim, c.ffn_dim);
     w.ffn_up = load_matrix(f, layer_name(l, "ffn_up.weight"), c.dim, c.ffn_dim);
     w.ffn_down = load_matrix(f, layer_name(l, "ffn_down.weight"), c.ffn_dim, c.dim);
-    for (const WeightMatrix* m : {&w.wq, &w.wk, &w.wv, &w.wo, &w.ffn_gate, &w.ffn_up, &w.ffn_down}) {
+    for (const WeightMatrix* m :
+         {&w.wq, &w.wk, &w.wv, &w.wo, &w.ffn_gate, &w.ffn_up, &w.ffn_down}) {
       weight_bytes_ += static_cast<uint64_t>(tensor_row_bytes(m->type(), m->cols())) * m->rows();
       matmul_parameters_ += static_cast<uint64_t>(m->cols()) * m->rows();
     }
@@ -75,8 +77,8 @@ Model::Model(std::shared_ptr<const ModelFile> file) : file_(std::move(file)), co
   output_norm_ = load_vector(f.get("output_norm.weight"), c.dim);
   const bool tied = c.tied_embeddings || f.find("output.weight") == nullptr;
   output_ = load_matrix(f, tied ? "token_embd.weight" : "output.weight", c.dim, c.vocab_size);
-  weight_bytes_ += static_cast<uint64_t>(tensor_row_bytes(output_.type(), output_.cols())) *
-                   output_.rows();
+  weight_bytes_ +=
+      static_cast<uint64_t>(tensor_row_bytes(output_.type(), output_.cols())) * output_.rows();
   matmul_parameters_ += static_cast<uint64_t>(output_.cols()) * output_.rows();
 }
 
@@ -150,9 +152,9 @@ void Model::attention_block(int layer, const Batch& batch, KvStore& kv, ThreadPo
     rms_norm(x_.data() + static_cast<size_t>(i) * c.dim, w.attn_norm.data(), c.dim, c.rms_eps,
              xn_.data() + static_cast<size_t>(i) * c.dim);
   }
-  w.wq.multiply(xn_.data(), n, q_.data(), pool);
-  w.wk.multiply(xn_.data(), n, k_.data(), pool);
-  w.wv.multiply(xn_.data(), n, v_.data(), pool);
+  const WeightMatrix* qkv[] = {&w.wq, &w.wk, &w.wv};
+  float* const qkv_out[] = {q_.data(), k_.data(), v_.data()};
+  WeightMatrix::multiply_group(qkv, xn_.data(), n, qkv_out, pool);
   if (c.qkv_bias) {
     for (int i = 0; i < n; ++i) {
       add_in_place(q_.data() + static_cast<size_t>(i) * c.q_dim(), w.bq.data(), c.q_dim());
@@ -175,8 +177,9 @@ void Model::ffn_block(int layer, int n, ThreadPool& pool) {
     rms_norm(x_.data() + static_cast<size_t>(i) * c.dim, w.ffn_norm.data(), c.dim, c.rms_eps,
              xn_.data() + static_cast<size_t>(i) * c.dim);
   }
-  w.ffn_gate.multiply(xn_.data(), n, gate_.data(), pool);
-  w.ffn_up.multiply(xn_.data(), n, up_.data(), pool);
+  const WeightMatrix* gate_up[] = {&w.ffn_gate, &w.ffn_up};
+  float* const gate_up_out[] = {gate_.data(), up_.data()};
+  WeightMatrix::multiply_group(gate_up, xn_.data(), n, gate_up_out, pool);
   silu_mul(gate_.data(), up_.data(), static_cast<int64_t>(n) * c.ffn_dim, gate_.data());
   w.ffn_down.multiply(gate_.data(), n, xn_.data(), pool);
   add_in_place(x_.data(), xn_.data(), static_cast<int64_t>(n) * c.dim);

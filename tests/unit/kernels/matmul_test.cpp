@@ -165,6 +165,49 @@ TEST(WeightMatrix, LargeBatchSplitsAcrossThreadsIdentically) {
   }
 }
 
+// Q/K/V and gate/up go through multiply_group: each output must be bit-identical to the
+// matrix's own multiply, whatever the thread count, token count and row counts (panel ranges
+// of the pool's chunks straddle the matrices' boundaries); mixed types fall back per matrix.
+TEST(WeightMatrix, GroupMultiplyEqualsEachMultiply) {
+  for (TensorType type : {TensorType::kQ8_0, TensorType::kQ4_0, TensorType::kF16}) {
+    const Matrix a = make_matrix(type, 96, 128, 1), b = make_matrix(type, 40, 128, 2),
+                 c = make_matrix(type, 33, 128, 3);
+    const WeightMatrix wa = WeightMatrix::prepare(a.view), wb = WeightMatrix::prepare(b.view),
+                       wc = WeightMatrix::prepare(c.view);
+    for (int64_t n : {1, 3, 70}) {
+      const std::vector<float> x = random_activations(n * 128, 7);
+      for (int threads : {1, 2, 3}) {
+        ThreadPool pool(threads);
+        std::vector<float> ya(n * 96), yb(n * 40), yc(n * 33);
+        std::vector<float> ea(ya.size()), eb(yb.size()), ec(yc.size());
+        wa.multiply(x.data(), n, ea.data(), pool);
+        wb.multiply(x.data(), n, eb.data(), pool);
+        wc.multiply(x.data(), n, ec.data(), pool);
+        const WeightMatrix* ws[] = {&wa, &wb, &wc};
+        float* const ys[] = {ya.data(), yb.data(), yc.data()};
+        WeightMatrix::multiply_group(ws, x.data(), n, ys, pool);
+        EXPECT_EQ(ya, ea) << tensor_type_name(type) << " n=" << n << " threads=" << threads;
+        EXPECT_EQ(yb, eb) << tensor_type_name(type) << " n=" << n << " threads=" << threads;
+        EXPECT_EQ(yc, ec) << tensor_type_name(type) << " n=" << n << " threads=" << threads;
+      }
+    }
+  }
+  // Different types: each matrix on its own.
+  const Matrix q8 = make_matrix(TensorType::kQ8_0, 32, 64, 4),
+               f16 = make_matrix(TensorType::kF16, 16, 64, 5);
+  const WeightMatrix w8 = WeightMatrix::prepare(q8.view), w16 = WeightMatrix::prepare(f16.view);
+  const std::vector<float> x = random_activations(2 * 64, 8);
+  ThreadPool pool(2);
+  std::vector<float> y8(2 * 32), y16(2 * 16), e8(y8.size()), e16(y16.size());
+  w8.multiply(x.data(), 2, e8.data(), pool);
+  w16.multiply(x.data(), 2, e16.data(), pool);
+  const WeightMatrix* ws[] = {&w8, &w16};
+  float* const ys[] = {y8.data(), y16.data()};
+  WeightMatrix::multiply_group(ws, x.data(), 2, ys, pool);
+  EXPECT_EQ(y8, e8);
+  EXPECT_EQ(y16, e16);
+}
+
 TEST(WeightMatrix, DequantizeRowMatchesStorage) {
   for (TensorType type : kTypes) {
     const Matrix m = make_matrix(type, 37, 96, 8);
