@@ -8,8 +8,7 @@
 #   bench/batch.sh                 # both models
 #   MODELS=stories260K bench/batch.sh
 #
-# Environment: BUILD_DIR (build-batch), MODEL_DIR (where synth100m-q8_0.gguf is made when
-# missing; never committed), WORK (scratch, /tmp/rapide-bench-batch), REQUESTS (500),
+# Environment: BUILD_DIR, MODEL_DIR (bench/common.sh), WORK (scratch, /tmp/rapide-bench-batch), REQUESTS (500),
 # SEQ_REQUESTS (the one-at-a-time run takes the first N requests, 60; tok/s is compared),
 # CONCURRENCY (256), THREADS (0 = physical cores), OUT_SYNTH / OUT_STORIES (output tokens
 # per request, 32 / 64), PREAMBLE_WORDS (words of the instruction every request starts with,
@@ -18,23 +17,14 @@
 # every mode), with fixed output lengths (ignore_eos), greedy sampling.
 set -euo pipefail
 
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-build="${BUILD_DIR:-$root/build-batch}"
-models="${MODEL_DIR:-$build/models}"
-shared="${SHARED_DIR:-$(cd "$root/.." && pwd)/shared}"
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 work="${WORK:-/tmp/rapide-bench-batch}"
 requests="${REQUESTS:-500}"
 seq_requests="${SEQ_REQUESTS:-60}"
 concurrency="${CONCURRENCY:-256}"
 threads="${THREADS:-0}"
-rapide="$build/apps/rapide/rapide"
-synth="$models/synth100m-q8_0.gguf"
-stories="$shared/models/stories260K/stories260K.gguf"
-vocab="$shared/models/llama2-tiny-random/llama-2-tiny-random.gguf"
-
-if [[ ! -f "$build/build.ninja" ]]; then cmake -S "$root" -B "$build" -G Ninja >/dev/null; fi
-ninja -C "$build" -j "${JOBS:-2}" rapide >/dev/null
-mkdir -p "$models" "$work"
+bench_build rapide
+mkdir -p "$work"
 thread_flags=()
 if [[ "$threads" != 0 ]]; then thread_flags=(-t "$threads"); fi
 
@@ -140,10 +130,7 @@ PY
 for m in ${MODELS:-synth100m stories260K}; do
   case "$m" in
     synth100m)
-      if [[ ! -f "$synth" ]]; then
-        echo "+ $rapide synth --shape synth100m --type q8_0 --vocab-from $vocab -o $synth"
-        "$rapide" synth --shape synth100m --type q8_0 --vocab-from "$vocab" -o "$synth"
-      fi
+      synth="$(synth_model q8_0)"
       run_model "$synth" synth100m "${OUT_SYNTH:-32}"
       ;;
     stories260K) run_model "$stories" stories260K "${OUT_STORIES:-64}" ;;

@@ -8,29 +8,17 @@
 #
 #   bench/serve.sh
 #
-# Environment: BUILD_DIR (default build), MODEL_DIR (where synth100m-q8_0.gguf is made when
-# missing; never committed), WORK (scratch, /tmp/rapide-bench-serve), REQUESTS (96),
+# Environment: BUILD_DIR, MODEL_DIR (bench/common.sh), WORK (scratch, /tmp/rapide-bench-serve), REQUESTS (96),
 # THREADS (0 = physical cores).
 set -euo pipefail
 
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-build="${BUILD_DIR:-$root/build}"
-models="${MODEL_DIR:-$build/bench-models}"
-shared="${SHARED_DIR:-$(cd "$root/.." && pwd)/shared}"
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 work="${WORK:-/tmp/rapide-bench-serve}"
 requests="${REQUESTS:-96}"
 threads="${THREADS:-0}"
-rapide="$build/apps/rapide/rapide"
-synth="$models/synth100m-q8_0.gguf"
-vocab="$shared/models/llama2-tiny-random/llama-2-tiny-random.gguf"
-
-if [[ ! -f "$build/build.ninja" ]]; then cmake -S "$root" -B "$build" -G Ninja >/dev/null; fi
-ninja -C "$build" -j "${JOBS:-2}" rapide >/dev/null
-mkdir -p "$models" "$work"
-if [[ ! -f "$synth" ]]; then
-  echo "+ $rapide synth --shape synth100m --type q8_0 --vocab-from $vocab -o $synth"
-  "$rapide" synth --shape synth100m --type q8_0 --vocab-from "$vocab" -o "$synth"
-fi
+bench_build rapide
+synth="$(synth_model q8_0)"
+mkdir -p "$work"
 thread_flags=()
 if [[ "$threads" != 0 ]]; then thread_flags=(-t "$threads"); fi
 

@@ -1,0 +1,32 @@
+# Shared by the bench/*.sh scripts (sourced, not run): where things are, building what a
+# script needs, and the synth100m models it measures (generated once, never committed).
+#
+# Environment: BUILD_DIR (default build, what scripts/build.sh makes), MODEL_DIR (default
+# $BUILD_DIR/bench-models), SHARED_DIR (default ../shared), JOBS (ninja jobs, 2).
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${BUILD_DIR:-$root/build}"
+models="${MODEL_DIR:-$build/bench-models}"
+shared="${SHARED_DIR:-$(cd "$root/.." && pwd)/shared}"
+rapide="$build/apps/rapide/rapide"
+stories="$shared/models/stories260K/stories260K.gguf"
+
+# bench_build TARGET...: configures $build when needed (Release by default) and builds the targets.
+bench_build() {
+  if [[ ! -f "$build/build.ninja" ]]; then cmake -S "$root" -B "$build" -G Ninja >/dev/null; fi
+  ninja -C "$build" -j "${JOBS:-2}" "$@" >/dev/null
+}
+
+# synth_model TYPE: prints the path of synth100m in TYPE (f16, q8_0, q4_0), generating it with
+# `rapide synth` (the Llama-2 vocabulary of the shared random model) the first time.
+synth_model() {
+  local file="$models/synth100m-$1.gguf"
+  if [[ ! -f "$file" ]]; then
+    bench_build rapide
+    mkdir -p "$models"
+    local vocab="$shared/models/llama2-tiny-random/llama-2-tiny-random.gguf"
+    echo "+ $rapide synth --shape synth100m --type $1 --vocab-from $vocab -o $file" >&2
+    "$rapide" synth --shape synth100m --type "$1" --vocab-from "$vocab" -o "$file" >&2
+  fi
+  echo "$file"
+}
