@@ -1,6 +1,7 @@
 #include "kv/prefix_cache.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "base/error.h"
 #include "kv/block_hash.h"
@@ -163,25 +164,83 @@ int PrefixCache::attach(int32_t kv_id, const PrefixMatch& m, std::span<const int
     if (b >= 0) pool.free(b);
   }
   for (int32_t b : imported) pool.free(b);
+  // Past the last whole block, the next cached block may still start like the prompt.
+  // Only behind a whole matched block: a prompt that differs inside its first block is a
+  // miss (a few shared leading tokens, like BOS, are not worth a copy).
+  int partial = 0;
+  if (!table.empty() && table.size() == m.hashes.size()) {
+    partial = copy_partial_block(kv_id, m.hashes[table.size() - 1], tokens, positions);
+  }
+  const int held = positions + partial;
 
-  const int ram_tokens = std::min(ram_blocks, static_cast<int>(table.size())) * bs;
+  const int ram_tokens = std::min(ram_blocks, static_cast<int>(table.size())) * bs + partial;
   stats_.queries++;
-  stats_.hits += positions > 0 ? 1 : 0;
+  stats_.hits += held > 0 ? 1 : 0;
   stats_.prompt_tokens += tokens.size();
   stats_.ram_hit_tokens += ram_tokens;
-  stats_.tier_hit_tokens += positions - ram_tokens;
-  stats_.computed_tokens += tokens.size() - positions;
-  if (auto d = explain(tokens, hashes, static_cast<int>(table.size()), request_id)) {
+  stats_.tier_hit_tokens += held - ram_tokens;
+  stats_.computed_tokens += tokens.size() - held;
+  if (auto d = explain(tokens, hashes, static_cast<int>(table.size()), held, request_id)) {
     stats_.miss_records++;
     if (divergences_.size() >= kMaxPendingDivergences) divergences_.erase(divergences_.begin());
     divergences_.push_back(std::move(*d));
   }
-  return positions;
+  return held;
+}
+
+int PrefixCache::copy_partial_block(int32_t kv_id, uint64_t parent, std::span<const int32_t> tokens,
+                                    int positions) {
+  const int bs = block_size();
+  // At most the rest of one block, and never the prompt's last token (its logits are due).
+  const int limit = std::min(bs, static_cast<int>(tokens.size()) - 1 - positions);
+  if (limit <= 0) return 0;
+  int best = 0;
+  int32_t source = -1;
+  const auto [first, last] = children_.equal_range(parent);
+  for (auto it = first; it != last; ++it) {
+    const auto entry = blocks_.find(it->second);
+    if (entry == blocks_.end() || entry->second.ram_block < 0) continue;
+    const std::vector<int32_t>& cached = entry->second.tokens;
+    int n = 0;
+    while (n < limit && n < static_cast<int>(cached.size()) &&
+           cached[static_cast<size_t>(n)] == tokens[static_cast<size_t>(positions + n)]) {
+      ++n;
+    }
+    if (n > best) {
+      best = n;
+      source = entry->second.ram_block;
+    }
+  }
+  if (best == 0) return 0;
+  BlockPool& pool = kv_.pool();
+  pool.touch(source);  // pinned: taking the new block must not evict the one copied from
+  int copied = 0;
+  if (kv_.try_reserve(kv_id, positions + best)) {
+    const int32_t target = kv_.block_table(kv_id)[static_cast<size_t>(positions / bs)];
+    const KvLayout& layout = kv_.layout();
+    const size_t element = layout.element_bytes();
+    const uint8_t* from = kv_.block_data(source);
+    uint8_t* to = kv_.block_data(target);
+    for (int layer = 0; layer < layout.n_layers; ++layer) {
+      for (int head = 0; head < layout.n_kv_heads; ++head) {
+        const size_t k = layout.offset(layer, false, head), v = layout.offset(layer, true, head);
+        for (int d = 0; d < layout.head_dim; ++d) {  // K is [dim][slot]: one run per dimension
+          const size_t at = k + layout.key_element(0, d) * element;
+          std::memcpy(to + at, from + at, static_cast<size_t>(best) * element);
+        }
+        std::memcpy(to + v, from + v, static_cast<size_t>(best) * layout.head_dim * element);
+      }
+    }
+    copied = best;
+  }
+  pool.free(source);
+  return copied;
 }
 
 std::optional<PrefixDivergence> PrefixCache::explain(std::span<const int32_t> tokens,
                                                      std::span<const uint64_t> hashes,
-                                                     int reused_blocks, uint64_t request_id) const {
+                                                     int reused_blocks, int reused_tokens,
+                                                     uint64_t request_id) const {
   const size_t bs = static_cast<size_t>(block_size());
   const size_t k = static_cast<size_t>(reused_blocks);
   const size_t max_blocks = tokens.empty() ? 0 : std::min(hashes.size(), (tokens.size() - 1) / bs);
@@ -212,7 +271,7 @@ std::optional<PrefixDivergence> PrefixCache::explain(std::span<const int32_t> to
   PrefixDivergence d;
   d.request_id = request_id;
   d.prompt_tokens = static_cast<int>(tokens.size());
-  d.reused_tokens = static_cast<int>(k * bs);
+  d.reused_tokens = reused_tokens;
   d.matched_tokens = static_cast<int>(k * bs + best_common);
   d.common.assign(tokens.begin(), tokens.begin() + d.matched_tokens);
   const size_t after_end = std::min(tokens.size(), d.matched_tokens + kWindowTokens);

@@ -4,8 +4,9 @@
 // Every full, computed block of a sequence is registered under its block hash
 // (block_hash.h) and marked in the pool, so when its sequence finishes it stays as an
 // evictable cached block instead of being wiped. A new (or preempted, re-admitted)
-// sequence looks up its block hashes in order and reuses the longest run found, leaving
-// at least its last token to compute so the model produces logits. Hits share blocks by
+// sequence looks up its block hashes in order and reuses the longest run found, then the
+// leading tokens it shares with a cached block after that run (copied), leaving at least
+// its last token to compute so the model produces logits. Hits share blocks by
 // reference count; the pool never hands out a block in use.
 //
 // The directory below maps each known hash to where its content is: a pool block, the
@@ -51,8 +52,9 @@ struct PrefixCacheStats {
 };
 
 // A request that reused less than it could have, in tokens: it shares `matched_tokens`
-// with the best cached chain (its first `reused_tokens` were served from the cache; reuse
-// is per block, so a difference anywhere in a block costs the whole block and all after),
+// with the best cached chain (its first `reused_tokens` were served from the cache: whole
+// blocks, then the leading tokens of the block after them; every block after a difference
+// is recomputed, since a block's hash covers everything before it),
 // and after the difference it agrees with that chain again (a near miss: a timestamp or an
 // id in an otherwise identical prompt). The engine turns the token windows into text.
 struct PrefixDivergence {
@@ -97,9 +99,11 @@ class PrefixCache {
   PrefixMatch match(std::span<const int32_t> tokens, std::span<const uint64_t> hashes) const;
 
   // Puts the matched blocks at the start of sequence kv_id (which holds no positions),
-  // importing tier blocks, and counts the admission. Returns the positions now held, fewer
-  // than the match when a tier block fails its checks. Needs match.free_blocks_taken()
-  // free blocks. When the sequence could have reused more, records why (take_divergences).
+  // importing tier blocks, then the leading tokens a following cached block shares with
+  // the prompt (copied into one new block, when a block is free), and counts the admission.
+  // Returns the positions now held: fewer than the match when a tier block fails its
+  // checks, up to a block more with a partial copy. Needs match.free_blocks_taken() free
+  // blocks. When the sequence could have reused more, records why (take_divergences).
   int attach(int32_t kv_id, const PrefixMatch& match, std::span<const int32_t> tokens,
              std::span<const uint64_t> hashes, uint64_t request_id);
 
@@ -120,13 +124,19 @@ class PrefixCache {
     bool in_tier = false;
   };
 
+  // Token-granular reuse inside the first block that differs (the shared part of a prompt
+  // rarely ends on a block boundary): the cached RAM block that follows `parent` and shares
+  // the most leading tokens with tokens[positions..] lends those slots, copied into a new
+  // block of the sequence (the rest of that block differs). Returns the positions added.
+  int copy_partial_block(int32_t kv_id, uint64_t parent, std::span<const int32_t> tokens,
+                         int positions);
   void add_entry(uint64_t hash, uint64_t parent, std::span<const int32_t> tokens);
   void erase_entry(uint64_t hash);
   void on_pool_evict(int32_t block, uint64_t hash);
   void on_tier_drop(uint64_t hash);
   std::optional<PrefixDivergence> explain(std::span<const int32_t> tokens,
                                           std::span<const uint64_t> hashes, int reused_blocks,
-                                          uint64_t request_id) const;
+                                          int reused_tokens, uint64_t request_id) const;
 
   PagedKvStore& kv_;
   uint64_t identity_;

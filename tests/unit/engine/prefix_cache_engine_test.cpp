@@ -162,10 +162,16 @@ TEST_F(PrefixCacheEngineTest, HitGivesExactlyTheOutputOfAMiss) {
   for (size_t i = 1; i < prompts.size(); ++i) {
     EXPECT_GE(first[i].cached_prompt_tokens, story_blocks * bs) << i;
   }
+  // Again: the whole blocks, then the leading tokens of the block the first run left cached
+  // after them (prompt tail + its first generated tokens), up to all but the last token.
+  int all_but_last = 0;
   for (size_t i = 0; i < prompts.size(); ++i) {
-    const int full = (static_cast<int>(prompts[i].tokens.size()) - 1) / bs * bs;
-    EXPECT_EQ(second[i].cached_prompt_tokens, full) << i;
+    const int length = static_cast<int>(prompts[i].tokens.size());
+    EXPECT_GE(second[i].cached_prompt_tokens, (length - 1) / bs * bs) << i;
+    EXPECT_LE(second[i].cached_prompt_tokens, length - 1) << i;
+    all_but_last += second[i].cached_prompt_tokens == length - 1;
   }
+  EXPECT_GT(all_but_last, 0) << "no prompt reused the leading tokens of a partial block";
   const EngineStats st = engine.stats();
   EXPECT_TRUE(st.prefix_cache_enabled);
   EXPECT_EQ(st.prefix_cache.queries, 2 * prompts.size());

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <filesystem>
 #include <fstream>
 #include <numeric>
@@ -113,16 +115,16 @@ TEST(PrefixCache, ReusesTheLongestCachedRunButNeverTheLastToken) {
   EXPECT_EQ(run(cache, kv, b), 8);
   expect_content(kv, b);
   // Exactly the cached prompt again: the last block is not reused whole, so the final
-  // token is computed (its logits start generation).
+  // token is computed (its logits start generation); its first 3 tokens are copied.
   Seq c{3, iota_tokens(8)};
-  EXPECT_EQ(run(cache, kv, c), 4);
+  EXPECT_EQ(run(cache, kv, c), 7);
   expect_content(kv, c);
   const PrefixCacheStats st = cache.stats();
   EXPECT_EQ(st.queries, 3u);
   EXPECT_EQ(st.hits, 2u);
   EXPECT_EQ(st.prompt_tokens, 30u);
-  EXPECT_EQ(st.ram_hit_tokens, 12u);
-  EXPECT_EQ(st.computed_tokens, 18u);
+  EXPECT_EQ(st.ram_hit_tokens, 15u);
+  EXPECT_EQ(st.computed_tokens, 15u);
   kv.release(b.id);
   kv.release(c.id);
   kv.check_no_leaks();
@@ -196,17 +198,62 @@ TEST(PrefixCache, ExplainsAOneTokenDifferenceInTheFirstBlock) {
   ASSERT_GE(d.cached_after.size(), 6u);
   EXPECT_EQ(d.cached_after[0], 3);
   EXPECT_EQ(d.cached_after[5], 8);
-  // A difference in the second block: the first is reused, the record says where.
+  // A difference in the second block: the first is reused whole and the second's two
+  // leading tokens copied; the record says where.
   Seq c{3, iota_tokens(12)};
   c.tokens[6] = 98;
-  EXPECT_EQ(run(cache, kv, c, 9), 4);
+  EXPECT_EQ(run(cache, kv, c, 9), 6);
   const auto second = cache.take_divergences();
   ASSERT_EQ(second.size(), 1u);
-  EXPECT_EQ(second[0].reused_tokens, 4);
+  EXPECT_EQ(second[0].reused_tokens, 6);
   EXPECT_EQ(second[0].matched_tokens, 6);
   EXPECT_EQ(cache.stats().miss_records, 2u);
   kv.release(b.id);
   kv.release(c.id);
+  kv.check_no_leaks();
+}
+
+// The shared part of a prompt rarely ends on a block boundary: the leading tokens it shares
+// with the next cached block are copied (every K and V slot of them, in every layer and
+// head) into a new block of its own, and nothing else of that block is taken.
+TEST(PrefixCache, CopiesTheSharedLeadingTokensOfTheNextCachedBlock) {
+  PagedKvStore kv(tiny_layout(), 16, 256);
+  PrefixCache cache(kv, kIdentity, nullptr);
+  Seq a{1, iota_tokens(12)};
+  run(cache, kv, a);
+  const int32_t cached_second = kv.block_table(a.id)[1];
+  kv.release(a.id);
+
+  Seq b{2, iota_tokens(12)};
+  b.tokens[6] = 98;  // shares 1 2 3 4 | 5 6 with a
+  cache.extend_hashes(b.tokens, b.hashes);
+  const PrefixMatch m = cache.match(b.tokens, b.hashes);
+  ASSERT_EQ(m.blocks(), 1);
+  EXPECT_EQ(cache.attach(b.id, m, b.tokens, b.hashes, 0), 6);
+  EXPECT_EQ(kv.positions(b.id), 6);
+  const auto table = kv.block_table(b.id);
+  ASSERT_EQ(table.size(), 2u);
+  EXPECT_NE(table[1], cached_second);  // a copy: the cached block stays as it was
+  EXPECT_EQ(kv.pool().ref_count(cached_second), 0);
+  const KvLayout& layout = kv.layout();
+  const size_t e = layout.element_bytes();
+  const uint8_t* from = kv.block_data(cached_second);
+  const uint8_t* to = kv.block_data(table[1]);
+  for (int layer = 0; layer < layout.n_layers; ++layer) {
+    for (int head = 0; head < layout.n_kv_heads; ++head) {
+      for (int slot = 0; slot < 2; ++slot) {
+        for (int d = 0; d < layout.head_dim; ++d) {
+          const size_t k = layout.offset(layer, false, head) + layout.key_element(slot, d) * e;
+          const size_t v = layout.offset(layer, true, head) + layout.value_element(slot, d) * e;
+          ASSERT_EQ(std::memcmp(to + k, from + k, e), 0) << layer << " " << head << " " << slot;
+          ASSERT_EQ(std::memcmp(to + v, from + v, e), 0) << layer << " " << head << " " << slot;
+        }
+      }
+    }
+  }
+  const PrefixCacheStats st = cache.stats();
+  EXPECT_EQ(st.ram_hit_tokens, 6u);
+  kv.release(b.id);
   kv.check_no_leaks();
 }
 
