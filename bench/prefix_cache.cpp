@@ -115,7 +115,8 @@ void bench_ttft(const Setup& s, int system_tokens, int question_tokens, int hits
     cached = hit.cached;
   }
   // The floor a hit approaches: the question's tokens alone, with no context to attend to.
-  const Result alone = run(engine, src.take(question_tokens + 12), 1);
+  const int uncached = system_tokens + question_tokens - cached;
+  const Result alone = run(engine, src.take(uncached), 1);
   const double hit = median(hit_ttft);
   std::printf("| request | TTFT | prompt tokens from cache |\n|---|---:|---:|\n");
   std::printf("| miss (cold, median of %d, new system prompt each) | %.3f s | 0 |\n", hits,

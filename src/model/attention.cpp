@@ -53,7 +53,7 @@ AttentionKernel scalar_attention_kernel() {
 
 AttentionKernel select_attention_kernel(int head_dim) {
   const IsaLevel isa = active_isa_level();
-  if (isa >= IsaLevel::kAvx512 && head_dim % 16 == 0) return {attend_job_avx512, 8, "avx512"};
+  if (isa >= IsaLevel::kAvx512 && head_dim % 16 == 0) return {attend_job_avx512, 12, "avx512"};
   if (isa >= IsaLevel::kAvx2 && head_dim % 8 == 0) return {attend_job_avx2, 4, "avx2"};
   return scalar_attention_kernel();
 }

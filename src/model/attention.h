@@ -20,7 +20,7 @@ namespace rapide {
 // Largest head dimension the kernels support (Llama-family models use 64..256).
 constexpr int kMaxHeadDim = 512;
 // Most queries one job can carry (a kernel may take fewer: AttentionKernel::max_queries).
-constexpr int kMaxJobQueries = 8;
+constexpr int kMaxJobQueries = 12;
 
 // One job handed to an ISA-specific kernel: queries of one sequence and one KV head.
 struct AttentionJob {

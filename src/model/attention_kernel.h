@@ -147,7 +147,7 @@ void attend_job(const AttentionJob& job) {
 // Dispatches on the job's query count (1..kMaxQueries) and the cache element type.
 template <typename S, int kMaxQueries>
 void attend_job_dispatch(const AttentionJob& job) {
-  static_assert(kMaxQueries >= 1 && kMaxQueries <= 8);
+  static_assert(kMaxQueries >= 1 && kMaxQueries <= kMaxJobQueries);
   const bool f16 = job.kv->layout().type == KvType::kF16;
   auto run = [&]<int NQ>() {
     if (f16) {
@@ -185,6 +185,24 @@ void attend_job_dispatch(const AttentionJob& job) {
         return;
       case 8:
         run.template operator()<8>();
+        return;
+      default:
+        break;
+    }
+  }
+  if constexpr (kMaxQueries > 8) {
+    switch (job.n_queries) {
+      case 9:
+        run.template operator()<9>();
+        return;
+      case 10:
+        run.template operator()<10>();
+        return;
+      case 11:
+        run.template operator()<11>();
+        return;
+      case 12:
+        run.template operator()<12>();
         return;
       default:
         break;

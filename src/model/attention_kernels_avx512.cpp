@@ -62,7 +62,7 @@ struct Avx512 {
 }  // namespace
 
 void attend_job_avx512(const AttentionJob& job) {
-  attention_simd::attend_job_dispatch<Avx512, 8>(job);
+  attention_simd::attend_job_dispatch<Avx512, 12>(job);
 }
 
 }  // namespace rapide

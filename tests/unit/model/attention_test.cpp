@@ -86,7 +86,7 @@ std::vector<AttentionKernel> simd_kernels(int head_dim) {
   const IsaLevel best = cpu_features().best_level();
   if (best >= IsaLevel::kAvx2 && head_dim % 8 == 0) kernels.push_back({attend_job_avx2, 4, "avx2"});
   if (best >= IsaLevel::kAvx512 && head_dim % 16 == 0)
-    kernels.push_back({attend_job_avx512, 8, "avx512"});
+    kernels.push_back({attend_job_avx512, 12, "avx512"});
   return kernels;
 }
 
