@@ -296,28 +296,9 @@ void WeightMatrix::multiply(const float* x, int64_t n, float* y, ThreadPool& poo
 void WeightMatrix::multiply_with(IsaLevel level, const float* x, int64_t n, float* y,
                                  ThreadPool& pool) const {
   if (n <= 0 || !impl_) return;
-  const PackedWeights& w = impl_->packed;
-  const KernelSet& ks = kernels_for(level);
-  const bool parallel = pool.size() > 1 && n * w.rows * w.cols >= kMinParallelWork;
-  // Converting activations is O(n * cols), worth spreading only for a batch of tokens.
-  const bool parallel_convert = parallel && n * w.cols >= kMinParallelWork;
-  const Activations a =
-      convert_activations(ks, w.type, x, n, w.cols, thread_scratch(), [&](auto&& convert) {
-        if (!parallel_convert) return convert(int64_t{0}, n);
-        pool.parallel_for(n, 1, [&](int64_t t0, int64_t t1, int) { convert(t0, t1); });
-      });
-  const matmul::PanelKernel kernel = panel_kernel(ks, w.type);
-  if (!parallel) return kernel(w, a, 0, w.panels, 0, n, y);
-  const int threads = pool.size();
-  // Rows split evenly for decode and for tall matrices; a batch of tokens against a short
-  // matrix is split by tokens instead so every thread still gets work.
-  if (w.panels >= 8 * threads || n < 8 * threads) {
-    pool.parallel_for(w.panels, 2,
-                      [&](int64_t p0, int64_t p1, int) { kernel(w, a, p0, p1, 0, n, y); });
-  } else {
-    pool.parallel_for(n, 4,
-                      [&](int64_t t0, int64_t t1, int) { kernel(w, a, 0, w.panels, t0, t1, y); });
-  }
+  const WeightMatrix* self[] = {this};
+  float* const out[] = {y};
+  multiply_same_shape(level, self, x, n, out, pool);
 }
 
 void WeightMatrix::multiply_group(std::span<const WeightMatrix* const> ws, const float* x,
@@ -328,22 +309,30 @@ void WeightMatrix::multiply_group(std::span<const WeightMatrix* const> ws, const
   }
   if (n <= 0 || ws.empty()) return;
   bool same = true;
-  int64_t total_panels = 0, work = 0;
   for (const WeightMatrix* m : ws) {
     same = same && m->impl_ && m->impl_->packed.type == ws[0]->impl_->packed.type &&
            m->impl_->packed.cols == ws[0]->impl_->packed.cols;
-    if (!same) break;
-    total_panels += m->impl_->packed.panels;
-    work += n * m->impl_->packed.rows * m->impl_->packed.cols;
   }
-  if (!same || ws.size() == 1) {
+  if (!same) {
     for (size_t i = 0; i < ws.size(); ++i) ws[i]->multiply(x, n, ys[i], pool);
     return;
   }
   static const IsaLevel level = active_isa_level();
+  multiply_same_shape(level, ws, x, n, ys, pool);
+}
+
+void WeightMatrix::multiply_same_shape(IsaLevel level, std::span<const WeightMatrix* const> ws,
+                                       const float* x, int64_t n, std::span<float* const> ys,
+                                       ThreadPool& pool) {
   const KernelSet& ks = kernels_for(level);
   const PackedWeights& first = ws[0]->impl_->packed;
+  int64_t total_panels = 0, work = 0;
+  for (const WeightMatrix* m : ws) {
+    total_panels += m->impl_->packed.panels;
+    work += n * m->impl_->packed.rows * m->impl_->packed.cols;
+  }
   const bool parallel = pool.size() > 1 && work >= kMinParallelWork;
+  // Converting activations is O(n * cols), worth spreading only for a batch of tokens.
   const bool parallel_convert = parallel && n * first.cols >= kMinParallelWork;
   const Activations a =
       convert_activations(ks, first.type, x, n, first.cols, thread_scratch(), [&](auto&& convert) {
@@ -363,6 +352,8 @@ void WeightMatrix::multiply_group(std::span<const WeightMatrix* const> ws, const
   };
   if (!parallel) return run_panels(0, total_panels, 0, n);
   const int threads = pool.size();
+  // Rows split evenly for decode and for tall matrices; a batch of tokens against short
+  // matrices is split by tokens instead so every thread still gets work.
   if (total_panels >= 8 * threads || n < 8 * threads) {
     pool.parallel_for(total_panels, 2,
                       [&](int64_t p0, int64_t p1, int) { run_panels(p0, p1, 0, n); });

@@ -65,6 +65,10 @@ class WeightMatrix {
   struct Impl;
 
  private:
+  // multiply_with / multiply_group: matrices of one type and width, all prepared.
+  static void multiply_same_shape(IsaLevel level, std::span<const WeightMatrix* const> ws,
+                                  const float* x, int64_t n, std::span<float* const> ys,
+                                  ThreadPool& pool);
   std::unique_ptr<Impl> impl_;
 };
 
