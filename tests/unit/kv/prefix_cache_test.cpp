@@ -268,6 +268,18 @@ class OffloadTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
+  // A file tier in this test's directory, 1 MiB.
+  OffloadTierOptions file_tier() const {
+    OffloadTierOptions o;
+    o.dir = dir_.string();
+    o.disk_bytes = 1 << 20;
+    return o;
+  }
+  // The tier a PrefixCache over `kv` takes, configured by `o`.
+  static std::unique_ptr<OffloadTier> tier(const OffloadTierOptions& o, const PagedKvStore& kv) {
+    return std::make_unique<OffloadTier>(o, kv.layout(), kIdentity);
+  }
+
   // Caches `a`, then pushes all of its blocks out of a 4-block pool with other content.
   static void cache_then_evict(PrefixCache& cache, PagedKvStore& kv, Seq& a) {
     run(cache, kv, a);
@@ -288,7 +300,7 @@ TEST_F(OffloadTest, RoundTripRamToTierToRamIsBitExactWithEveryCodec) {
     OffloadTierOptions o;
     o.ram_bytes = 1 << 20;
     o.codec = codec;
-    PrefixCache cache(kv, kIdentity, std::make_unique<OffloadTier>(o, kv.layout(), kIdentity));
+    PrefixCache cache(kv, kIdentity, tier(o, kv));
     Seq a{1, iota_tokens(13)};
     cache_then_evict(cache, kv, a);
     EXPECT_GE(cache.stats().offload.stored_blocks, 3u);
@@ -306,12 +318,10 @@ TEST_F(OffloadTest, RoundTripRamToTierToRamIsBitExactWithEveryCodec) {
 }
 
 TEST_F(OffloadTest, FilesRoundTripAndSurviveARestart) {
-  OffloadTierOptions o;
-  o.dir = dir_.string();
-  o.disk_bytes = 1 << 20;
+  const OffloadTierOptions o = file_tier();
   {
     PagedKvStore kv(tiny_layout(), 4, 256);
-    PrefixCache cache(kv, kIdentity, std::make_unique<OffloadTier>(o, kv.layout(), kIdentity));
+    PrefixCache cache(kv, kIdentity, tier(o, kv));
     Seq a{1, iota_tokens(13)};
     cache_then_evict(cache, kv, a);
     EXPECT_GT(cache.stats().offload.disk_blocks, 0u);
@@ -323,7 +333,7 @@ TEST_F(OffloadTest, FilesRoundTripAndSurviveARestart) {
   }
   // A new process on the same directory finds the blocks; another model ignores them.
   PagedKvStore kv(tiny_layout(), 4, 256);
-  PrefixCache cache(kv, kIdentity, std::make_unique<OffloadTier>(o, kv.layout(), kIdentity));
+  PrefixCache cache(kv, kIdentity, tier(o, kv));
   EXPECT_GT(cache.stats().cached_blocks, 0u);
   Seq again{3, iota_tokens(13)};
   EXPECT_EQ(run(cache, kv, again), 12);
@@ -338,11 +348,9 @@ TEST_F(OffloadTest, FilesRoundTripAndSurviveARestart) {
 }
 
 TEST_F(OffloadTest, CorruptFilesAreDetectedCountedAndRecomputed) {
-  OffloadTierOptions o;
-  o.dir = dir_.string();
-  o.disk_bytes = 1 << 20;
+  const OffloadTierOptions o = file_tier();
   PagedKvStore kv(tiny_layout(), 4, 256);
-  PrefixCache cache(kv, kIdentity, std::make_unique<OffloadTier>(o, kv.layout(), kIdentity));
+  PrefixCache cache(kv, kIdentity, tier(o, kv));
   Seq a{1, iota_tokens(13)};
   cache_then_evict(cache, kv, a);
   // Flip one payload byte in the file of a's second block.
