@@ -40,7 +40,7 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, const EngineOptions& op
                                   options_.kv_layout);
   prefix_cache_ = make_prefix_cache(layout);
   scheduler_ = std::make_unique<Scheduler>(options_, *kv_, prefix_cache_.get());
-  logits_row_.resize(c.vocab_size);
+  logits_scratch_.assign(static_cast<size_t>(threads), std::vector<float>(c.vocab_size));
   spdlog::info(
       "engine: {} KV blocks of {} tokens ({} layout, {}), context {}, batching {}, "
       "max {} tokens / {} sequences per step, {} threads",
@@ -274,14 +274,22 @@ void Engine::step() {
     for (const ScheduledWork& w : plan.work) finish(w.sequence, FinishReason::kError, e.what());
     return;
   }
-  const int vocab = model_.config().vocab_size;
-  size_t row = 0;
+  sample_all(plan, logits);
+  size_t next = 0;
   for (const ScheduledWork& w : plan.work) {
     Sequence& s = *w.sequence;
     s.num_computed += w.n_tokens;
     if (!w.needs_logits) continue;
-    advance(s, logits.data() + row * vocab);
-    ++row;
+    if (s.padding) {
+      s.tokens.push_back(s.tokens.back());  // a padded row: computed, never sampled or sent
+      continue;
+    }
+    Sampled& sampled = sampled_[next++];
+    if (!sampled.error.empty()) {
+      finish(&s, FinishReason::kError, sampled.error);
+      continue;
+    }
+    advance(s, sampled.result);
   }
 
   StepStats st;
@@ -305,13 +313,37 @@ void Engine::step() {
   stats_.recent_steps.push_back(st);
 }
 
-void Engine::advance(Sequence& s, const float* logits_row) {
-  if (s.padding) {
-    s.tokens.push_back(s.tokens.back());  // a padded row: computed, never sampled or sent
-    return;
+// Samplers belong to one sequence each and read only its own history, so the rows are
+// sampled in parallel (a batch of hundreds of rows spent a tenth of its step here on one
+// thread); what follows a token (events, stop strings, finishing) stays in row order.
+void Engine::sample_all(const SchedulerOutput& plan, std::span<const float> logits) {
+  const size_t vocab = static_cast<size_t>(model_.config().vocab_size);
+  rows_.clear();
+  size_t row = 0;
+  for (const ScheduledWork& w : plan.work) {
+    if (!w.needs_logits) continue;
+    if (!w.sequence->padding) rows_.push_back({w.sequence, logits.data() + row * vocab});
+    ++row;
   }
-  std::memcpy(logits_row_.data(), logits_row, logits_row_.size() * sizeof(float));
-  const SampleResult r = s.sampler->sample(logits_row_, s.tokens);
+  sampled_.resize(rows_.size());
+  pool_->parallel_for(static_cast<int64_t>(rows_.size()), 1,
+                      [&](int64_t begin, int64_t end, int thread) {
+                        std::vector<float>& scratch = logits_scratch_[static_cast<size_t>(thread)];
+                        for (int64_t i = begin; i < end; ++i) {
+                          const Row& r = rows_[static_cast<size_t>(i)];
+                          Sampled& out = sampled_[static_cast<size_t>(i)];
+                          out.error.clear();
+                          std::memcpy(scratch.data(), r.logits, vocab * sizeof(float));
+                          try {
+                            out.result = r.sequence->sampler->sample(scratch, r.sequence->tokens);
+                          } catch (const std::exception& e) {
+                            out.error = std::string("sampling failed: ") + e.what();
+                          }
+                        }
+                      });
+}
+
+void Engine::advance(Sequence& s, const SampleResult& r) {
   s.tokens.push_back(r.token);
   const int generated = s.generated();
   TokenEvent event;

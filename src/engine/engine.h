@@ -7,6 +7,8 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <span>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -62,9 +64,11 @@ class Engine {
   void loop();
   void step();
   void handle_aborts(std::vector<RequestId>& aborts);
-  // Samples for one sequence whose logits are ready; a finished one leaves the scheduler
-  // (its blocks freed) before its final event is sent.
-  void advance(Sequence& s, const float* logits_row);
+  // Samples every row of the step that has logits (not the padded ones) into sampled_.
+  void sample_all(const SchedulerOutput& plan, std::span<const float> logits);
+  // Takes a sequence's sampled token; a finished one leaves the scheduler (its blocks
+  // freed) before its final event is sent.
+  void advance(Sequence& s, const SampleResult& r);
   void finish(Sequence* s, FinishReason reason, const std::string& error = {});
   // Sends the last event of a sequence that has already left the scheduler.
   void emit_final(Sequence& s, TokenEvent& event, FinishReason reason);
@@ -84,7 +88,17 @@ class Engine {
   std::unique_ptr<PrefixCache> prefix_cache_;  // after kv_: it listens to kv_'s pool
   std::unique_ptr<Scheduler> scheduler_;
   Batch batch_;
-  std::vector<float> logits_row_;
+  struct Row {
+    Sequence* sequence;
+    const float* logits;
+  };
+  struct Sampled {
+    SampleResult result;
+    std::string error;  // set when the sampler failed
+  };
+  std::vector<Row> rows_;                           // this step's rows to sample
+  std::vector<Sampled> sampled_;                    // their results, in the same order
+  std::vector<std::vector<float>> logits_scratch_;  // one logits row per pool thread
 
   mutable std::mutex mutex_;  // guards the fields below
   std::condition_variable wake_;

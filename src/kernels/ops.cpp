@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "base/cpu_features.h"
+#include "base/fp16.h"
 #include "kernels/ops_internal.h"
 
 namespace rapide {
@@ -41,6 +42,10 @@ void softmax(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
+void to_fp16(const float* x, int64_t n, uint16_t* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = fp32_to_fp16(x[i]);
+}
+
 }  // namespace ops::scalar
 
 namespace {
@@ -67,6 +72,11 @@ void add(const float* a, const float* b, int64_t n, float* out) {
 void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
   if (use_avx512()) return ops::avx512::silu_mul(gate, up, n, out);
   ops::scalar::silu_mul(gate, up, n, out);
+}
+
+void to_fp16(const float* x, int64_t n, uint16_t* out) {
+  if (use_avx512()) return ops::avx512::to_fp16(x, n, out);
+  ops::scalar::to_fp16(x, n, out);
 }
 
 void softmax(float* x, int64_t n) {

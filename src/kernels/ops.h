@@ -24,6 +24,9 @@ void softmax(float* x, int64_t n);
 // out = silu(gate) * up over n elements (out may alias gate or up).
 void silu_mul(const float* gate, const float* up, int64_t n, float* out);
 
+// out[i] = x[i] as IEEE half, rounded to nearest even (fp32_to_fp16 for every element).
+void to_fp16(const float* x, int64_t n, uint16_t* out);
+
 // Rotates each of n_heads vectors of head_dim values in x by the angles whose cosines and
 // sines are given (head_dim / 2 each). neox = false rotates adjacent pairs (2i, 2i+1)
 // (Llama's GGUF order); neox = true rotates (i, i + head_dim/2) (Qwen2, GPT-NeoX).

@@ -75,6 +75,17 @@ void silu_mul(const float* gate, const float* up, int64_t n, float* out) {
   }
 }
 
+// vcvtps2ph with an explicit rounding mode: nearest even, as fp32_to_fp16; NaNs stay quiet
+// NaNs with the payload's top bits, also as fp32_to_fp16 keeps them.
+void to_fp16(const float* x, int64_t n, uint16_t* out) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    const __m256i h = _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, x + i),
+                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm256_mask_storeu_epi16(out + i, m, h);
+  }
+}
+
 void softmax(float* x, int64_t n) {
   if (n <= 0) return;
   __m512 vmax = _mm512_set1_ps(-INFINITY);

@@ -11,6 +11,7 @@ namespace rapide::ops {
   void add(const float* a, const float* b, int64_t n, float* out);                      \
   void silu_mul(const float* gate, const float* up, int64_t n, float* out);             \
   void softmax(float* x, int64_t n);                                                    \
+  void to_fp16(const float* x, int64_t n, uint16_t* out);                               \
   }
 RAPIDE_DECLARE_OPS(scalar)
 RAPIDE_DECLARE_OPS(avx512)

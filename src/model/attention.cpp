@@ -7,15 +7,22 @@
 #include "base/cpu_features.h"
 #include "base/error.h"
 #include "base/fp16.h"
+#include "kernels/ops.h"
 
 namespace rapide {
 
 void Attention::write_kv(KvStore& kv, int layer, const Batch& batch, const float* k,
                          const float* v) {
+  write_kv(kv, layer, batch, k, v, 0, batch.size());
+}
+
+void Attention::write_kv(KvStore& kv, int layer, const Batch& batch, const float* k, const float* v,
+                         int begin, int end) {
   const KvLayout& layout = kv.layout();
   const int head_dim = layout.head_dim;
   const int kv_dim = layout.n_kv_heads * head_dim;
-  for (int i = 0; i < batch.size(); ++i) {
+  uint16_t half_k[kMaxHeadDim];
+  for (int i = begin; i < end; ++i) {
     const int pos = batch.positions[i];
     auto table = kv.block_table(batch.seq_ids[i]);
     const size_t block_index = static_cast<size_t>(pos / layout.block_size);
@@ -36,12 +43,12 @@ void Attention::write_kv(KvStore& kv, int layer, const Batch& batch, const float
         for (int d = 0; d < head_dim; ++d) dk[layout.key_element(slot, d)] = src_k[d];
         std::memcpy(reinterpret_cast<float*>(v_part) + v_row, src_v, head_dim * sizeof(float));
       } else {
+        // V rows are contiguous; K is transposed, so its halves are converted as a row and
+        // then scattered down the slot's column.
+        to_fp16(src_v, head_dim, reinterpret_cast<uint16_t*>(v_part) + v_row);
+        to_fp16(src_k, head_dim, half_k);
         auto* hk = reinterpret_cast<uint16_t*>(k_part);
-        auto* hv = reinterpret_cast<uint16_t*>(v_part) + v_row;
-        for (int d = 0; d < head_dim; ++d) {
-          hk[layout.key_element(slot, d)] = fp32_to_fp16(src_k[d]);
-          hv[d] = fp32_to_fp16(src_v[d]);
-        }
+        for (int d = 0; d < head_dim; ++d) hk[layout.key_element(slot, d)] = half_k[d];
       }
     }
   }

@@ -59,6 +59,10 @@ class Attention {
  public:
   // Stores k/v rows ([n][kv_dim] each) of the batch's tokens into their sequences' slots.
   static void write_kv(KvStore& kv, int layer, const Batch& batch, const float* k, const float* v);
+  // The same for the batch's tokens [begin, end) only (tokens are written independently, so
+  // disjoint ranges may run on different threads).
+  static void write_kv(KvStore& kv, int layer, const Batch& batch, const float* k, const float* v,
+                       int begin, int end);
 
   // q: [n][n_heads * head_dim] (already rotated); out: same shape.
   void attend(KvStore& kv, int layer, const Batch& batch, const float* q, int n_heads, float* out,

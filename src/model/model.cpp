@@ -118,7 +118,8 @@ void Model::embed(const Batch& batch) {
 
 // Rotation angles as llama.cpp computes them (theta = pos * base^(-2i/d), the power taken
 // by repeated multiplication), so rotated values match its reference runs bit for bit.
-void Model::apply_rope(const Batch& batch) {
+// Computed once per forward pass: every layer rotates by the same angles.
+void Model::prepare_rope(const Batch& batch) {
   const ModelConfig& c = config_;
   const int half = c.head_dim / 2;
   const float theta_scale = std::pow(c.rope_theta, -2.0f / static_cast<float>(c.head_dim));
@@ -133,8 +134,13 @@ void Model::apply_rope(const Batch& batch) {
       theta *= theta_scale;
     }
   }
+}
+
+void Model::apply_rope(int begin, int end) {
+  const ModelConfig& c = config_;
+  const int half = c.head_dim / 2;
   const bool neox = c.rope_style == RopeStyle::kNeox;
-  for (int i = 0; i < batch.size(); ++i) {
+  for (int i = begin; i < end; ++i) {
     const float* cos_row = rope_cos_.data() + static_cast<size_t>(i) * half;
     const float* sin_row = rope_sin_.data() + static_cast<size_t>(i) * half;
     float* q = q_.data() + static_cast<size_t>(i) * c.q_dim();
@@ -144,45 +150,73 @@ void Model::apply_rope(const Batch& batch) {
   }
 }
 
+// The per-token work between the matrix multiplies (norms, rope, the KV write, residual
+// adds, the gated activation) is split over the pool by tokens: in a batch of a few hundred
+// rows it is a fifth of the step when one thread does it while the others wait.
+// Each token's arithmetic is the same whichever thread runs it.
+namespace {
+template <typename F>
+void for_tokens(ThreadPool& pool, int n, F&& fn) {
+  pool.parallel_for(n, 4, [&](int64_t begin, int64_t end, int) {
+    fn(static_cast<int>(begin), static_cast<int>(end));
+  });
+}
+}  // namespace
+
 void Model::attention_block(int layer, const Batch& batch, KvStore& kv, ThreadPool& pool) {
   const ModelConfig& c = config_;
   const LayerWeights& w = layers_[layer];
   const int n = batch.size();
-  for (int i = 0; i < n; ++i) {
-    rms_norm(x_.data() + static_cast<size_t>(i) * c.dim, w.attn_norm.data(), c.dim, c.rms_eps,
-             xn_.data() + static_cast<size_t>(i) * c.dim);
-  }
+  for_tokens(pool, n, [&](int begin, int end) {
+    for (int i = begin; i < end; ++i) {
+      rms_norm(x_.data() + static_cast<size_t>(i) * c.dim, w.attn_norm.data(), c.dim, c.rms_eps,
+               xn_.data() + static_cast<size_t>(i) * c.dim);
+    }
+  });
   const WeightMatrix* qkv[] = {&w.wq, &w.wk, &w.wv};
   float* const qkv_out[] = {q_.data(), k_.data(), v_.data()};
   WeightMatrix::multiply_group(qkv, xn_.data(), n, qkv_out, pool);
-  if (c.qkv_bias) {
-    for (int i = 0; i < n; ++i) {
-      add_in_place(q_.data() + static_cast<size_t>(i) * c.q_dim(), w.bq.data(), c.q_dim());
-      add_in_place(k_.data() + static_cast<size_t>(i) * c.kv_dim(), w.bk.data(), c.kv_dim());
-      add_in_place(v_.data() + static_cast<size_t>(i) * c.kv_dim(), w.bv.data(), c.kv_dim());
+  for_tokens(pool, n, [&](int begin, int end) {
+    if (c.qkv_bias) {
+      for (int i = begin; i < end; ++i) {
+        add_in_place(q_.data() + static_cast<size_t>(i) * c.q_dim(), w.bq.data(), c.q_dim());
+        add_in_place(k_.data() + static_cast<size_t>(i) * c.kv_dim(), w.bk.data(), c.kv_dim());
+        add_in_place(v_.data() + static_cast<size_t>(i) * c.kv_dim(), w.bv.data(), c.kv_dim());
+      }
     }
-  }
-  apply_rope(batch);
-  Attention::write_kv(kv, layer, batch, k_.data(), v_.data());
+    apply_rope(begin, end);
+    Attention::write_kv(kv, layer, batch, k_.data(), v_.data(), begin, end);
+  });
   attention_.attend(kv, layer, batch, q_.data(), c.n_heads, att_.data(), pool);
   // The output projection lands in xn_ (free now), then joins the residual stream.
   w.wo.multiply(att_.data(), n, xn_.data(), pool);
-  add_in_place(x_.data(), xn_.data(), static_cast<int64_t>(n) * c.dim);
 }
 
 void Model::ffn_block(int layer, int n, ThreadPool& pool) {
   const ModelConfig& c = config_;
   const LayerWeights& w = layers_[layer];
-  for (int i = 0; i < n; ++i) {
-    rms_norm(x_.data() + static_cast<size_t>(i) * c.dim, w.ffn_norm.data(), c.dim, c.rms_eps,
-             xn_.data() + static_cast<size_t>(i) * c.dim);
-  }
+  // The attention output (in xn_) joins the residual stream, then the FFN's norm reads it.
+  for_tokens(pool, n, [&](int begin, int end) {
+    for (int i = begin; i < end; ++i) {
+      float* x = x_.data() + static_cast<size_t>(i) * c.dim;
+      float* xn = xn_.data() + static_cast<size_t>(i) * c.dim;
+      add_in_place(x, xn, c.dim);
+      rms_norm(x, w.ffn_norm.data(), c.dim, c.rms_eps, xn);
+    }
+  });
   const WeightMatrix* gate_up[] = {&w.ffn_gate, &w.ffn_up};
   float* const gate_up_out[] = {gate_.data(), up_.data()};
   WeightMatrix::multiply_group(gate_up, xn_.data(), n, gate_up_out, pool);
-  silu_mul(gate_.data(), up_.data(), static_cast<int64_t>(n) * c.ffn_dim, gate_.data());
+  for_tokens(pool, n, [&](int begin, int end) {
+    const size_t from = static_cast<size_t>(begin) * c.ffn_dim;
+    silu_mul(gate_.data() + from, up_.data() + from, static_cast<int64_t>(end - begin) * c.ffn_dim,
+             gate_.data() + from);
+  });
   w.ffn_down.multiply(gate_.data(), n, xn_.data(), pool);
-  add_in_place(x_.data(), xn_.data(), static_cast<int64_t>(n) * c.dim);
+  for_tokens(pool, n, [&](int begin, int end) {
+    const size_t from = static_cast<size_t>(begin) * c.dim;
+    add_in_place(x_.data() + from, xn_.data() + from, static_cast<int64_t>(end - begin) * c.dim);
+  });
 }
 
 std::span<const float> Model::forward(const Batch& batch, KvStore& kv, ThreadPool& pool) {
@@ -191,6 +225,7 @@ std::span<const float> Model::forward(const Batch& batch, KvStore& kv, ThreadPoo
   const int n_logits = batch.logits_count();
   ensure_scratch(n, n_logits);
   embed(batch);
+  prepare_rope(batch);
   for (int layer = 0; layer < config_.n_layers; ++layer) {
     attention_block(layer, batch, kv, pool);
     ffn_block(layer, n, pool);

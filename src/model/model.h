@@ -48,7 +48,8 @@ class Model {
   void embed(const Batch& batch);
   void attention_block(int layer, const Batch& batch, KvStore& kv, ThreadPool& pool);
   void ffn_block(int layer, int n, ThreadPool& pool);
-  void apply_rope(const Batch& batch);
+  void prepare_rope(const Batch& batch);  // this batch's rotation angles
+  void apply_rope(int begin, int end);    // rotates q/k of tokens [begin, end)
 
   std::shared_ptr<const ModelFile> file_;
   ModelConfig config_;

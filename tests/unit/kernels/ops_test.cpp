@@ -94,6 +94,37 @@ TEST(Ops, Avx512ExtremeInputs) {
   EXPECT_FLOAT_EQ(s[2], 0.5f);
 }
 
+// The KV cache's f16 conversion: the vector one must round exactly as the software one,
+// on ordinary values, ties, overflow, subnormals, signed zeros, infinities and NaN.
+TEST(Ops, Avx512ToFp16MatchesScalarBitForBit) {
+  if (!has_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  std::vector<float> x = random_vector(1000, 9, 30.0f);
+  const float specials[] = {0.0f,
+                            -0.0f,
+                            1.0f + 1.0f / 2048,
+                            1.0f + 3.0f / 2048,
+                            65504.0f,
+                            65519.0f,
+                            65520.0f,
+                            -70000.0f,
+                            6.0e-8f,
+                            3.0e-8f,
+                            2.9e-8f,
+                            1.0e-5f,
+                            1.0e-40f,
+                            INFINITY,
+                            -INFINITY,
+                            NAN};
+  x.insert(x.end(), std::begin(specials), std::end(specials));
+  for (const int64_t n :
+       {int64_t{0}, int64_t{1}, int64_t{15}, int64_t{17}, static_cast<int64_t>(x.size())}) {
+    std::vector<uint16_t> a(x.size(), 0x1234), b(x.size(), 0x1234);
+    ops::scalar::to_fp16(x.data() + x.size() - n, n, a.data());
+    ops::avx512::to_fp16(x.data() + x.size() - n, n, b.data());
+    EXPECT_EQ(a, b) << "n = " << n;  // including the untouched tail past n
+  }
+}
+
 TEST(Ops, DispatchedEntryPointsAgreeWithScalar) {
   const std::vector<float> x = random_vector(100, 4, 2.0f), w = random_vector(100, 5, 1.0f);
   std::vector<float> a(100), b(100);

@@ -1,0 +1,100 @@
+// Attention kernel throughput on the synth100m shape (12 query heads, 4 KV heads, head dim
+// 64, f16 cache in 16-token blocks), one layer:
+//   Prefill/<context>: a prefix-cache hit, 60 new tokens of one sequence attending to
+//                      `context` cached positions plus themselves (issue 5's hit).
+//   Decode/<seqs>:     `seqs` sequences decoding one token each at position 300 (the batch
+//                      workload's decode step).
+// GFLOP/s counts 4 flops per (query head, position, dimension): the QK dot and the PV sum.
+// Run:  build/bench/attention_bench   (RAPIDE_BENCH_THREADS=1 isolates the kernel from
+// scheduling noise; RAPIDE_ISA=avx2 to compare kernels)
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#include "base/cpu_features.h"
+#include "base/thread_pool.h"
+#include "model/attention.h"
+#include "model/contiguous_kv_store.h"
+
+namespace rapide {
+namespace {
+
+constexpr int kHeads = 12, kKvHeads = 4, kHeadDim = 64, kBlock = 16;
+
+ThreadPool& pool() {
+  static ThreadPool p([] {
+    const char* env = std::getenv("RAPIDE_BENCH_THREADS");
+    return env ? std::atoi(env) : physical_core_count();
+  }());
+  return p;
+}
+
+ModelConfig shape() {
+  ModelConfig c;
+  c.n_layers = 1;
+  c.n_heads = kHeads;
+  c.n_kv_heads = kKvHeads;
+  c.head_dim = kHeadDim;
+  c.dim = kHeads * kHeadDim;
+  return c;
+}
+
+std::vector<float> random_values(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// Fills `sequences` caches with `filled` positions each, then times attention of `batch`.
+void run(benchmark::State& state, int sequences, int filled, const Batch& batch) {
+  ContiguousKvStore kv(shape(), sequences, filled + 64, KvType::kF16, kBlock);
+  const size_t kv_row = static_cast<size_t>(kKvHeads) * kHeadDim;
+  for (int s = 0; s < sequences; ++s) {
+    Batch fill;
+    for (int p = 0; p < filled; ++p) fill.add(1, s, p, false);
+    const auto k = random_values(kv_row * filled, 2 * s + 1);
+    const auto v = random_values(kv_row * filled, 2 * s + 2);
+    Attention::write_kv(kv, 0, fill, k.data(), v.data());
+  }
+  const size_t n = batch.tokens.size();
+  const auto k = random_values(kv_row * n, 7);
+  const auto v = random_values(kv_row * n, 8);
+  Attention::write_kv(kv, 0, batch, k.data(), v.data());
+  const auto q = random_values(n * kHeads * kHeadDim, 9);
+  std::vector<float> out(q.size());
+  Attention attention;
+  double flops = 0;
+  for (size_t i = 0; i < n; ++i) flops += 4.0 * kHeads * kHeadDim * (batch.positions[i] + 1);
+  for (auto _ : state) {
+    attention.attend(kv, 0, batch, q.data(), kHeads, out.data(), pool());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+  state.counters["threads"] = pool().size();
+}
+
+void BM_Prefill(benchmark::State& state) {
+  const int context = static_cast<int>(state.range(0));
+  Batch batch;
+  for (int i = 0; i < 60; ++i) batch.add(1, 0, context + i, i == 59);
+  run(state, 1, context, batch);
+}
+BENCHMARK(BM_Prefill)->Arg(300)->Arg(2700)->UseRealTime();
+
+void BM_Decode(benchmark::State& state) {
+  const int sequences = static_cast<int>(state.range(0));
+  Batch batch;
+  for (int s = 0; s < sequences; ++s) batch.add(1, s, 300, true);
+  run(state, sequences, 300, batch);
+}
+BENCHMARK(BM_Decode)->Arg(1)->Arg(64)->UseRealTime();
+
+}  // namespace
+}  // namespace rapide
+
+BENCHMARK_MAIN();
