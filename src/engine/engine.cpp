@@ -326,7 +326,9 @@ void Engine::sample_all(const SchedulerOutput& plan, std::span<const float> logi
     ++row;
   }
   sampled_.resize(rows_.size());
-  pool_->parallel_for(static_cast<int64_t>(rows_.size()), 1,
+  // A chunk is at least ~32k logits: a small vocabulary's rows stay on the calling thread.
+  const int64_t grain = std::max<int64_t>(1, 32768 / static_cast<int64_t>(vocab));
+  pool_->parallel_for(static_cast<int64_t>(rows_.size()), grain,
                       [&](int64_t begin, int64_t end, int thread) {
                         std::vector<float>& scratch = logits_scratch_[static_cast<size_t>(thread)];
                         for (int64_t i = begin; i < end; ++i) {

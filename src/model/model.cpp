@@ -1,5 +1,6 @@
 #include "model/model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -153,11 +154,16 @@ void Model::apply_rope(int begin, int end) {
 // The per-token work between the matrix multiplies (norms, rope, the KV write, residual
 // adds, the gated activation) is split over the pool by tokens: in a batch of a few hundred
 // rows it is a fifth of the step when one thread does it while the others wait.
-// Each token's arithmetic is the same whichever thread runs it.
+// Each token's arithmetic is the same whichever thread runs it. A chunk gets at least
+// kMinChunkFloats of row data: below that a dispatch costs more than it saves (a tiny model's
+// rows, or a decode step of a few sequences, stay on the calling thread).
 namespace {
+constexpr int64_t kMinChunkFloats = 16384;
+
 template <typename F>
-void for_tokens(ThreadPool& pool, int n, F&& fn) {
-  pool.parallel_for(n, 4, [&](int64_t begin, int64_t end, int) {
+void for_tokens(ThreadPool& pool, int n, int64_t row_floats, F&& fn) {
+  const int64_t grain = std::max<int64_t>(1, kMinChunkFloats / std::max<int64_t>(1, row_floats));
+  pool.parallel_for(n, grain, [&](int64_t begin, int64_t end, int) {
     fn(static_cast<int>(begin), static_cast<int>(end));
   });
 }
@@ -167,7 +173,7 @@ void Model::attention_block(int layer, const Batch& batch, KvStore& kv, ThreadPo
   const ModelConfig& c = config_;
   const LayerWeights& w = layers_[layer];
   const int n = batch.size();
-  for_tokens(pool, n, [&](int begin, int end) {
+  for_tokens(pool, n, c.dim, [&](int begin, int end) {
     for (int i = begin; i < end; ++i) {
       rms_norm(x_.data() + static_cast<size_t>(i) * c.dim, w.attn_norm.data(), c.dim, c.rms_eps,
                xn_.data() + static_cast<size_t>(i) * c.dim);
@@ -176,7 +182,7 @@ void Model::attention_block(int layer, const Batch& batch, KvStore& kv, ThreadPo
   const WeightMatrix* qkv[] = {&w.wq, &w.wk, &w.wv};
   float* const qkv_out[] = {q_.data(), k_.data(), v_.data()};
   WeightMatrix::multiply_group(qkv, xn_.data(), n, qkv_out, pool);
-  for_tokens(pool, n, [&](int begin, int end) {
+  for_tokens(pool, n, c.q_dim() + 2 * c.kv_dim(), [&](int begin, int end) {
     if (c.qkv_bias) {
       for (int i = begin; i < end; ++i) {
         add_in_place(q_.data() + static_cast<size_t>(i) * c.q_dim(), w.bq.data(), c.q_dim());
@@ -196,7 +202,7 @@ void Model::ffn_block(int layer, int n, ThreadPool& pool) {
   const ModelConfig& c = config_;
   const LayerWeights& w = layers_[layer];
   // The attention output (in xn_) joins the residual stream, then the FFN's norm reads it.
-  for_tokens(pool, n, [&](int begin, int end) {
+  for_tokens(pool, n, c.dim, [&](int begin, int end) {
     for (int i = begin; i < end; ++i) {
       float* x = x_.data() + static_cast<size_t>(i) * c.dim;
       float* xn = xn_.data() + static_cast<size_t>(i) * c.dim;
@@ -207,13 +213,13 @@ void Model::ffn_block(int layer, int n, ThreadPool& pool) {
   const WeightMatrix* gate_up[] = {&w.ffn_gate, &w.ffn_up};
   float* const gate_up_out[] = {gate_.data(), up_.data()};
   WeightMatrix::multiply_group(gate_up, xn_.data(), n, gate_up_out, pool);
-  for_tokens(pool, n, [&](int begin, int end) {
+  for_tokens(pool, n, c.ffn_dim, [&](int begin, int end) {
     const size_t from = static_cast<size_t>(begin) * c.ffn_dim;
     silu_mul(gate_.data() + from, up_.data() + from, static_cast<int64_t>(end - begin) * c.ffn_dim,
              gate_.data() + from);
   });
   w.ffn_down.multiply(gate_.data(), n, xn_.data(), pool);
-  for_tokens(pool, n, [&](int begin, int end) {
+  for_tokens(pool, n, c.dim, [&](int begin, int end) {
     const size_t from = static_cast<size_t>(begin) * c.dim;
     add_in_place(x_.data() + from, xn_.data() + from, static_cast<int64_t>(end - begin) * c.dim);
   });
