@@ -23,47 +23,60 @@ constexpr size_t kTopPSortBelow = 64;
 
 // Runs once per sampled token over the whole vocabulary (a tenth of a batch step's serial
 // time before it was vectorized): a clone for AVX-512 machines besides the baseline one,
-// chosen at load time. The result is exact either way (max, counts and flags only).
-__attribute__((target_clones("arch=x86-64-v4", "default")))
-LogitStats scan_logits(std::span<const float> logits) {
-  // Sixteen independent lanes and no branches let the compiler vectorize the pass; the rare
-  // error path looks for the offending entry afterwards.
+// chosen at load time. The result is exact either way (max, first index, counts, flags).
+__attribute__((target_clones("arch=x86-64-v4", "default"))) LogitStats scan_logits(
+    std::span<const float> logits) {
+  // Sixteen independent lanes of 32-bit values and no branches let the compiler vectorize
+  // the pass. Each lane keeps its first index of its maximum (strictly greater replaces);
+  // the rare error path looks for the offending entry afterwards.
   constexpr size_t kLanes = 16;
   float lane_max[kLanes];
-  int64_t lane_finite[kLanes] = {};
-  bool lane_bad[kLanes] = {};
+  uint32_t lane_index[kLanes] = {};
+  uint32_t lane_finite[kLanes] = {};
+  uint32_t lane_bad[kLanes] = {};
   std::fill(lane_max, lane_max + kLanes, -kInf);
   const size_t n = logits.size();
+  const float* x = logits.data();
   const size_t full = n - n % kLanes;
   for (size_t i = 0; i < full; i += kLanes) {
     for (size_t j = 0; j < kLanes; ++j) {
-      const float logit = logits[i + j];
-      lane_max[j] = logit > lane_max[j] ? logit : lane_max[j];
-      lane_finite[j] += logit > -kInf;
-      lane_bad[j] |= !(logit < kInf);
+      const float logit = x[i + j];
+      const bool better = logit > lane_max[j];
+      lane_max[j] = better ? logit : lane_max[j];
+      lane_index[j] = better ? static_cast<uint32_t>(i + j) : lane_index[j];
+      lane_finite[j] += logit > -kInf ? 1u : 0u;
+      lane_bad[j] |= logit < kInf ? 0u : 1u;
     }
   }
   for (size_t i = full; i < n; ++i) {
-    const float logit = logits[i];
-    lane_max[0] = logit > lane_max[0] ? logit : lane_max[0];
-    lane_finite[0] += logit > -kInf;
-    lane_bad[0] |= !(logit < kInf);
+    const float logit = x[i];
+    if (logit > lane_max[0]) {  // later than every index lane 0 holds: ties keep the earlier
+      lane_max[0] = logit;
+      lane_index[0] = static_cast<uint32_t>(i);
+    }
+    lane_finite[0] += logit > -kInf ? 1u : 0u;
+    lane_bad[0] |= logit < kInf ? 0u : 1u;
   }
   LogitStats stats{-kInf, -1, 0};
   bool bad = false;
   for (size_t j = 0; j < kLanes; ++j) {
-    stats.max_logit = std::max(stats.max_logit, lane_max[j]);
     stats.num_finite += lane_finite[j];
-    bad |= lane_bad[j];
+    bad |= lane_bad[j] != 0;
+    if (lane_max[j] == -kInf) continue;  // this lane saw no finite logit
+    // The first index of the overall maximum: the smallest lane index among the lanes
+    // that reached it.
+    if (lane_max[j] > stats.max_logit ||
+        (lane_max[j] == stats.max_logit && lane_index[j] < stats.max_token)) {
+      stats.max_logit = lane_max[j];
+      stats.max_token = lane_index[j];
+    }
   }
   if (bad) {
     const auto it = std::find_if(logits.begin(), logits.end(), [](float l) { return !(l < kInf); });
     fail(ErrorCode::kInternal, "logits: token {} has value {} (the model produced NaN/inf)",
          it - logits.begin(), *it);
   }
-  if (stats.num_finite > 0) {
-    stats.max_token = std::find(logits.begin(), logits.end(), stats.max_logit) - logits.begin();
-  }
+  if (stats.num_finite == 0) stats.max_token = -1;
   return stats;
 }
 

@@ -61,6 +61,38 @@ TEST(TruncationTest, ScanFindsLowestArgmaxAndRejectsNanAndInf) {
   EXPECT_THROW(scan_logits(inf), Error);
 }
 
+// Long rows go through the 16-lane pass: the lowest argmax must win across lanes, whether
+// the tie sits in an earlier or a later lane, and NaN/inf anywhere must be caught.
+TEST(TruncationTest, ScanOfLongRowsMatchesANaiveScan) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> dist(0.0f, 3.0f);
+  for (const size_t n : {size_t{16}, size_t{33}, size_t{1000}, size_t{32000}}) {
+    for (int trial = 0; trial < 20; ++trial) {
+      std::vector<float> logits(n);
+      for (float& x : logits) x = dist(rng);
+      for (size_t i = 0; i < n; i += 7) logits[i] = -kInf;
+      // Plant ties of a new maximum at a few random places.
+      std::uniform_int_distribution<size_t> at(0, n - 1);
+      for (int k = 0; k < trial % 4 + 1; ++k) logits[at(rng)] = 50.0f;
+      int64_t want_token = -1, want_finite = 0;
+      float want_max = -kInf;
+      for (size_t i = 0; i < n; ++i) {
+        if (logits[i] > -kInf) ++want_finite;
+        if (logits[i] > want_max) {
+          want_max = logits[i];
+          want_token = static_cast<int64_t>(i);
+        }
+      }
+      const LogitStats stats = scan_logits(logits);
+      EXPECT_EQ(stats.max_logit, want_max) << n;
+      EXPECT_EQ(stats.max_token, want_token) << n;
+      EXPECT_EQ(stats.num_finite, want_finite) << n;
+      logits[at(rng)] = trial % 2 ? std::nanf("") : kInf;
+      EXPECT_THROW(scan_logits(logits), Error) << n;
+    }
+  }
+}
+
 TEST(TruncationTest, TopKHeapPathMatchesFullSort) {
   const std::vector<float> logits = tied_logits(32000, 1, 2.0f);
   const std::vector<Candidate> want = reference_order(logits);
