@@ -149,7 +149,9 @@ void quantize_q8(const float* x, int64_t cols, int bias_offset, int8_t* q, float
     const __m512 v0 = _mm512_loadu_ps(xb);
     const __m512 v1 = _mm512_loadu_ps(xb + 16);
     const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
-    d[b] = fp16_to_fp32(fp32_to_fp16(amax / 127.0f));
+    // The scale is stored as f16 in llama.cpp's block: round it the same way (F16C, nearest
+    // even, as fp32_to_fp16) rather than through the branchy software conversion.
+    d[b] = _cvtsh_ss(_cvtss_sh(amax / 127.0f, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     const __m512 id = _mm512_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
     // Default MXCSR rounding is to nearest even, like the reference's nearbyintf.
     const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, id));
