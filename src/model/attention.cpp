@@ -65,11 +65,15 @@ AttentionKernel select_attention_kernel(int head_dim) {
   return scalar_attention_kernel();
 }
 
-void Attention::plan_jobs(const Batch& batch, int n_heads, int n_kv_heads) {
+void Attention::plan_jobs(KvStore& kv, const Batch& batch, int n_heads, int n_kv_heads) {
   jobs_.clear();
+  members_.clear();
+  singles_.clear();
   const int group = n_heads / n_kv_heads;
   const int heads_per_job = std::min(group, kernel_.max_queries);
   const int tokens_per_job = std::max(1, kernel_.max_queries / heads_per_job);
+  // Decoding sequences can share a job when at least two whole GQA groups fit in one.
+  const bool group_singles = tokens_per_job >= 2 && heads_per_job == group;
   const int n = batch.size();
   for (int segment_begin = 0; segment_begin < n;) {
     // A segment: consecutive tokens of one sequence at consecutive positions.
@@ -77,6 +81,11 @@ void Attention::plan_jobs(const Batch& batch, int n_heads, int n_kv_heads) {
     while (segment_end < n && batch.seq_ids[segment_end] == batch.seq_ids[segment_begin] &&
            batch.positions[segment_end] == batch.positions[segment_end - 1] + 1) {
       ++segment_end;
+    }
+    if (group_singles && segment_end - segment_begin == 1) {
+      singles_.push_back(segment_begin);
+      segment_begin = segment_end;
+      continue;
     }
     // Head-major within the segment: jobs that follow each other (and the threads that
     // claim them) read the same head's K/V while it is still in cache.
@@ -90,6 +99,62 @@ void Attention::plan_jobs(const Batch& batch, int n_heads, int n_kv_heads) {
     }
     segment_begin = segment_end;
   }
+  if (!singles_.empty()) plan_shared_prefix_jobs(kv, batch, n_kv_heads, group, tokens_per_job);
+}
+
+// Decode steps of sequences that share a prompt prefix (a system prompt, a document) read
+// the same cached blocks: one job per KV head takes up to `per_job` such sequences, so each
+// shared K/V tile is loaded and converted once for all of their queries. Sorting the block
+// tables puts the sequences with the longest common prefixes next to each other.
+void Attention::plan_shared_prefix_jobs(KvStore& kv, const Batch& batch, int n_kv_heads, int group,
+                                        int per_job) {
+  const int block_size = kv.layout().block_size;
+  auto table = [&](int token) { return kv.block_table(batch.seq_ids[token]); };
+  // Blocks a token attends to in full: only those can be shared.
+  auto full_blocks = [&](int token) { return (batch.positions[token] + 1) / block_size; };
+  std::sort(singles_.begin(), singles_.end(), [&](int a, int b) {
+    const auto ta = table(a), tb = table(b);
+    const size_t na = static_cast<size_t>(full_blocks(a)), nb = static_cast<size_t>(full_blocks(b));
+    return std::lexicographical_compare(ta.begin(), ta.begin() + std::min(na, ta.size()),
+                                        tb.begin(), tb.begin() + std::min(nb, tb.size()));
+  });
+  for (size_t i = 0; i < singles_.size();) {
+    const int first = singles_[i];
+    const auto first_table = table(first);
+    int shared_blocks = std::min<int>(full_blocks(first), static_cast<int>(first_table.size()));
+    size_t end = i + 1;
+    while (end < singles_.size() && static_cast<int>(end - i) < per_job) {
+      const auto other = table(singles_[end]);
+      const int limit =
+          std::min({shared_blocks, full_blocks(singles_[end]), static_cast<int>(other.size())});
+      int common = 0;
+      while (common < limit && other[common] == first_table[common]) ++common;
+      // Joining must not cost the others much of what they share (a document after a
+      // system prompt): at least one block, and three quarters of the current run.
+      if (common == 0 || common * 4 < shared_blocks * 3) break;
+      shared_blocks = common;
+      ++end;
+    }
+    if (end - i == 1) {
+      for (int kv_head = 0; kv_head < n_kv_heads; ++kv_head) {
+        jobs_.push_back({first, 1, kv_head, kv_head * group, group});
+      }
+    } else {
+      const int first_member = static_cast<int>(members_.size());
+      members_.insert(members_.end(), singles_.begin() + static_cast<std::ptrdiff_t>(i),
+                      singles_.begin() + static_cast<std::ptrdiff_t>(end));
+      for (int kv_head = 0; kv_head < n_kv_heads; ++kv_head) {
+        jobs_.push_back({first, 1, kv_head, kv_head * group, group, first_member,
+                         static_cast<int>(end - i), shared_blocks * block_size});
+      }
+    }
+    i = end;
+  }
+}
+
+int Attention::shared_prefix_jobs() const {
+  return static_cast<int>(
+      std::count_if(jobs_.begin(), jobs_.end(), [](const JobSpec& j) { return j.n_members > 0; }));
 }
 
 void Attention::attend(KvStore& kv, int layer, const Batch& batch, const float* q, int n_heads,
@@ -111,7 +176,7 @@ void Attention::attend(KvStore& kv, int layer, const Batch& batch, const float* 
   const size_t per_thread = stride * kMaxJobQueries;
   if (scores_.size() < per_thread * pool.size()) scores_.resize(per_thread * pool.size());
 
-  plan_jobs(batch, n_heads, layout.n_kv_heads);
+  plan_jobs(kv, batch, n_heads, layout.n_kv_heads);
   // Waking the other threads costs microseconds: only worth it for enough dot products
   // (a tiny model's single decode step is cheaper done alone).
   int64_t work = 0;
@@ -132,15 +197,28 @@ void Attention::attend(KvStore& kv, int layer, const Batch& batch, const float* 
       job.blocks = kv.block_table(batch.seq_ids[spec.first_token]).data();
       job.n_queries = 0;
       job.max_positions = 0;
-      for (int t = spec.first_token; t < spec.first_token + spec.n_tokens; ++t) {
+      auto add_token = [&](int t, const int32_t* blocks) {
         for (int h = spec.first_head; h < spec.first_head + spec.n_heads; ++h) {
           const size_t offset = static_cast<size_t>(t) * q_row + static_cast<size_t>(h) * head_dim;
           job.q[job.n_queries] = q + offset;
           job.out[job.n_queries] = out + offset;
           job.n_positions[job.n_queries] = batch.positions[t] + 1;
+          job.query_blocks[job.n_queries] = blocks;
           ++job.n_queries;
         }
         job.max_positions = std::max(job.max_positions, batch.positions[t] + 1);
+      };
+      if (spec.n_members > 0) {
+        for (int m = spec.first_member; m < spec.first_member + spec.n_members; ++m) {
+          const int t = members_[static_cast<size_t>(m)];
+          add_token(t, kv.block_table(batch.seq_ids[t]).data());
+        }
+        job.shared_positions = spec.shared_positions;
+      } else {
+        for (int t = spec.first_token; t < spec.first_token + spec.n_tokens; ++t) {
+          add_token(t, job.blocks);
+        }
+        job.shared_positions = job.max_positions;
       }
       kernel_.run(job);
     }

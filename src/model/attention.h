@@ -22,14 +22,20 @@ constexpr int kMaxHeadDim = 512;
 // Most queries one job can carry (a kernel may take fewer: AttentionKernel::max_queries).
 constexpr int kMaxJobQueries = 12;
 
-// One job handed to an ISA-specific kernel: queries of one sequence and one KV head.
+// One job handed to an ISA-specific kernel: queries of one KV head, from one sequence or
+// from several whose block tables start with the same blocks (a prefix-cache hit shares
+// them). Positions below shared_positions are the same K/V for every query and are read
+// through `blocks`, once for all of them; query j's later positions through its own
+// query_blocks[j]. A query's arithmetic is the same either way (batch invariance).
 struct AttentionJob {
   int n_queries = 0;
-  const float* q[kMaxJobQueries];   // head_dim values each (rotated, not yet scaled)
-  float* out[kMaxJobQueries];       // head_dim values each
-  int n_positions[kMaxJobQueries];  // query j attends to positions [0, n_positions[j])
-  int max_positions = 0;            // the largest n_positions[j]
-  const int32_t* blocks = nullptr;  // the sequence's block table
+  const float* q[kMaxJobQueries];               // head_dim values each (rotated, not yet scaled)
+  float* out[kMaxJobQueries];                   // head_dim values each
+  int n_positions[kMaxJobQueries];              // query j attends to positions [0, n_positions[j])
+  int max_positions = 0;                        // the largest n_positions[j]
+  const int32_t* blocks = nullptr;              // block table for positions [0, shared_positions)
+  const int32_t* query_blocks[kMaxJobQueries];  // query j's own sequence's block table
+  int shared_positions = 0;  // <= every n_positions[j]; = max_positions for one sequence
   KvStore* kv = nullptr;
   int layer = 0;
   int kv_head = 0;
@@ -70,20 +76,32 @@ class Attention {
 
   // Tests pin a kernel; by default select_attention_kernel() decides on first use.
   void set_kernel(AttentionKernel kernel) { kernel_ = kernel; }
+  // Jobs of the last attend() that carried several sequences sharing a prefix.
+  int shared_prefix_jobs() const;
 
  private:
-  // A job before it is expanded: a run of tokens of one sequence, a range of heads.
+  // A job before it is expanded: a run of tokens of one sequence and a range of heads, or
+  // (n_members > 0) one decoding token of each of several sequences that share their
+  // first shared_positions positions, with every query head of the KV head.
   struct JobSpec {
     int first_token;
     int n_tokens;
     int kv_head;
     int first_head;  // absolute query head index
     int n_heads;
+    int first_member = 0;  // into members_
+    int n_members = 0;
+    int shared_positions = 0;
   };
-  void plan_jobs(const Batch& batch, int n_heads, int n_kv_heads);
+  void plan_jobs(KvStore& kv, const Batch& batch, int n_heads, int n_kv_heads);
+  // Groups single-token sequences (decodes) whose block tables share leading blocks.
+  void plan_shared_prefix_jobs(KvStore& kv, const Batch& batch, int n_kv_heads, int group,
+                               int per_job);
 
   AttentionKernel kernel_;
   std::vector<JobSpec> jobs_;  // reused across calls: no allocation once warm
+  std::vector<int> members_;   // token indices of the grouped jobs' sequences
+  std::vector<int> singles_;   // tokens that are alone in their segment (decodes)
   std::vector<float> scores_;  // per-thread scratch, grown on demand
 };
 

@@ -60,9 +60,10 @@ void attend_job(const AttentionJob& job) {
   // 1. Scores, a tile of L positions at a time. Two accumulator chains per query (even and
   // odd dimensions) hide the FMA latency even when a job has a single query.
   const V scale = S::set1(job.scale);
-  for (int start = 0; start < max_positions; start += block_size) {
+  const int shared = job.shared_positions;
+  for (int start = 0; start < shared; start += block_size) {
     const uint8_t* keys = job.kv->block_data(job.blocks[start / block_size]) + k_offset;
-    const int in_block = std::min(block_size, max_positions - start);
+    const int in_block = std::min(block_size, shared - start);
     for (int slot = 0; slot < in_block; slot += L) {
       const int count = std::min(L, in_block - slot);
       V even[NQ], odd[NQ];
@@ -78,6 +79,26 @@ void attend_job(const AttentionJob& job) {
       // A tile that runs past the block end is rewritten by the next block's first tile.
       for (int j = 0; j < NQ; ++j) {
         S::store(scores[j] + start + slot, S::mul(S::add(even[j], odd[j]), scale));
+      }
+    }
+  }
+  // Each query's own positions past the shared ones (a job of several sequences): the same
+  // arithmetic, one query at a time through its sequence's block table.
+  for (int j = 0; j < NQ; ++j) {
+    const int n = job.n_positions[j];
+    for (int start = shared; start < n; start += block_size) {
+      const uint8_t* keys = job.kv->block_data(job.query_blocks[j][start / block_size]) + k_offset;
+      const int in_block = std::min(block_size, n - start);
+      for (int slot = 0; slot < in_block; slot += L) {
+        const int count = std::min(L, in_block - slot);
+        V even = S::zero(), odd = S::zero();
+        for (int i = 0; i < d; i += 2) {
+          even = S::fmadd(S::set1(q[j][i]),
+                          load_cache<S, kF16>(keys, layout.key_element(slot, i), count), even);
+          odd = S::fmadd(S::set1(q[j][i + 1]),
+                         load_cache<S, kF16>(keys, layout.key_element(slot, i + 1), count), odd);
+        }
+        S::store(scores[j] + start + slot, S::mul(S::add(even, odd), scale));
       }
     }
   }
@@ -120,9 +141,9 @@ void attend_job(const AttentionJob& job) {
     for (int j = 0; j < NQ; ++j) {
       for (int c = 0; c < CV; ++c) acc[j][c] = S::zero();
     }
-    for (int start = 0; start < max_positions; start += block_size) {
+    for (int start = 0; start < shared; start += block_size) {
       const uint8_t* values = job.kv->block_data(job.blocks[start / block_size]) + v_offset;
-      const int in_block = std::min(block_size, max_positions - start);
+      const int in_block = std::min(block_size, shared - start);
       for (int slot = 0; slot < in_block; ++slot) {
         V row[CV];
         for (int c = 0; c < CV; ++c) {
@@ -140,6 +161,36 @@ void attend_job(const AttentionJob& job) {
     }
     for (int j = 0; j < NQ; ++j) {
       for (int c = 0; c < n_vectors; ++c) S::store(job.out[j] + dim + c * L, acc[j][c]);
+    }
+  }
+  // Each query's own positions: its sums continue, in position order, from the shared part's
+  // (stored to and reloaded from `out` exactly).
+  constexpr int CV1 = S::value_vectors(1);
+  for (int j = 0; j < NQ; ++j) {
+    const int n = job.n_positions[j];
+    if (shared >= n) continue;
+    for (int dim = 0; dim < d; dim += CV1 * L) {
+      const int n_vectors = std::min(CV1, (d - dim) / L);
+      V acc[CV1];
+      for (int c = 0; c < CV1; ++c) {
+        acc[c] = c < n_vectors ? S::load(job.out[j] + dim + c * L) : S::zero();
+      }
+      for (int start = shared; start < n; start += block_size) {
+        const uint8_t* values =
+            job.kv->block_data(job.query_blocks[j][start / block_size]) + v_offset;
+        const int in_block = std::min(block_size, n - start);
+        for (int slot = 0; slot < in_block; ++slot) {
+          const V p = S::set1(scores[j][start + slot]);
+          for (int c = 0; c < CV1; ++c) {
+            if (c < n_vectors) {
+              acc[c] = S::fmadd(
+                  p, load_cache<S, kF16>(values, layout.value_element(slot, dim + c * L), L),
+                  acc[c]);
+            }
+          }
+        }
+      }
+      for (int c = 0; c < n_vectors; ++c) S::store(job.out[j] + dim + c * L, acc[c]);
     }
   }
 }

@@ -32,7 +32,7 @@ void attend_job_scalar(const AttentionJob& job) {
     const int n = job.n_positions[j];
     float max_score = -INFINITY;
     for (int pos = 0; pos < n; ++pos) {
-      const uint8_t* k = job.kv->block_data(job.blocks[pos / block_size]) + k_offset;
+      const uint8_t* k = job.kv->block_data(job.query_blocks[j][pos / block_size]) + k_offset;
       const int slot = pos % block_size;
       float sum = 0.0f;
       for (int i = 0; i < d; ++i)
@@ -51,7 +51,7 @@ void attend_job_scalar(const AttentionJob& job) {
     for (int pos = 0; pos < n; ++pos) {
       float p = scores[pos] * inv_total;
       if (f16_cache) p = fp16_to_fp32(fp32_to_fp16(p));
-      const uint8_t* v = job.kv->block_data(job.blocks[pos / block_size]) + v_offset;
+      const uint8_t* v = job.kv->block_data(job.query_blocks[j][pos / block_size]) + v_offset;
       const int slot = pos % block_size;
       for (int i = 0; i < d; ++i)
         out[i] += p * load_element(v, layout.value_element(slot, i), layout.type);

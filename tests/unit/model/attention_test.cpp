@@ -5,8 +5,10 @@
 // is computed alone or inside a job with other queries.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -171,6 +173,106 @@ TEST(Attention, OutputDoesNotDependOnTheJobItLandsIn) {
     attention.attend(kv, 1, alone, q, s.n_heads, out.data(), pool);
     for (size_t d = 0; d < q_row; ++d) {
       ASSERT_EQ(out[d], together[(sc.len0 - 1) * q_row + d]) << kernel.name << " element " << d;
+    }
+  }
+}
+
+// A cache whose block tables are given: sequences can share leading blocks, as the prefix
+// cache makes them.
+class SharedBlocksKv : public KvStore {
+ public:
+  SharedBlocksKv(const KvLayout& layout, std::vector<std::vector<int32_t>> tables)
+      : layout_(layout), tables_(std::move(tables)) {
+    int32_t blocks = 0;
+    for (const auto& t : tables_) {
+      for (int32_t b : t) blocks = std::max(blocks, b + 1);
+    }
+    data_.assign(static_cast<size_t>(blocks) * layout_.block_bytes(), 0);
+  }
+  const KvLayout& layout() const override { return layout_; }
+  std::span<const int32_t> block_table(int32_t seq_id) const override {
+    return tables_[static_cast<size_t>(seq_id)];
+  }
+  uint8_t* block_data(int32_t block) override {
+    return data_.data() + static_cast<size_t>(block) * layout_.block_bytes();
+  }
+
+ private:
+  KvLayout layout_;
+  std::vector<std::vector<int32_t>> tables_;
+  std::vector<uint8_t> data_;
+};
+
+// Decode steps of sequences sharing prompt blocks run in shared-prefix jobs; each token's
+// output must be bit-identical to its output computed alone, and match the reference.
+TEST(Attention, SharedPrefixJobsGiveEachTokenItsOwnOutput) {
+  for (const Shape s : {Shape{12, 4, 64, 16, KvType::kF16}, Shape{8, 2, 32, 16, KvType::kF32},
+                        Shape{12, 4, 64, 24, KvType::kF16}}) {
+    const int bs = s.block_size;
+    // Sequences 0-3 share 10 blocks, 4-5 share the first 5 of them, 6 shares nothing.
+    const int n_seqs = 7;
+    std::vector<int> shared_blocks = {10, 10, 10, 10, 5, 5, 0};
+    std::vector<int> lengths;
+    std::vector<std::vector<int32_t>> tables(n_seqs);
+    int32_t next_block = 10;
+    for (int q = 0; q < n_seqs; ++q) {
+      const int length = 10 * bs + 3 + 5 * q;
+      lengths.push_back(length);
+      for (int b = 0; b * bs < length; ++b) {
+        tables[q].push_back(b < shared_blocks[q] ? b : next_block++);
+      }
+    }
+    const KvLayout layout{2, s.n_kv_heads, s.head_dim, bs, s.type};
+    SharedBlocksKv kv(layout, tables);
+    // Every sequence writes its own positions (shared blocks get the same values: the
+    // sequence that shares them writes the prefix's K/V, as the prefix cache would hold).
+    const size_t kv_row = static_cast<size_t>(s.n_kv_heads) * s.head_dim;
+    const std::vector<float> prefix_k = random_values(kv_row * 10 * bs, 21);
+    const std::vector<float> prefix_v = random_values(kv_row * 10 * bs, 22);
+    for (int q = 0; q < n_seqs; ++q) {
+      Batch fill;
+      for (int p = 0; p < lengths[q]; ++p) fill.add(1, q, p, false);
+      std::vector<float> k = random_values(kv_row * lengths[q], 30 + q);
+      std::vector<float> v = random_values(kv_row * lengths[q], 40 + q);
+      const size_t prefix = kv_row * static_cast<size_t>(shared_blocks[q]) * bs;
+      std::copy(prefix_k.begin(), prefix_k.begin() + static_cast<std::ptrdiff_t>(prefix),
+                k.begin());
+      std::copy(prefix_v.begin(), prefix_v.begin() + static_cast<std::ptrdiff_t>(prefix),
+                v.begin());
+      Attention::write_kv(kv, 1, fill, k.data(), v.data());
+    }
+    Batch step;
+    for (int q = n_seqs - 1; q >= 0; --q) step.add(1, q, lengths[q] - 1, true);
+    const size_t q_row = static_cast<size_t>(s.n_heads) * s.head_dim;
+    const std::vector<float> queries = random_values(q_row * n_seqs, 50);
+    ThreadPool pool(2);
+    Attention scalar;
+    scalar.set_kernel(scalar_attention_kernel());
+    std::vector<float> expected(queries.size());
+    scalar.attend(kv, 1, step, queries.data(), s.n_heads, expected.data(), pool);
+    for (const AttentionKernel& kernel : simd_kernels(s.head_dim)) {
+      Attention attention;
+      attention.set_kernel(kernel);
+      std::vector<float> together(queries.size());
+      attention.attend(kv, 1, step, queries.data(), s.n_heads, together.data(), pool);
+      if (kernel.max_queries >= 2 * (s.n_heads / s.n_kv_heads)) {
+        EXPECT_GT(attention.shared_prefix_jobs(), 0) << kernel.name << " " << describe(s);
+      }
+      const float tolerance = s.type == KvType::kF16 ? 2e-3f : 2e-5f;
+      for (int i = 0; i < step.size(); ++i) {
+        Batch alone;
+        alone.add(1, step.seq_ids[i], step.positions[i], true);
+        std::vector<float> out(q_row);
+        attention.attend(kv, 1, alone, queries.data() + i * q_row, s.n_heads, out.data(), pool);
+        EXPECT_EQ(attention.shared_prefix_jobs(), 0);
+        for (size_t d = 0; d < q_row; ++d) {
+          ASSERT_EQ(together[i * q_row + d], out[d])
+              << kernel.name << " " << describe(s) << " sequence " << step.seq_ids[i] << " at "
+              << d;
+          ASSERT_NEAR(together[i * q_row + d], expected[i * q_row + d], tolerance)
+              << kernel.name << " " << describe(s) << " sequence " << step.seq_ids[i];
+        }
+      }
     }
   }
 }
