@@ -3,6 +3,8 @@
 // must be whole again afterwards.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <map>
 #include <thread>
 
@@ -275,6 +277,38 @@ TEST_F(EngineTest, RejectsWhatCanNeverRunWithClearErrors) {
     EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
     EXPECT_NE(std::string(e.what()).find("top_p"), std::string::npos);
   }
+}
+
+// A request whose logit_bias bans every token cannot sample: it ends with an error event,
+// and the engine keeps serving the request next to it (the failure used to escape the
+// engine thread).
+TEST_F(EngineTest, ASamplerThatCannotSampleFailsOnlyItsRequest) {
+  Engine engine(*loaded_.model, *loaded_.tokenizer, small_options());
+  auto banned_queue = std::make_shared<EventQueue>();
+  Request banned = make_request(*loaded_.tokenizer, {"Once upon a time", 8, 0.0f, 1}, banned_queue);
+  for (int32_t id = 0; id < loaded_.tokenizer->vocab_size(); ++id) {
+    banned.sampling.logit_bias.push_back({id, -std::numeric_limits<float>::infinity()});
+  }
+  auto ok_queue = std::make_shared<EventQueue>();
+  engine.submit(std::move(banned));
+  engine.submit(make_request(*loaded_.tokenizer, {"Sue had a red ball", 12, 0.0f, 1}, ok_queue));
+  TokenEvent e;
+  std::string error;
+  bool finished = false;
+  while (!finished && banned_queue->pop(e, std::chrono::seconds(60))) {
+    EXPECT_LT(e.token, 0) << "a banned request produced a token";
+    if (e.finished) {
+      finished = true;
+      EXPECT_EQ(e.finish_reason, FinishReason::kError);
+      error = e.error;
+    }
+  }
+  ASSERT_TRUE(finished);
+  EXPECT_NE(error.find("no token left to sample"), std::string::npos) << error;
+  const Outcome ok = collect(*ok_queue);
+  EXPECT_EQ(ok.reason, FinishReason::kLength);
+  EXPECT_EQ(ok.completion_tokens, 12);
+  EXPECT_EQ(engine.stats().kv.used_blocks, 0);
 }
 
 TEST_F(EngineTest, StopStringsEndTheTextBeforeTheMatch) {
