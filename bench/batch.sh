@@ -12,7 +12,8 @@
 # SEQ_REQUESTS (the one-at-a-time run takes the first N requests, 60; tok/s is compared),
 # CONCURRENCY (256), THREADS (0 = physical cores), OUT_SYNTH / OUT_STORIES (output tokens
 # per request, 32 / 64), PREAMBLE_WORDS (words of the instruction every request starts with,
-# 150; 0 = none).
+# 150; 0 = none), ROUNDS (3: the four modes run back to back this many times; each ratio is
+# taken within a round and the median reported, since this VM's speed drifts between minutes).
 # Throughput is generated tokens per second of the run itself (model loading excluded for
 # every mode), with fixed output lengths (ignore_eos), greedy sampling.
 set -euo pipefail
@@ -23,6 +24,7 @@ requests="${REQUESTS:-500}"
 seq_requests="${SEQ_REQUESTS:-60}"
 concurrency="${CONCURRENCY:-256}"
 threads="${THREADS:-0}"
+rounds="${ROUNDS:-3}"
 bench_build rapide
 mkdir -p "$work"
 thread_flags=()
@@ -90,40 +92,47 @@ run_model() {  # MODEL NAME OUT_TOKENS
   make_inputs "$name" "$3"
   local inp="$work/$name.requests.jsonl"
   head -n "$seq_requests" "$inp" >"$work/$name.seq.jsonl"
-  rm -f "$work/$name".{batch,seq}.out*.jsonl
 
   local batch_cmd=("$rapide" batch -m "$model" -i "$inp" -o "$work/$name.batch.out.jsonl"
                    "${thread_flags[@]}" --progress lines)
-  echo "+ ${batch_cmd[*]}"
-  "${batch_cmd[@]}" 2>"$work/$name.batch.log"
-  grep -E "engine:|batch:.*in flight|batch done" "$work/$name.batch.log" | sed 's/^/  /'
-  local batch
-  batch="$(batch_tok_s "$work/$name.batch.log")"
-
   local seq_cmd=("$rapide" batch -m "$model" -i "$work/$name.seq.jsonl"
                  -o "$work/$name.seq.out.jsonl" "${thread_flags[@]}" --in-flight 1
                  --max-seqs 1 --order input --progress off)
+  echo "+ ${batch_cmd[*]}"
   echo "+ ${seq_cmd[*]}"
-  "${seq_cmd[@]}" 2>"$work/$name.seq.log"
-  grep "batch done" "$work/$name.seq.log" | sed 's/^/  /'
-  local seq
-  seq="$(batch_tok_s "$work/$name.seq.log")"
+  # Rounds of the four modes back to back: this VM's speed drifts between minutes, so each
+  # ratio is taken within a round and the median of the rounds is reported.
+  local results=()
+  for round in $(seq 1 "$rounds"); do
+    rm -f "$work/$name".{batch,seq}.out*.jsonl
+    "${batch_cmd[@]}" 2>"$work/$name.batch.log"
+    if [[ "$round" == 1 ]]; then
+      grep -E "engine:|batch:.*in flight|batch done" "$work/$name.batch.log" | sed 's/^/  /'
+    fi
+    local batch seq serve_default serve_tuned
+    batch="$(batch_tok_s "$work/$name.batch.log")"
+    "${seq_cmd[@]}" 2>"$work/$name.seq.log"
+    seq="$(batch_tok_s "$work/$name.seq.log")"
+    serve_default="$(serve_tok_s "$model" "$name" default)"
+    serve_tuned="$(serve_tok_s "$model" "$name" batchflags --max-seqs 256 --max-batch-tokens 4096 \
+      --prefill-chunk 1024 --kv-memory 2GiB --max-queue 65536)"
+    echo "  round $round: batch $batch, one at a time $seq, serve $serve_default (defaults), $serve_tuned (batch's flags) tok/s"
+    results+=("$batch,$seq,$serve_default,$serve_tuned")
+  done
 
-  local serve_default serve_tuned
-  serve_default="$(serve_tok_s "$model" "$name" default)"
-  serve_tuned="$(serve_tok_s "$model" "$name" batchflags --max-seqs 256 --max-batch-tokens 4096 \
-    --prefill-chunk 1024 --kv-memory 2GiB --max-queue 65536)"
-
-  python3 - "$name" "$requests" "$seq_requests" "$concurrency" "$batch" "$seq" \
-    "$serve_default" "$serve_tuned" <<'PY'
-import sys
+  python3 - "$name" "$requests" "$seq_requests" "$concurrency" "${results[@]}" <<'PY'
+import statistics, sys
 name, n, nseq, conc = sys.argv[1:5]
-batch, seq, serve_d, serve_t = map(float, sys.argv[5:9])
-print(f"\n{name}: {n} requests, generated tok/s")
-print(f"  rapide batch                                   {batch:9.1f}")
-print(f"  one at a time through the Engine (first {nseq:>4}) {seq:9.1f}   batch = {batch / seq:5.1f}x")
-print(f"  rapide serve + rapide bench, {conc} users (serve defaults) {serve_d:9.1f}   batch = {batch / serve_d:5.2f}x")
-print(f"  rapide serve + rapide bench, {conc} users (batch's flags)  {serve_t:9.1f}   batch = {batch / serve_t:5.2f}x")
+rounds = [tuple(map(float, r.split(","))) for r in sys.argv[5:]]
+def col(i): return [r[i] for r in rounds]
+def ratio(i): return [r[0] / r[i] for r in rounds]
+def fmt(xs): return ", ".join(f"{x:.2f}" for x in xs)
+med = statistics.median
+print(f"\n{name}: {n} requests, generated tok/s (median of {len(rounds)} rounds; ratios within each round)")
+print(f"  rapide batch                                   {med(col(0)):9.1f}")
+print(f"  one at a time through the Engine (first {nseq:>4}) {med(col(1)):9.1f}   batch = {med(ratio(1)):5.2f}x  ({fmt(ratio(1))})")
+print(f"  rapide serve + rapide bench, {conc} users (serve defaults) {med(col(2)):9.1f}   batch = {med(ratio(2)):5.2f}x  ({fmt(ratio(2))})")
+print(f"  rapide serve + rapide bench, {conc} users (batch's flags)  {med(col(3)):9.1f}   batch = {med(ratio(3)):5.2f}x  ({fmt(ratio(3))})")
 PY
 }
 
