@@ -159,13 +159,23 @@ int Attention::shared_prefix_jobs() const {
 
 void Attention::attend(KvStore& kv, int layer, const Batch& batch, const float* q, int n_heads,
                        float* out, ThreadPool& pool) {
-  const KvLayout& layout = kv.layout();
-  const int head_dim = layout.head_dim;
+  plan(kv, batch, n_heads);
+  attend_planned(kv, layer, batch, q, n_heads, out, pool);
+}
+
+void Attention::plan(KvStore& kv, const Batch& batch, int n_heads) {
+  const int head_dim = kv.layout().head_dim;
   if (head_dim > kMaxHeadDim) {
     fail(ErrorCode::kUnsupported, "head dimension {} is above the supported {}", head_dim,
          kMaxHeadDim);
   }
   if (kernel_.run == nullptr) kernel_ = select_attention_kernel(head_dim);
+  plan_jobs(kv, batch, n_heads, kv.layout().n_kv_heads);
+}
+
+void Attention::attend_planned(KvStore& kv, int layer, const Batch& batch, const float* q,
+                               int n_heads, float* out, ThreadPool& pool) {
+  const int head_dim = kv.layout().head_dim;
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   const int n = batch.size();
 
@@ -176,7 +186,6 @@ void Attention::attend(KvStore& kv, int layer, const Batch& batch, const float* 
   const size_t per_thread = stride * kMaxJobQueries;
   if (scores_.size() < per_thread * pool.size()) scores_.resize(per_thread * pool.size());
 
-  plan_jobs(kv, batch, n_heads, layout.n_kv_heads);
   // Waking the other threads costs microseconds: only worth it for enough dot products
   // (a tiny model's single decode step is cheaper done alone).
   int64_t work = 0;

@@ -70,13 +70,20 @@ class Attention {
   static void write_kv(KvStore& kv, int layer, const Batch& batch, const float* k, const float* v,
                        int begin, int end);
 
-  // q: [n][n_heads * head_dim] (already rotated); out: same shape.
+  // q: [n][n_heads * head_dim] (already rotated); out: same shape. Plans, then runs the jobs.
   void attend(KvStore& kv, int layer, const Batch& batch, const float* q, int n_heads, float* out,
               ThreadPool& pool);
 
+  // The same in two parts for a forward pass: the jobs depend only on the batch and its
+  // sequences' block tables, which every layer shares, so plan() runs once per batch and
+  // attend_planned() once per layer (the batch and tables must not change in between).
+  void plan(KvStore& kv, const Batch& batch, int n_heads);
+  void attend_planned(KvStore& kv, int layer, const Batch& batch, const float* q, int n_heads,
+                      float* out, ThreadPool& pool);
+
   // Tests pin a kernel; by default select_attention_kernel() decides on first use.
   void set_kernel(AttentionKernel kernel) { kernel_ = kernel; }
-  // Jobs of the last attend() that carried several sequences sharing a prefix.
+  // Jobs of the last plan that carry several sequences sharing a prefix.
   int shared_prefix_jobs() const;
 
  private:

@@ -193,7 +193,7 @@ void Model::attention_block(int layer, const Batch& batch, KvStore& kv, ThreadPo
     apply_rope(begin, end);
     Attention::write_kv(kv, layer, batch, k_.data(), v_.data(), begin, end);
   });
-  attention_.attend(kv, layer, batch, q_.data(), c.n_heads, att_.data(), pool);
+  attention_.attend_planned(kv, layer, batch, q_.data(), c.n_heads, att_.data(), pool);
   // The output projection lands in xn_ (free now), then joins the residual stream.
   w.wo.multiply(att_.data(), n, xn_.data(), pool);
 }
@@ -232,6 +232,9 @@ std::span<const float> Model::forward(const Batch& batch, KvStore& kv, ThreadPoo
   ensure_scratch(n, n_logits);
   embed(batch);
   prepare_rope(batch);
+  // Every layer's attention runs the same jobs. Blocks are in place: the caller made the
+  // block tables cover every position the batch writes.
+  attention_.plan(kv, batch, config_.n_heads);
   for (int layer = 0; layer < config_.n_layers; ++layer) {
     attention_block(layer, batch, kv, pool);
     ffn_block(layer, n, pool);
