@@ -15,6 +15,7 @@
 
 #include "base/cpu_features.h"
 #include "base/thread_pool.h"
+#include "bench_pool.h"
 #include "model/attention.h"
 #include "model/contiguous_kv_store.h"
 
@@ -22,14 +23,6 @@ namespace rapide {
 namespace {
 
 constexpr int kHeads = 12, kKvHeads = 4, kHeadDim = 64, kBlock = 16;
-
-ThreadPool& pool() {
-  static ThreadPool p([] {
-    const char* env = std::getenv("RAPIDE_BENCH_THREADS");
-    return env ? std::atoi(env) : physical_core_count();
-  }());
-  return p;
-}
 
 ModelConfig shape() {
   ModelConfig c;
@@ -70,12 +63,12 @@ void run(benchmark::State& state, int sequences, int filled, const Batch& batch)
   double flops = 0;
   for (size_t i = 0; i < n; ++i) flops += 4.0 * kHeads * kHeadDim * (batch.positions[i] + 1);
   for (auto _ : state) {
-    attention.attend(kv, 0, batch, q.data(), kHeads, out.data(), pool());
+    attention.attend(kv, 0, batch, q.data(), kHeads, out.data(), bench_pool());
     benchmark::DoNotOptimize(out.data());
   }
   state.counters["GFLOP/s"] =
       benchmark::Counter(flops * state.iterations() / 1e9, benchmark::Counter::kIsRate);
-  state.counters["threads"] = pool().size();
+  state.counters["threads"] = bench_pool().size();
 }
 
 void BM_Prefill(benchmark::State& state) {

@@ -14,6 +14,7 @@
 
 #include "base/cpu_features.h"
 #include "base/thread_pool.h"
+#include "bench_pool.h"
 #include "kernels/bandwidth.h"
 #include "kernels/matmul.h"
 
@@ -22,18 +23,8 @@ namespace {
 
 constexpr int64_t kDim = 768, kKvDim = 256, kFfn = 2048, kVocab = 32000, kLayers = 12;
 
-// RAPIDE_BENCH_THREADS overrides the physical core count (1 isolates kernel speed from
-// scheduling noise on a shared machine).
-ThreadPool& pool() {
-  static ThreadPool p([] {
-    const char* env = std::getenv("RAPIDE_BENCH_THREADS");
-    return env ? std::atoi(env) : physical_core_count();
-  }());
-  return p;
-}
-
 double probe_bandwidth() {
-  static const double bw = measure_read_bandwidth(pool());
+  static const double bw = measure_read_bandwidth(bench_pool());
   return bw;
 }
 
@@ -94,7 +85,7 @@ void BM_ReadBandwidth(benchmark::State& state) {
   double bw = 0;
   for (auto _ : state) bw = probe_bandwidth();
   state.counters["GB/s"] = bw / 1e9;
-  state.counters["threads"] = pool().size();
+  state.counters["threads"] = bench_pool().size();
 }
 BENCHMARK(BM_ReadBandwidth)->Iterations(1)->Unit(benchmark::kMillisecond);
 
@@ -107,11 +98,11 @@ void BM_ModelMatmuls(benchmark::State& state) {
   std::vector<float> x(static_cast<size_t>(n * kFfn));
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 37) % 101) * 0.01f - 0.5f;
   std::vector<float> y(static_cast<size_t>(n * kVocab));
-  for (const WeightMatrix& w : m.matrices) w.multiply(x.data(), n, y.data(), pool());  // warm
+  for (const WeightMatrix& w : m.matrices) w.multiply(x.data(), n, y.data(), bench_pool());  // warm
   int64_t steps = 0;
   const auto start = std::chrono::steady_clock::now();
   for (auto _ : state) {
-    for (const WeightMatrix& w : m.matrices) w.multiply(x.data(), n, y.data(), pool());
+    for (const WeightMatrix& w : m.matrices) w.multiply(x.data(), n, y.data(), bench_pool());
     benchmark::DoNotOptimize(y.data());
     ++steps;
   }
@@ -122,7 +113,7 @@ void BM_ModelMatmuls(benchmark::State& state) {
   state.counters["tok/s"] = static_cast<double>(n) / per_step;
   state.counters["GB/s"] = m.bytes / per_step / 1e9;
   state.counters["GFLOP/s"] = 2.0 * m.params * static_cast<double>(n) / per_step / 1e9;
-  state.counters["threads"] = pool().size();
+  state.counters["threads"] = bench_pool().size();
   state.counters["roofline%"] = 100.0 * m.bytes / per_step / roofline;
 }
 
@@ -133,7 +124,7 @@ void BM_CachedMatvec(benchmark::State& state) {
   const WeightMatrix w = random_matrix(type, kDim, kDim, 99);
   std::vector<float> x(kDim, 0.25f), y(kDim);
   for (auto _ : state) {
-    w.multiply(x.data(), 1, y.data(), pool());
+    w.multiply(x.data(), 1, y.data(), bench_pool());
     benchmark::DoNotOptimize(y.data());
   }
   state.SetLabel(std::string(tensor_type_name(type)));
