@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "base/fp16.h"
 #include "model/attention.h"
@@ -207,59 +208,13 @@ void attend_job_dispatch(const AttentionJob& job) {
       attend_job<S, NQ, false>(job);
     }
   };
-  switch (job.n_queries) {
-    case 1:
-      run.template operator()<1>();
-      return;
-    case 2:
-      run.template operator()<2>();
-      return;
-    case 3:
-      run.template operator()<3>();
-      return;
-    case 4:
-      run.template operator()<4>();
-      return;
-    default:
-      break;
+  // Runs the instantiation whose NQ equals the job's query count; false when none does.
+  auto run_matching = [&]<int... Is>(std::integer_sequence<int, Is...>) {
+    return ((job.n_queries == Is + 1 && (run.template operator()<Is + 1>(), true)) || ...);
+  };
+  if (!run_matching(std::make_integer_sequence<int, kMaxQueries>())) {
+    attend_job_scalar(job);  // more queries than planned for: a planner bug, still answered right
   }
-  if constexpr (kMaxQueries > 4) {
-    switch (job.n_queries) {
-      case 5:
-        run.template operator()<5>();
-        return;
-      case 6:
-        run.template operator()<6>();
-        return;
-      case 7:
-        run.template operator()<7>();
-        return;
-      case 8:
-        run.template operator()<8>();
-        return;
-      default:
-        break;
-    }
-  }
-  if constexpr (kMaxQueries > 8) {
-    switch (job.n_queries) {
-      case 9:
-        run.template operator()<9>();
-        return;
-      case 10:
-        run.template operator()<10>();
-        return;
-      case 11:
-        run.template operator()<11>();
-        return;
-      case 12:
-        run.template operator()<12>();
-        return;
-      default:
-        break;
-    }
-  }
-  attend_job_scalar(job);  // more queries than planned for: a planner bug, still answered right
 }
 
 }  // namespace rapide::attention_simd
