@@ -10,6 +10,7 @@ const char* error_code_name(ErrorCode code) {
     case ErrorCode::kUnsupported: return "unsupported";
     case ErrorCode::kOutOfRange: return "out_of_range";
     case ErrorCode::kResourceExhausted: return "resource_exhausted";
+    case ErrorCode::kExceedsCapacity: return "exceeds_capacity";
     case ErrorCode::kCancelled: return "cancelled";
     case ErrorCode::kUnavailable: return "unavailable";
     case ErrorCode::kInternal: return "internal";

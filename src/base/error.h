@@ -19,7 +19,8 @@ enum class ErrorCode {
   kCorrupt,            // input data violates its format (truncated file, bad offsets)
   kUnsupported,        // valid input that rapide does not handle (yet)
   kOutOfRange,         // a well-formed value past a limit (prompt longer than the context)
-  kResourceExhausted,  // memory / KV budget / queue full
+  kResourceExhausted,  // temporarily full: memory, queue (retrying later may succeed)
+  kExceedsCapacity,    // larger than the whole budget can ever hold (retrying never helps)
   kCancelled,          // aborted by the caller
   kUnavailable,        // temporarily unable (draining, loading)
   kInternal,           // a bug in rapide

@@ -130,8 +130,8 @@ std::unique_ptr<Sequence> Engine::prepare(Request request) {
   s->sampler = std::make_unique<Sampler>(request.sampling, vocab, end_of_generation_ids_);
   s->max_generated = std::min(request.sampling.max_tokens, max_context_ - prompt_length);
   const int final_length = prompt_length + s->max_generated;
-  if (kv_->blocks_for_new_sequence(final_length) > kv_->total_blocks()) {
-    fail(ErrorCode::kResourceExhausted,
+  if (!kv_->can_ever_fit(final_length)) {
+    fail(ErrorCode::kExceedsCapacity,
          "the request needs {} KV blocks for {} tokens but the whole KV budget ({}) holds {}; "
          "raise --kv-memory or lower max_tokens",
          kv_->blocks_for_new_sequence(final_length), final_length, options_.kv_memory,

@@ -34,8 +34,9 @@ class Engine {
 
   // Validates and queues a request. Throws Error: kInvalidArgument (empty prompt, token id
   // out of range, invalid sampling values), kOutOfRange (prompt does not fit the context),
-  // kResourceExhausted (queue full, or the request could never fit the KV budget),
-  // kUnavailable (draining). Events then arrive on request.sink.
+  // kExceedsCapacity (prompt + max_tokens could never fit the whole KV budget: a 400, not a
+  // retry), kResourceExhausted (the queue is full: retry later), kUnavailable (draining).
+  // Events then arrive on request.sink.
   RequestId submit(Request request);
   // Submits requests that arrive together: the scheduler sees all of them at its next step
   // (or none, if any is invalid). Same errors as submit.

@@ -69,6 +69,8 @@ ApiError api_error_from(const Error& error, const std::string& param) {
       return ApiError(400, message, p, "unsupported");
     case ErrorCode::kNotFound:
       return ApiError(404, message, p, "not_found");
+    case ErrorCode::kExceedsCapacity:
+      return ApiError(400, message, "max_tokens", "kv_budget_exceeded");
     case ErrorCode::kResourceExhausted:
       return ApiError(429, message, {}, "queue_full").with_retry_after(1);
     case ErrorCode::kUnavailable:

@@ -48,7 +48,8 @@ class ApiError : public std::runtime_error {
 };
 
 // Maps a rapide::Error: kInvalidArgument / kOutOfRange -> 400, kNotFound -> 404,
-// kResourceExhausted -> 429, kUnavailable -> 503 (both with Retry-After), kUnsupported ->
+// kExceedsCapacity -> 400 (kv_budget_exceeded), kResourceExhausted -> 429, kUnavailable ->
+// 503 (both with Retry-After), kUnsupported ->
 // 400, the rest -> 500. `param` names the request field the error is about when the
 // message does not start with one.
 ApiError api_error_from(const Error& error, const std::string& param = {});

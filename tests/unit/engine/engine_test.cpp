@@ -246,7 +246,7 @@ TEST_F(EngineTest, RejectsWhatCanNeverRunWithClearErrors) {
     engine.submit(make_request(*loaded_.tokenizer, too_long, q));
     FAIL() << "a request larger than the KV budget was accepted";
   } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kResourceExhausted);
+    EXPECT_EQ(e.code(), ErrorCode::kExceedsCapacity);
     EXPECT_NE(std::string(e.what()).find("KV"), std::string::npos) << e.what();
   }
   Request empty;
