@@ -41,27 +41,12 @@ RequestParser::RequestParser(const Engine& engine, const serve::ChatPrompter& ch
 
 void RequestParser::check_fits(const serve::GenerationSpec& spec) const {
   const char* prompt_param = spec.endpoint == serve::Endpoint::kChat ? "messages" : "prompt";
-  const int max_context = engine_.max_context();
+  // The engine's own admission checks, refused as the server refuses them.
   for (const auto& prompt : spec.prompts) {
-    const int length = static_cast<int>(prompt.size());
-    // The engine's own refusal, worded as submit() words it (the server passes it on).
-    if (length >= max_context) {
-      throw serve::api_error_from(
-          Error(ErrorCode::kOutOfRange,
-                fmt::format("the prompt has {} tokens but the context holds {} (prompt + at "
-                            "least 1 generated)",
-                            length, max_context)),
-          prompt_param);
-    }
-    // The server's check before submitting (serve/generation.cpp).
-    const int positions = length + std::min(spec.sampling.max_tokens, max_context - length);
-    if (!engine_.can_ever_fit(positions)) {
-      throw serve::ApiError(400,
-                            fmt::format("the request needs {} KV positions (prompt {} + "
-                                        "max_tokens) but the server's KV budget can never hold "
-                                        "them; lower max_tokens",
-                                        positions, length),
-                            "max_tokens", "kv_budget_exceeded");
+    try {
+      engine_.check_admissible(prompt, spec.sampling);
+    } catch (const Error& e) {
+      throw serve::api_error_from(e, prompt_param);
     }
   }
 }

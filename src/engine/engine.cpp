@@ -111,11 +111,12 @@ std::vector<RequestId> Engine::submit_all(std::vector<Request> requests) {
   return enqueue(sequences);
 }
 
-std::unique_ptr<Sequence> Engine::prepare(Request request) {
+void Engine::check_admissible(std::span<const int32_t> prompt,
+                              const SamplingParams& sampling) const {
   const int vocab = model_.config().vocab_size;
-  const int prompt_length = static_cast<int>(request.prompt.size());
+  const int prompt_length = static_cast<int>(prompt.size());
   if (prompt_length == 0) fail(ErrorCode::kInvalidArgument, "the prompt is empty");
-  for (int32_t token : request.prompt) {
+  for (int32_t token : prompt) {
     if (token < 0 || token >= vocab) {
       fail(ErrorCode::kInvalidArgument, "prompt token id {} is outside the vocabulary (0..{})",
            token, vocab - 1);
@@ -126,10 +127,9 @@ std::unique_ptr<Sequence> Engine::prepare(Request request) {
          "the prompt has {} tokens but the context holds {} (prompt + at least 1 generated)",
          prompt_length, max_context_);
   }
-  auto s = std::make_unique<Sequence>();
-  s->sampler = std::make_unique<Sampler>(request.sampling, vocab, end_of_generation_ids_);
-  s->max_generated = std::min(request.sampling.max_tokens, max_context_ - prompt_length);
-  const int final_length = prompt_length + s->max_generated;
+  sampling.validate(vocab);
+  const int final_length =
+      prompt_length + std::min(sampling.max_tokens, max_context_ - prompt_length);
   if (!kv_->can_ever_fit(final_length)) {
     fail(ErrorCode::kExceedsCapacity,
          "the request needs {} KV blocks for {} tokens but the whole KV budget ({}) holds {}; "
@@ -137,6 +137,15 @@ std::unique_ptr<Sequence> Engine::prepare(Request request) {
          kv_->blocks_for_new_sequence(final_length), final_length, options_.kv_memory,
          kv_->total_blocks());
   }
+}
+
+std::unique_ptr<Sequence> Engine::prepare(Request request) {
+  check_admissible(request.prompt, request.sampling);
+  const int vocab = model_.config().vocab_size;
+  const int prompt_length = static_cast<int>(request.prompt.size());
+  auto s = std::make_unique<Sequence>();
+  s->sampler = std::make_unique<Sampler>(request.sampling, vocab, end_of_generation_ids_);
+  s->max_generated = std::min(request.sampling.max_tokens, max_context_ - prompt_length);
   s->id = next_id_.fetch_add(1);
   s->kv_id = static_cast<int32_t>(s->id & 0x7fffffff);
   s->priority = request.priority;

@@ -38,6 +38,10 @@ class Engine {
   // retry), kResourceExhausted (the queue is full: retry later), kUnavailable (draining).
   // Events then arrive on request.sink.
   RequestId submit(Request request);
+  // submit's checks of one request, without queueing it (kInvalidArgument, kOutOfRange,
+  // kExceedsCapacity): a front end refuses a request that can never run before accepting
+  // others, and `rapide batch` reports a line's error when it reads the line.
+  void check_admissible(std::span<const int32_t> prompt, const SamplingParams& sampling) const;
   // Submits requests that arrive together: the scheduler sees all of them at its next step
   // (or none, if any is invalid). Same errors as submit.
   std::vector<RequestId> submit_all(std::vector<Request> requests);
@@ -49,10 +53,6 @@ class Engine {
   bool drain(std::chrono::milliseconds timeout);
 
   EngineStats stats() const;
-  // Whether a sequence of `positions` tokens (prompt + most generated) could fit the whole,
-  // empty KV budget. Reads only fixed sizes, so any thread may ask: a front end tells a
-  // request that can never run (400) from a full queue (429) before submitting.
-  bool can_ever_fit(int positions) const { return kv_->can_ever_fit(positions); }
   const ModelConfig& config() const { return model_.config(); }
   const Tokenizer& tokenizer() const { return tokenizer_; }
   const EngineOptions& options() const { return options_; }

@@ -57,18 +57,12 @@ const char* GenerationJob::endpoint_label() const {
 void GenerationJob::submit_all() {
   Engine& engine = *context_.engine;
   const char* prompt_param = spec_.endpoint == Endpoint::kChat ? "messages" : "prompt";
-  const int max_context = engine.max_context();
+  // Every prompt is checked before any choice is queued, so a refusal queues nothing.
   for (const auto& prompt : spec_.prompts) {
-    const int length = static_cast<int>(prompt.size());
-    if (length >= max_context) continue;  // submit() explains this one
-    const int positions = length + std::min(spec_.sampling.max_tokens, max_context - length);
-    if (!engine.can_ever_fit(positions)) {
-      throw ApiError(400,
-                     fmt::format("the request needs {} KV positions (prompt {} + max_tokens) "
-                                 "but the server's KV budget can never hold them; lower "
-                                 "max_tokens",
-                                 positions, length),
-                     "max_tokens", "kv_budget_exceeded");
+    try {
+      engine.check_admissible(prompt, spec_.sampling);
+    } catch (const Error& e) {
+      throw api_error_from(e, prompt_param);
     }
   }
   choices_.resize(spec_.prompts.size() * static_cast<size_t>(spec_.n));
