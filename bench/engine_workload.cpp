@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/percentile.h"
 #include "base/clock.h"
 #include "base/cpu_features.h"
 #include "base/logging.h"
@@ -57,13 +58,6 @@ struct RequestSpec {
   int max_tokens = 0;
 };
 
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  // Nearest rank: the smallest value with at least p of the samples at or below it.
-  const size_t rank = static_cast<size_t>(std::ceil(p * static_cast<double>(v.size())));
-  return v[std::clamp<size_t>(rank, 1, v.size()) - 1];
-}
 
 // CPU seconds of this process (all threads): on a shared machine, cores actually received =
 // CPU seconds / wall seconds, which says how far a wall-clock figure is from an idle run.
@@ -73,9 +67,6 @@ double process_cpu_seconds() {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
 }
 
-double median(std::vector<double> v) {
-  return percentile(std::move(v), 0.5);
-}
 
 // Uniform lengths, random token prompts (ids above the usual control tokens, so the
 // tokenizer's BOS/EOS never appear mid-prompt). `scale` shrinks the ranges for models whose
@@ -106,6 +97,7 @@ class Collector {
     bool finished = false;
     FinishReason reason = FinishReason::kLength;
     RequestTimings timings;
+    RequestMetrics metrics;
   };
 
   void on_event(size_t index, TokenEvent&& e) {
@@ -116,6 +108,7 @@ class Collector {
     r.finished = true;
     r.reason = e.finish_reason;
     r.timings = e.timings;
+    r.metrics = e.metrics;
     finished_++;
     done_.notify_all();
   }
@@ -237,7 +230,7 @@ RunResult run_workload(Model& model, const Tokenizer& tok, const EngineOptions& 
       if (r.reason == FinishReason::kAbort || r.reason == FinishReason::kError) continue;
       out.finished++;
       out.output_tokens += r.tokens;
-      out.ttft.push_back(seconds_between(r.timings.arrival, r.timings.first_token));
+      out.ttft.push_back(r.metrics.ttft_seconds);
       last = std::max(last, r.timings.finished);
     }
     for (const RequestSpec& r : workload)
@@ -334,7 +327,7 @@ void section_batching(const Context& cx, const std::vector<RequestSpec>& workloa
           "%19.2f | %7llu |\n",
           batching_mode_name(mode), r.seconds, r.cpu_seconds / r.seconds,
           100.0 * s.busy_seconds / r.seconds, tps, (r.output_tokens + r.prompt_tokens) / r.seconds,
-          median(r.ttft), percentile(r.ttft, 0.99), static_cast<unsigned long long>(r.engine_steps),
+          median(r.ttft), percentile(r.ttft, 99), static_cast<unsigned long long>(r.engine_steps),
           s.mean_sequences, s.mean_decode, s.median_decode_step_ms,
           static_cast<unsigned long long>(r.preemptions));
       std::fflush(stdout);
@@ -524,7 +517,7 @@ void section_decode(const Context& cx, const std::vector<int>& batches, int prom
     std::printf(
         "| %4d | %5.2f | %12.1f | %11.2f | %11.2f | %18.1f | %24.1f | %13.1f%% | %7.1f | "
         "%14.1f%% |\n",
-        n, r.cpu_seconds / r.seconds, engine_rate, step * 1e3, percentile(step_s, 0.9) * 1e3,
+        n, r.cpu_seconds / r.seconds, engine_rate, step * 1e3, percentile(step_s, 90) * 1e3,
         forward_rate, fr.cpu_tok_s,
         engine_rate > 0 ? 100.0 * (forward_rate / engine_rate - 1.0) : 0.0,
         engine_rate * flops_per_token / 1e9, 100.0 * (engine_rate / n) * weight_bytes / bandwidth);

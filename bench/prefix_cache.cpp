@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "base/percentile.h"
 #include "base/clock.h"
 #include "base/cpu_features.h"
 #include "base/error.h"
@@ -55,7 +56,7 @@ Result run(Engine& engine, const std::vector<int32_t>& prompt, int max_tokens) {
     if (e.token >= 0) out.tokens.push_back(e.token);
     if (e.finished) {
       if (!e.error.empty()) fail(ErrorCode::kInternal, "request failed: {}", e.error);
-      out.ttft = seconds_between(e.timings.arrival, e.timings.first_token);
+      out.ttft = e.metrics.ttft_seconds;
       out.cached = e.cached_prompt_tokens;
       break;
     }
@@ -82,10 +83,6 @@ std::vector<int32_t> concat(std::vector<int32_t> a, const std::vector<int32_t>& 
   return a;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
 
 struct Setup {
   Model* model;

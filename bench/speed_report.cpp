@@ -10,6 +10,7 @@
 #include <sstream>
 #include <vector>
 
+#include "base/percentile.h"
 #include "base/clock.h"
 #include "base/cpu_features.h"
 #include "base/thread_pool.h"
@@ -22,10 +23,6 @@ namespace {
 
 using namespace rapide;
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // Decode `steps` tokens for `n_seqs` sequences after a short shared-length prompt; returns
 // aggregate generated tokens per second (median over repeats).

@@ -24,11 +24,10 @@ struct RunOptions {
 };
 
 void print_figures(const TokenEvent& last) {
-  const RequestTimings& t = last.timings;
-  const double ttft = seconds_between(t.arrival, t.first_token);
-  const double prefill = seconds_between(t.first_scheduled, t.first_token);
+  const double ttft = last.metrics.ttft_seconds;
+  const double prefill = last.metrics.prefill_seconds;
   const int n = last.completion_tokens;
-  const double tpot = n > 1 ? seconds_between(t.first_token, t.finished) / (n - 1) : 0.0;
+  const double tpot = last.metrics.tpot_seconds;
   std::fprintf(stderr,
                "\nprompt tokens: %d | TTFT: %.2f ms | prefill: %.1f tok/s | TPOT: %.2f ms | "
                "decode: %.1f tok/s | generated: %d (%s)\n",

@@ -1,19 +1,12 @@
 #include "bench/metrics.h"
 
+#include "base/percentile.h"
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
 namespace rapide::bench {
-
-double percentile(const std::vector<double>& sorted, double p) {
-  if (sorted.empty()) return 0.0;
-  const double rank = std::clamp(p, 0.0, 100.0) / 100.0 * static_cast<double>(sorted.size() - 1);
-  const size_t lower = static_cast<size_t>(std::floor(rank));
-  const size_t upper = std::min(lower + 1, sorted.size() - 1);
-  const double fraction = rank - static_cast<double>(lower);
-  return sorted[lower] + (sorted[upper] - sorted[lower]) * fraction;
-}
 
 Distribution describe(std::vector<double> values) {
   Distribution d;
@@ -21,10 +14,10 @@ Distribution describe(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   d.count = values.size();
   d.mean = std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(d.count);
-  d.p50 = percentile(values, 50);
-  d.p90 = percentile(values, 90);
-  d.p95 = percentile(values, 95);
-  d.p99 = percentile(values, 99);
+  d.p50 = percentile_of_sorted(values, 50);
+  d.p90 = percentile_of_sorted(values, 90);
+  d.p95 = percentile_of_sorted(values, 95);
+  d.p99 = percentile_of_sorted(values, 99);
   d.max = values.back();
   return d;
 }

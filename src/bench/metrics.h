@@ -12,10 +12,6 @@
 
 namespace rapide::bench {
 
-// The p-th percentile (0..100) of sorted values, interpolating linearly between the closest
-// ranks (numpy's default, which vLLM's benchmark also reports). 0 for no values.
-double percentile(const std::vector<double>& sorted, double p);
-
 // Summary of one latency distribution, in seconds.
 struct Distribution {
   size_t count = 0;

@@ -40,7 +40,8 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, const EngineOptions& op
                                   options_.kv_layout);
   prefix_cache_ = make_prefix_cache(layout);
   scheduler_ = std::make_unique<Scheduler>(options_, *kv_, prefix_cache_.get());
-  logits_scratch_.assign(static_cast<size_t>(threads), std::vector<float>(c.vocab_size));
+  runner_ = std::make_unique<ModelRunner>(model_, *kv_, *pool_);
+  outputs_ = std::make_unique<OutputProcessor>(tokenizer_, c.vocab_size, *pool_);
   spdlog::info(
       "engine: {} KV blocks of {} tokens ({} layout, {}), context {}, batching {}, "
       "max {} tokens / {} sequences per step, {} threads",
@@ -100,16 +101,18 @@ Engine::~Engine() {
 }
 
 RequestId Engine::submit(Request request) {
-  std::vector<std::unique_ptr<Sequence>> one;
+  std::vector<Incoming> one;
   one.push_back(prepare(std::move(request)));
   return enqueue(one).front();
 }
 
 std::vector<RequestId> Engine::submit_all(std::vector<Request> requests) {
-  std::vector<std::unique_ptr<Sequence>> sequences;
-  for (Request& r : requests) sequences.push_back(prepare(std::move(r)));
-  return enqueue(sequences);
+  std::vector<Incoming> prepared;
+  for (Request& r : requests) prepared.push_back(prepare(std::move(r)));
+  return enqueue(prepared);
 }
+
+void Engine::set_step_observer(StepObserver observer) { observer_ = std::move(observer); }
 
 void Engine::check_admissible(std::span<const int32_t> prompt,
                               const SamplingParams& sampling) const {
@@ -139,12 +142,18 @@ void Engine::check_admissible(std::span<const int32_t> prompt,
   }
 }
 
-std::unique_ptr<Sequence> Engine::prepare(Request request) {
+Engine::Incoming Engine::prepare(Request request) {
   check_admissible(request.prompt, request.sampling);
   const int vocab = model_.config().vocab_size;
   const int prompt_length = static_cast<int>(request.prompt.size());
+  Incoming in;
+  in.output.sampler = std::make_unique<Sampler>(request.sampling, vocab, end_of_generation_ids_);
+  in.output.sink = std::move(request.sink);
+  if (request.stream_text) {
+    in.output.detokenizer.emplace(tokenizer_, /*skip_leading_space=*/false);
+    if (!request.sampling.stop.empty()) in.output.stop_checker.emplace(request.sampling.stop);
+  }
   auto s = std::make_unique<Sequence>();
-  s->sampler = std::make_unique<Sampler>(request.sampling, vocab, end_of_generation_ids_);
   s->max_generated = std::min(request.sampling.max_tokens, max_context_ - prompt_length);
   s->id = next_id_.fetch_add(1);
   s->kv_id = static_cast<int32_t>(s->id & 0x7fffffff);
@@ -152,27 +161,23 @@ std::unique_ptr<Sequence> Engine::prepare(Request request) {
   s->arrival_order = arrivals_.fetch_add(1);
   s->tokens = std::move(request.prompt);
   s->prompt_length = prompt_length;
-  s->sink = std::move(request.sink);
-  if (request.stream_text) {
-    s->detokenizer.emplace(tokenizer_, /*skip_leading_space=*/false);
-    if (!request.sampling.stop.empty()) s->stop_checker.emplace(request.sampling.stop);
-  }
   s->timings.arrival = Clock::now();
-  return s;
+  in.sequence = std::move(s);
+  return in;
 }
 
-std::vector<RequestId> Engine::enqueue(std::vector<std::unique_ptr<Sequence>>& sequences) {
+std::vector<RequestId> Engine::enqueue(std::vector<Incoming>& requests) {
   std::vector<RequestId> ids;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (stopping_ || draining_) fail(ErrorCode::kUnavailable, "the engine is shutting down");
     const size_t queued = incoming_.size() + static_cast<size_t>(stats_.waiting);
-    if (queued + sequences.size() > static_cast<size_t>(options_.max_queue)) {
+    if (queued + requests.size() > static_cast<size_t>(options_.max_queue)) {
       fail(ErrorCode::kResourceExhausted, "the request queue is full ({} waiting)", queued);
     }
-    for (auto& s : sequences) {
-      ids.push_back(s->id);
-      incoming_.push_back(std::move(s));
+    for (auto& r : requests) {
+      ids.push_back(r.sequence->id);
+      incoming_.push_back(std::move(r));
       stats_.requests_submitted++;
     }
   }
@@ -207,7 +212,7 @@ EngineStats Engine::stats() const {
 }
 
 void Engine::loop() {
-  std::vector<std::unique_ptr<Sequence>> arrived;
+  std::vector<Incoming> arrived;
   std::vector<RequestId> aborts;
   for (;;) {
     bool stop = false;
@@ -220,11 +225,14 @@ void Engine::loop() {
       arrived.swap(incoming_);
       aborts.swap(aborts_);
     }
-    for (auto& s : arrived) scheduler_->add_waiting(std::move(s));
+    for (Incoming& in : arrived) {
+      outputs_->add(in.sequence->id, std::move(in.output));
+      scheduler_->add_waiting(std::move(in.sequence));
+    }
     arrived.clear();
     if (stop) {
       // Shutting down: everything still queued or running ends as aborted.
-      for (Sequence* s : scheduler_->all()) finish(s, FinishReason::kAbort);
+      finish_outside_step(scheduler_->finish_all(FinishReason::kAbort));
       std::lock_guard<std::mutex> lock(mutex_);
       stats_.waiting = stats_.running = 0;
       drained_.notify_all();
@@ -242,15 +250,40 @@ void Engine::loop() {
 }
 
 void Engine::handle_aborts(std::vector<RequestId>& aborts) {
+  std::vector<FinishedRequest> finished;
   for (RequestId id : aborts) {
-    if (Sequence* s = scheduler_->find(id)) finish(s, FinishReason::kAbort);
+    if (auto f = scheduler_->finish(id, FinishReason::kAbort)) finished.push_back(std::move(*f));
   }
   aborts.clear();
+  if (!finished.empty()) finish_outside_step(finished);
+}
+
+void Engine::count_finished(const std::vector<FinishedRequest>& finished) {
+  for (const FinishedRequest& f : finished) {
+    if (f.reason == FinishReason::kAbort) {
+      stats_.requests_aborted++;
+    } else if (f.reason == FinishReason::kError) {
+      stats_.requests_failed++;
+    } else {
+      stats_.requests_finished++;
+    }
+    stats_.prompt_tokens += static_cast<uint64_t>(f.prompt_tokens);
+    stats_.generated_tokens += static_cast<uint64_t>(f.completion_tokens);
+  }
+  stats_.kv = kv_->usage();
+}
+
+void Engine::finish_outside_step(const std::vector<FinishedRequest>& finished) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    count_finished(finished);
+  }
+  for (const FinishedRequest& f : finished) outputs_->emit_final(f);
 }
 
 void Engine::step() {
   const TimePoint start = Clock::now();
-  SchedulerOutput plan = scheduler_->schedule();
+  StepPlan plan = scheduler_->schedule(start);
   if (plan.empty()) {
     // Nothing fits right now (e.g. every block is pinned); wait for an abort or arrival.
     std::unique_lock<std::mutex> lock(mutex_);
@@ -263,182 +296,54 @@ void Engine::step() {
     std::lock_guard<std::mutex> lock(mutex_);
     stats_.kv = kv_->usage();
   }
-  batch_.clear();
-  for (const ScheduledWork& w : plan.work) {
-    Sequence& s = *w.sequence;
-    if (!s.scheduled_once) {
-      s.scheduled_once = true;
-      s.timings.first_scheduled = start;
-    }
-    for (int j = 0; j < w.n_tokens; ++j) {
-      const int pos = s.num_computed + j;
-      batch_.add(s.tokens[pos], s.kv_id, pos, w.needs_logits && j + 1 == w.n_tokens);
-    }
-  }
   std::span<const float> logits;
   try {
-    logits = model_.forward(batch_, *kv_, *pool_);
+    logits = runner_->run(plan);
   } catch (const std::exception& e) {
     spdlog::error("forward pass failed: {}", e.what());
-    for (const ScheduledWork& w : plan.work) finish(w.sequence, FinishReason::kError, e.what());
+    std::vector<FinishedRequest> failed;
+    for (const ScheduledSequence& s : plan.sequences) {
+      if (auto f = scheduler_->finish(s.request_id, FinishReason::kError, e.what())) {
+        failed.push_back(std::move(*f));
+      }
+    }
+    finish_outside_step(failed);
     return;
   }
-  sample_all(plan, logits);
-  size_t next = 0;
-  for (const ScheduledWork& w : plan.work) {
-    Sequence& s = *w.sequence;
-    s.num_computed += w.n_tokens;
-    if (!w.needs_logits) continue;
-    if (s.padding) {
-      s.tokens.push_back(s.tokens.back());  // a padded row: computed, never sampled or sent
-      continue;
-    }
-    Sampled& sampled = sampled_[next++];
-    if (!sampled.error.empty()) {
-      finish(&s, FinishReason::kError, sampled.error);
-      continue;
-    }
-    advance(s, sampled.result);
-  }
+  const TimePoint forwarded = Clock::now();
+  const StepResult result = outputs_->process(plan, logits, *scheduler_);
+  const TimePoint sampled = Clock::now();
+  const std::vector<FinishedRequest> finished = scheduler_->update(plan, result, sampled);
 
   StepStats st;
+  st.step = plan.step;
   st.start = start;
   st.seconds = seconds_between(start, Clock::now());
-  st.sequences = static_cast<int>(plan.work.size());
+  st.forward_seconds = seconds_between(start, forwarded);
+  st.sample_seconds = seconds_between(forwarded, sampled);
+  st.sequences = static_cast<int>(plan.sequences.size());
   st.prefill_tokens = plan.prefill_tokens;
   st.decode_tokens = plan.decode_tokens;
-  st.preemptions = plan.preempted;
+  st.preemptions = static_cast<int>(plan.preempted.size());
   st.waiting = static_cast<int>(scheduler_->waiting_count());
   st.running = static_cast<int>(scheduler_->running_count());
   st.kv_used_blocks = kv_->used_blocks();
   st.kv_free_blocks = kv_->free_blocks();
-  std::lock_guard<std::mutex> lock(mutex_);
-  stats_.steps++;
-  stats_.preemptions += plan.preempted;
-  stats_.computed_prompt_tokens += plan.prefill_tokens;
-  if (stats_.recent_steps.size() >= kRecentSteps) {
-    stats_.recent_steps.erase(stats_.recent_steps.begin());
-  }
-  stats_.recent_steps.push_back(st);
-}
-
-// Samplers belong to one sequence each and read only its own history, so the rows are
-// sampled in parallel (a batch of hundreds of rows spent a tenth of its step here on one
-// thread); what follows a token (events, stop strings, finishing) stays in row order.
-void Engine::sample_all(const SchedulerOutput& plan, std::span<const float> logits) {
-  const size_t vocab = static_cast<size_t>(model_.config().vocab_size);
-  rows_.clear();
-  size_t row = 0;
-  for (const ScheduledWork& w : plan.work) {
-    if (!w.needs_logits) continue;
-    if (!w.sequence->padding) rows_.push_back({w.sequence, logits.data() + row * vocab});
-    ++row;
-  }
-  sampled_.resize(rows_.size());
-  // A chunk is at least ~32k logits: a small vocabulary's rows stay on the calling thread.
-  const int64_t grain = std::max<int64_t>(1, 32768 / static_cast<int64_t>(vocab));
-  pool_->parallel_for(static_cast<int64_t>(rows_.size()), grain,
-                      [&](int64_t begin, int64_t end, int thread) {
-                        std::vector<float>& scratch = logits_scratch_[static_cast<size_t>(thread)];
-                        for (int64_t i = begin; i < end; ++i) {
-                          const Row& r = rows_[static_cast<size_t>(i)];
-                          Sampled& out = sampled_[static_cast<size_t>(i)];
-                          out.error.clear();
-                          std::memcpy(scratch.data(), r.logits, vocab * sizeof(float));
-                          try {
-                            out.result = r.sequence->sampler->sample(scratch, r.sequence->tokens);
-                          } catch (const std::exception& e) {
-                            out.error = std::string("sampling failed: ") + e.what();
-                          }
-                        }
-                      });
-}
-
-void Engine::advance(Sequence& s, const SampleResult& r) {
-  s.tokens.push_back(r.token);
-  const int generated = s.generated();
-  TokenEvent event;
-  event.request_id = s.id;
-  event.token = r.token;
-  event.index = generated - 1;
-  event.time = Clock::now();
-  if (generated == 1) s.timings.first_token = event.time;
-  if (s.sampler->params().wants_logprobs()) {
-    event.logprob = r.raw_logprob;
-    event.top_logprobs.assign(r.top_logprobs.begin(), r.top_logprobs.end());
-  }
-  std::optional<FinishReason> reason = finish_after_token(
-      s.sampler->params(), r.token, tokenizer_.is_end_of_generation(r.token), generated);
-  // Stop tokens (EOS, stop_token_ids) contribute no text; every other token, including
-  // the one that reaches max_tokens, goes through the detokenizer and stop strings.
-  if (reason != FinishReason::kStop && s.detokenizer) {
-    std::string piece = s.detokenizer->push(r.token);
-    if (s.stop_checker) {
-      StopOutput out = s.stop_checker->push(piece);
-      event.text = std::move(out.text);
-      if (out.stopped) reason = FinishReason::kStop;
-    } else {
-      event.text = std::move(piece);
-    }
-  }
-  if (!reason && generated >= s.max_generated) reason = FinishReason::kLength;
-  if (!reason) {
-    if (s.sink) s.sink->on_event(std::move(event));
-    return;
-  }
-  if (options_.batching == BatchingMode::kStatic) {
-    emit_final(s, event, *reason);
-    scheduler_->retire_to_padding(&s);
-    return;
-  }
-  // Free the blocks before telling the client, so a finished request never holds KV.
-  std::unique_ptr<Sequence> owned = scheduler_->remove(&s);
-  emit_final(*owned, event, *reason);
-}
-
-void Engine::emit_final(Sequence& s, TokenEvent& event, FinishReason reason) {
-  const bool stopped_by_string = s.stop_checker && s.stop_checker->stopped();
-  if (s.detokenizer && !stopped_by_string) {
-    std::string rest = s.detokenizer->flush();
-    if (s.stop_checker) {
-      StopOutput out = s.stop_checker->push(rest);
-      event.text += out.text;
-      if (!out.stopped) event.text += s.stop_checker->flush();
-    } else {
-      event.text += rest;
-    }
-  }
-  s.timings.finished = Clock::now();
-  event.finished = true;
-  event.finish_reason = reason;
-  event.prompt_tokens = s.prompt_length;
-  event.completion_tokens = s.generated();
-  event.cached_prompt_tokens = s.cached_prompt_tokens;
-  event.timings = s.timings;
   {
+    // Counted before the events go out: a client that sees its final event sees its blocks
+    // freed and its request counted.
     std::lock_guard<std::mutex> lock(mutex_);
-    if (reason == FinishReason::kAbort) {
-      stats_.requests_aborted++;
-    } else if (reason == FinishReason::kError) {
-      stats_.requests_failed++;
-    } else {
-      stats_.requests_finished++;
+    count_finished(finished);
+    stats_.steps++;
+    stats_.preemptions += plan.preempted.size();
+    stats_.computed_prompt_tokens += static_cast<uint64_t>(plan.prefill_tokens);
+    if (stats_.recent_steps.size() >= kRecentSteps) {
+      stats_.recent_steps.erase(stats_.recent_steps.begin());
     }
-    stats_.prompt_tokens += s.prompt_length;
-    stats_.generated_tokens += s.generated();
-    stats_.kv = kv_->usage();
+    stats_.recent_steps.push_back(st);
   }
-  if (s.sink) s.sink->on_event(std::move(event));
-}
-
-void Engine::finish(Sequence* s, FinishReason reason, const std::string& error) {
-  TokenEvent event;
-  event.request_id = s->id;
-  event.time = Clock::now();
-  event.error = error;
-  std::unique_ptr<Sequence> owned = scheduler_->remove(s);
-  if (owned->padding) return;  // its request already ended
-  emit_final(*owned, event, reason);
+  outputs_->emit(result, finished);
+  if (observer_) observer_(plan, result, st);
 }
 
 }  // namespace rapide

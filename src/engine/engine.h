@@ -1,10 +1,16 @@
 // The Engine: one thread that owns the scheduler, the KV cache and the model, and turns
 // submitted requests into streams of token events. Every front end (CLI, HTTP server,
 // offline batch) talks to it through submit / abort / stats, all thread-safe.
+//
+// A step is plan -> run the model -> sample -> update (engine/step.h): the Scheduler plans
+// and owns sequence state, the ModelRunner runs the forward pass, the OutputProcessor samples
+// and talks to clients. The engine records every step's and request's timings itself
+// (EngineStats.recent_steps, TokenEvent.metrics); a step observer sees each plan and result.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -15,8 +21,11 @@
 #include "base/thread_pool.h"
 #include "engine/engine_options.h"
 #include "engine/engine_stats.h"
+#include "engine/model_runner.h"
+#include "engine/output_processor.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
+#include "engine/step.h"
 #include "kv/paged_kv_store.h"
 #include "kv/prefix_cache.h"
 #include "model/model.h"
@@ -53,26 +62,30 @@ class Engine {
   bool drain(std::chrono::milliseconds timeout);
 
   EngineStats stats() const;
+  // Called on the engine thread after every step with its plan, result and figures (the
+  // advisor's record, replay, tests). Set before the first submit; must not block.
+  using StepObserver =
+      std::function<void(const StepPlan&, const StepResult&, const StepStats&)>;
+  void set_step_observer(StepObserver observer);
   const ModelConfig& config() const { return model_.config(); }
   const Tokenizer& tokenizer() const { return tokenizer_; }
   const EngineOptions& options() const { return options_; }
   int max_context() const { return max_context_; }
 
  private:
-  // Validates a request and builds its sequence (submit's checks).
-  std::unique_ptr<Sequence> prepare(Request request);
-  std::vector<RequestId> enqueue(std::vector<std::unique_ptr<Sequence>>& sequences);
+  // A validated request: its scheduling state and its output state.
+  struct Incoming {
+    std::unique_ptr<Sequence> sequence;
+    RequestOutputState output;
+  };
+  Incoming prepare(Request request);  // submit's checks, then the request's two halves
+  std::vector<RequestId> enqueue(std::vector<Incoming>& requests);
   void loop();
   void step();
   void handle_aborts(std::vector<RequestId>& aborts);
-  // Samples every row of the step that has logits (not the padded ones) into sampled_.
-  void sample_all(const SchedulerOutput& plan, std::span<const float> logits);
-  // Takes a sequence's sampled token; a finished one leaves the scheduler (its blocks
-  // freed) before its final event is sent.
-  void advance(Sequence& s, const SampleResult& r);
-  void finish(Sequence* s, FinishReason reason, const std::string& error = {});
-  // Sends the last event of a sequence that has already left the scheduler.
-  void emit_final(Sequence& s, TokenEvent& event, FinishReason reason);
+  // Counts requests that ended into stats_ and sends their final events.
+  void finish_outside_step(const std::vector<FinishedRequest>& finished);
+  void count_finished(const std::vector<FinishedRequest>& finished);  // mutex_ held
   // Builds the prefix cache and its offload tier from the options (null when off).
   std::unique_ptr<PrefixCache> make_prefix_cache(const KvLayout& layout);
   // Copies the prefix cache's counters into stats_ and explains new partial misses
@@ -88,22 +101,13 @@ class Engine {
   std::unique_ptr<PagedKvStore> kv_;
   std::unique_ptr<PrefixCache> prefix_cache_;  // after kv_: it listens to kv_'s pool
   std::unique_ptr<Scheduler> scheduler_;
-  Batch batch_;
-  struct Row {
-    Sequence* sequence;
-    const float* logits;
-  };
-  struct Sampled {
-    SampleResult result;
-    std::string error;  // set when the sampler failed
-  };
-  std::vector<Row> rows_;                           // this step's rows to sample
-  std::vector<Sampled> sampled_;                    // their results, in the same order
-  std::vector<std::vector<float>> logits_scratch_;  // one logits row per pool thread
+  std::unique_ptr<ModelRunner> runner_;
+  std::unique_ptr<OutputProcessor> outputs_;
+  StepObserver observer_;
 
   mutable std::mutex mutex_;  // guards the fields below
   std::condition_variable wake_;
-  std::vector<std::unique_ptr<Sequence>> incoming_;
+  std::vector<Incoming> incoming_;
   std::vector<RequestId> aborts_;
   bool stopping_ = false;
   bool draining_ = false;

@@ -13,8 +13,11 @@
 namespace rapide {
 
 struct StepStats {
+  uint64_t step = 0;  // StepPlan::step
   TimePoint start;
-  double seconds = 0.0;
+  double seconds = 0.0;          // plan to update, the whole step
+  double forward_seconds = 0.0;  // plan + forward pass
+  double sample_seconds = 0.0;   // sampling, stop rules
   int sequences = 0;       // sequences in the forward pass
   int prefill_tokens = 0;  // prompt tokens computed this step
   int decode_tokens = 0;   // generated tokens fed this step

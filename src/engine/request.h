@@ -30,6 +30,18 @@ struct RequestTimings {
   TimePoint finished;
 };
 
+// A finished request's latency figures, derived from its timings once, by the engine: the
+// server's histograms, `rapide run`, `rapide batch` and the benchmarks all read these.
+struct RequestMetrics {
+  double queue_seconds = 0.0;    // arrival -> first scheduled
+  double ttft_seconds = 0.0;     // arrival -> first generated token (0 when none)
+  double prefill_seconds = 0.0;  // first scheduled -> first generated token (0 when none)
+  double tpot_seconds = 0.0;     // mean time per output token after the first (0 below 2)
+  double e2e_seconds = 0.0;      // arrival -> finished
+};
+
+RequestMetrics request_metrics(const RequestTimings& timings, int32_t completion_tokens);
+
 // One event per generated token; the last one of a request has `finished` set (it may carry
 // no token, e.g. an abort or a stop string that consumed the token's text).
 struct TokenEvent {
@@ -48,6 +60,7 @@ struct TokenEvent {
   int32_t completion_tokens = 0;
   int32_t cached_prompt_tokens = 0;  // prompt positions not recomputed (prefix cache)
   RequestTimings timings;
+  RequestMetrics metrics;
 };
 
 class EventSink {

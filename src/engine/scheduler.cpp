@@ -28,6 +28,7 @@ void Scheduler::register_blocks(Sequence& s) {
 
 void Scheduler::add_waiting(std::unique_ptr<Sequence> sequence) {
   sequence->status = SequenceStatus::kWaiting;
+  by_id_[sequence->id] = sequence.get();
   waiting_.push_back(std::move(sequence));
   waiting_sorted_ = false;
 }
@@ -55,12 +56,6 @@ Sequence* Scheduler::pick_victim() const {
   return victim;
 }
 
-void Scheduler::retire_to_padding(Sequence* sequence) {
-  register_blocks(*sequence);  // the request's own tokens stay cached, as on removal
-  sequence->padding = true;
-  sequence->sink.reset();
-}
-
 void Scheduler::drop_padding(Sequence* sequence) {
   kv_.release(sequence->kv_id);
   sequence->status = SequenceStatus::kFinished;
@@ -71,20 +66,27 @@ void Scheduler::end_batch_if_only_padding() {
   for (const auto& s : running_) {
     if (!s->padding) return;
   }
-  for (const auto& s : running_) kv_.release(s->kv_id);
+  for (const auto& s : running_) {
+    kv_.release(s->kv_id);
+    by_id_.erase(s->id);
+  }
   running_.clear();
 }
 
-void Scheduler::preempt(Sequence* victim, SchedulerOutput& out, int& budget) {
+void Scheduler::unplan(Sequence* s, std::vector<Work>& work, StepPlan& plan, int& budget) {
+  for (auto it = work.begin(); it != work.end(); ++it) {
+    if (it->sequence != s) continue;
+    budget += it->n_tokens;
+    (it->is_decode ? plan.decode_tokens : plan.prefill_tokens) -= it->n_tokens;
+    work.erase(it);
+    return;
+  }
+}
+
+void Scheduler::preempt(Sequence* victim, std::vector<Work>& work, StepPlan& plan, int& budget) {
+  unplan(victim, work, plan, budget);
   if (victim->padding) {
     drop_padding(victim);
-    for (auto it = out.work.begin(); it != out.work.end(); ++it) {
-      if (it->sequence != victim) continue;
-      budget += it->n_tokens;
-      out.decode_tokens -= it->n_tokens;
-      out.work.erase(it);
-      break;
-    }
     return;
   }
   register_blocks(*victim);  // its full blocks stay cached: re-admission reuses them
@@ -93,18 +95,21 @@ void Scheduler::preempt(Sequence* victim, SchedulerOutput& out, int& budget) {
   victim->registered_blocks = 0;
   victim->status = SequenceStatus::kWaiting;
   victim->preemptions++;
-  out.preempted++;
-  for (auto it = out.work.begin(); it != out.work.end(); ++it) {
-    if (it->sequence != victim) continue;
-    budget += it->n_tokens;
-    (it->is_decode ? out.decode_tokens : out.prefill_tokens) -= it->n_tokens;
-    out.work.erase(it);
-    break;
-  }
+  plan.preempted.push_back(victim->id);
 }
 
-SchedulerOutput Scheduler::schedule() {
-  SchedulerOutput out;
+void Scheduler::plan_work(Sequence& s, int n, bool is_decode, std::vector<Work>& work,
+                          StepPlan& plan, int& budget) {
+  kv_.reserve(s.kv_id, s.num_computed + n);
+  work.push_back({&s, n, is_decode});
+  (is_decode ? plan.decode_tokens : plan.prefill_tokens) += n;
+  budget -= n;
+}
+
+StepPlan Scheduler::schedule(TimePoint now) {
+  StepPlan plan;
+  plan.step = ++steps_;
+  std::vector<Work> work;
   int budget = options_.max_batch_tokens;
   end_batch_if_only_padding();
   std::stable_sort(running_.begin(), running_.end(),
@@ -128,16 +133,12 @@ SchedulerOutput Scheduler::schedule() {
       bool fits = kv_.can_reserve(s->kv_id, s->num_computed + n);
       while (!fits) {
         Sequence* victim = pick_victim();
-        preempt(victim, out, budget);
+        preempt(victim, work, plan, budget);
         if (victim == s) break;
         fits = kv_.can_reserve(s->kv_id, s->num_computed + n);
       }
       if (!fits) continue;
-      kv_.reserve(s->kv_id, s->num_computed + n);
-      out.work.push_back(
-          {s, n, s->num_computed + n == static_cast<int>(s->tokens.size()), decode_pass});
-      (decode_pass ? out.decode_tokens : out.prefill_tokens) += n;
-      budget -= n;
+      plan_work(*s, n, decode_pass, work, plan, budget);
     }
   }
 
@@ -145,6 +146,7 @@ SchedulerOutput Scheduler::schedule() {
   // dropped padding just goes.
   for (auto it = running_.begin(); it != running_.end();) {
     if ((*it)->status == SequenceStatus::kFinished) {
+      by_id_.erase((*it)->id);
       it = running_.erase(it);
     } else if ((*it)->status == SequenceStatus::kWaiting) {
       waiting_.push_back(std::move(*it));
@@ -158,21 +160,45 @@ SchedulerOutput Scheduler::schedule() {
   // Admission. Continuous: whenever there is room and nothing was just preempted (admitting
   // then would only thrash). Static: only into an empty engine, a whole batch at once.
   const bool continuous = options_.batching == BatchingMode::kContinuous;
-  const bool admitting = continuous ? out.preempted == 0 : running_.empty();
-  if (!admitting) return out;
-  sort_waiting();
-  int32_t promised_blocks = 0;  // static mode: blocks the admitted prompts will need
-  while (!waiting_.empty() && static_cast<int>(running_.size()) < options_.max_seqs) {
-    Sequence* s = waiting_.front().get();
-    if (!admit(*s, budget, promised_blocks, out)) break;
-    s->status = SequenceStatus::kRunning;
-    running_.push_back(std::move(waiting_.front()));
-    waiting_.pop_front();
+  const bool admitting = continuous ? plan.preempted.empty() : running_.empty();
+  if (admitting) {
+    sort_waiting();
+    int32_t promised_blocks = 0;  // static mode: blocks the admitted prompts will need
+    while (!waiting_.empty() && static_cast<int>(running_.size()) < options_.max_seqs) {
+      Sequence* s = waiting_.front().get();
+      if (!admit(*s, budget, promised_blocks, work, plan)) break;
+      s->status = SequenceStatus::kRunning;
+      running_.push_back(std::move(waiting_.front()));
+      waiting_.pop_front();
+    }
   }
-  return out;
+  return build_plan(work, std::move(plan), now);
 }
 
-bool Scheduler::admit(Sequence& s, int& budget, int32_t& promised, SchedulerOutput& out) {
+StepPlan Scheduler::build_plan(const std::vector<Work>& work, StepPlan plan, TimePoint now) {
+  plan.sequences.reserve(work.size());
+  for (const Work& w : work) {
+    Sequence& s = *w.sequence;
+    if (s.timings.first_scheduled == TimePoint{}) s.timings.first_scheduled = now;
+    ScheduledSequence out;
+    out.request_id = s.id;
+    out.kv_id = s.kv_id;
+    out.start_position = s.num_computed;
+    out.tokens.assign(s.tokens.begin() + s.num_computed,
+                      s.tokens.begin() + s.num_computed + w.n_tokens);
+    // Logits are due once the chunk reaches the end of the sequence's tokens.
+    out.logits_rows = s.num_computed + w.n_tokens == static_cast<int>(s.tokens.size()) ? 1 : 0;
+    const std::span<const int32_t> table = kv_.block_table(s.kv_id);
+    out.block_table.assign(table.begin(), table.end());
+    out.is_decode = w.is_decode;
+    out.padding = s.padding;
+    plan.sequences.push_back(std::move(out));
+  }
+  return plan;
+}
+
+bool Scheduler::admit(Sequence& s, int& budget, int32_t& promised, std::vector<Work>& work,
+                      StepPlan& plan) {
   const bool continuous = options_.batching == BatchingMode::kContinuous;
   const int length = static_cast<int>(s.tokens.size());
   const int bs = kv_.block_size();
@@ -204,48 +230,107 @@ bool Scheduler::admit(Sequence& s, int& budget, int32_t& promised, SchedulerOutp
   // A tier block that failed its checks leaves more to compute than planned.
   const int chunk = chunk_for(s, budget);
   if (chunk > 0 && kv_.can_reserve(s.kv_id, s.num_computed + chunk)) {
-    kv_.reserve(s.kv_id, s.num_computed + chunk);
-    out.work.push_back({&s, chunk, s.num_computed + chunk == length, false});
-    out.prefill_tokens += chunk;
-    budget -= chunk;
+    plan_work(s, chunk, false, work, plan, budget);
   }
   return true;
 }
 
-std::unique_ptr<Sequence> Scheduler::remove(Sequence* sequence) {
-  // A finished request's prefix stays cached for the next (padding registered it on retiring).
-  if (!sequence->padding) register_blocks(*sequence);
+std::vector<FinishedRequest> Scheduler::update(const StepPlan& plan, const StepResult& result,
+                                               TimePoint now) {
+  // Every planned sequence computed what it fed; a padded row "samples" its last token again.
+  for (const ScheduledSequence& p : plan.sequences) {
+    const auto it = by_id_.find(p.request_id);
+    if (it == by_id_.end()) continue;  // ended while the step ran (cannot happen today)
+    Sequence& s = *it->second;
+    if (!p.draft_tokens.empty()) {
+      fail(ErrorCode::kInternal, "speculative draft tokens are not verified by this scheduler");
+    }
+    s.num_computed += static_cast<int>(p.tokens.size());
+    if (s.padding && p.logits_rows > 0) s.tokens.push_back(s.tokens.back());
+  }
+  std::vector<FinishedRequest> finished;
+  for (const SequenceOutput& out : result.outputs) {
+    Sequence* s = live(out.request_id);
+    if (s == nullptr) continue;
+    for (const SampledToken& t : out.tokens) {
+      s->tokens.push_back(t.token);
+      if (s->generated() == 1) s->timings.first_token = now;
+    }
+    if (out.finish) finished.push_back(end_request(*s, *out.finish, out.error, now));
+  }
+  return finished;
+}
+
+FinishedRequest Scheduler::end_request(Sequence& s, FinishReason reason, std::string error,
+                                       TimePoint now) {
+  s.timings.finished = now;
+  FinishedRequest f;
+  f.request_id = s.id;
+  f.reason = reason;
+  f.error = std::move(error);
+  f.prompt_tokens = s.prompt_length;
+  f.completion_tokens = s.generated();
+  f.cached_prompt_tokens = s.cached_prompt_tokens;
+  f.preemptions = s.preemptions;
+  f.timings = s.timings;
+  // A finished request's prefix stays cached for the next.
+  register_blocks(s);
+  if (options_.batching == BatchingMode::kStatic && s.status == SequenceStatus::kRunning &&
+      reason != FinishReason::kAbort && reason != FinishReason::kError) {
+    s.padding = true;  // keeps computing as a dense batch's row until its batch ends
+  } else {
+    erase(&s);  // blocks freed before the client hears of the end
+  }
+  return f;
+}
+
+std::optional<FinishedRequest> Scheduler::finish(RequestId id, FinishReason reason,
+                                                 std::string error, TimePoint now) {
+  const auto it = by_id_.find(id);
+  if (it == by_id_.end()) return std::nullopt;
+  Sequence* s = it->second;
+  if (s->padding) {  // its request already ended
+    erase(s);
+    return std::nullopt;
+  }
+  return end_request(*s, reason, std::move(error), now);
+}
+
+std::vector<FinishedRequest> Scheduler::finish_all(FinishReason reason, TimePoint now) {
+  std::vector<RequestId> ids;
+  for (const auto& s : running_) ids.push_back(s->id);
+  for (const auto& s : waiting_) ids.push_back(s->id);
+  std::vector<FinishedRequest> out;
+  for (RequestId id : ids) {
+    if (auto f = finish(id, reason, {}, now)) out.push_back(std::move(*f));
+  }
+  return out;
+}
+
+void Scheduler::erase(Sequence* sequence) {
   kv_.release(sequence->kv_id);
+  by_id_.erase(sequence->id);
   for (auto it = running_.begin(); it != running_.end(); ++it) {
     if (it->get() != sequence) continue;
-    std::unique_ptr<Sequence> s = std::move(*it);
     running_.erase(it);
-    return s;
+    return;
   }
   for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
     if (it->get() != sequence) continue;
-    std::unique_ptr<Sequence> s = std::move(*it);
     waiting_.erase(it);
-    return s;
+    return;
   }
   fail(ErrorCode::kInternal, "scheduler asked to remove unknown request {}", sequence->id);
 }
 
-std::vector<Sequence*> Scheduler::all() const {
-  std::vector<Sequence*> out;
-  for (const auto& s : running_) out.push_back(s.get());
-  for (const auto& s : waiting_) out.push_back(s.get());
-  return out;
+const Sequence* Scheduler::get(RequestId id) const {
+  const auto it = by_id_.find(id);
+  return it == by_id_.end() ? nullptr : it->second;
 }
 
-Sequence* Scheduler::find(RequestId id) {
-  for (auto& s : running_) {
-    if (s->id == id && !s->padding) return s.get();
-  }
-  for (auto& s : waiting_) {
-    if (s->id == id) return s.get();
-  }
-  return nullptr;
+Sequence* Scheduler::live(RequestId id) {
+  const auto it = by_id_.find(id);
+  return it == by_id_.end() || it->second->padding ? nullptr : it->second;
 }
 
 }  // namespace rapide

@@ -1,6 +1,8 @@
 // Iteration-level scheduling (after vLLM v1's scheduler.py): each step decides which
 // sequences run and how many tokens each feeds, within a token budget, a sequence cap and
-// the free KV blocks. It only plans; the engine runs the plan and samples.
+// the free KV blocks. It owns every sequence: schedule() plans a step as plain data
+// (engine/step.h), the engine runs it and samples, and update() applies the result. Nothing
+// else appends tokens, finishes, frees or preempts a sequence.
 //
 //   1. Running sequences first, highest priority then oldest: a decode takes 1 token, a
 //      prompt still being prefilled takes a chunk (--prefill-chunk), so long prompts are
@@ -21,29 +23,18 @@
 
 #include <deque>
 #include <memory>
+#include <optional>
+#include <unordered_map>
 #include <vector>
 
+#include "base/clock.h"
 #include "engine/engine_options.h"
 #include "engine/sequence.h"
+#include "engine/step.h"
 #include "kv/paged_kv_store.h"
 #include "kv/prefix_cache.h"
 
 namespace rapide {
-
-struct ScheduledWork {
-  Sequence* sequence;
-  int n_tokens;       // tokens fed this step, starting at sequence->num_computed
-  bool needs_logits;  // the chunk reaches the end of the sequence's tokens
-  bool is_decode;     // one token of a sequence that is generating (not prompt work)
-};
-
-struct SchedulerOutput {
-  std::vector<ScheduledWork> work;
-  int prefill_tokens = 0;
-  int decode_tokens = 0;
-  int preempted = 0;
-  bool empty() const { return work.empty(); }
-};
 
 class Scheduler {
  public:
@@ -51,39 +42,66 @@ class Scheduler {
   Scheduler(const EngineOptions& options, PagedKvStore& kv, PrefixCache* prefix_cache = nullptr);
 
   void add_waiting(std::unique_ptr<Sequence> sequence);
-  SchedulerOutput schedule();
-  // Removes a finished or aborted sequence and frees its blocks; returns it.
-  std::unique_ptr<Sequence> remove(Sequence* sequence);
-  // Static batching: a finished sequence stays in its slot as padding (one token per step,
-  // its blocks kept) until every sequence of its batch has finished.
-  void retire_to_padding(Sequence* sequence);
-  Sequence* find(RequestId id);        // a live request (not padding)
-  std::vector<Sequence*> all() const;  // running, then waiting
+  // Plans the next step and reserves its KV blocks; `now` stamps first scheduling.
+  StepPlan schedule(TimePoint now = Clock::now());
+  // Applies what running `plan` produced: every planned sequence advances past what it fed,
+  // sampled tokens are appended, and the requests the result ends finish (blocks freed, or
+  // kept as padding under static batching). Returns them in result order.
+  std::vector<FinishedRequest> update(const StepPlan& plan, const StepResult& result,
+                                      TimePoint now = Clock::now());
+  // Ends a live request outside a step (abort, a failed forward pass) and frees its blocks.
+  // nullopt when the id is unknown or its request already ended (padding is freed quietly).
+  std::optional<FinishedRequest> finish(RequestId id, FinishReason reason, std::string error = {},
+                                        TimePoint now = Clock::now());
+  // Ends every live request (shutdown).
+  std::vector<FinishedRequest> finish_all(FinishReason reason, TimePoint now = Clock::now());
 
+  // A sequence by request id (padding included), or null. Read-only: see update().
+  const Sequence* get(RequestId id) const;
   size_t waiting_count() const { return waiting_.size(); }
   size_t running_count() const { return running_.size(); }
   bool idle() const { return waiting_.empty() && running_.empty(); }
 
  private:
+  struct Work {  // a planned sequence while the plan is being built
+    Sequence* sequence;
+    int n_tokens;
+    bool is_decode;
+  };
+
   void sort_waiting();
   // Padding gives way: its blocks are freed and its slot dropped (never re-queued).
   void drop_padding(Sequence* sequence);
   void end_batch_if_only_padding();
-  void preempt(Sequence* victim, SchedulerOutput& out, int& budget);
+  void preempt(Sequence* victim, std::vector<Work>& work, StepPlan& plan, int& budget);
+  // Takes a sequence's planned work back out of the step (it was preempted).
+  void unplan(Sequence* s, std::vector<Work>& work, StepPlan& plan, int& budget);
   Sequence* pick_victim() const;
   int chunk_for(const Sequence& s, int budget) const;
   // Registers the sequence's computed full blocks with the prefix cache (if any).
   void register_blocks(Sequence& s);
   // Admits the front waiting sequence if room allows (prefix hit attached first); false
   // when it must wait. `promised` tracks static batching's whole-prompt promise.
-  bool admit(Sequence& s, int& budget, int32_t& promised, SchedulerOutput& out);
+  bool admit(Sequence& s, int& budget, int32_t& promised, std::vector<Work>& work,
+             StepPlan& plan);
+  // Reserves the work's positions and adds it to the plan's bookkeeping.
+  void plan_work(Sequence& s, int n, bool is_decode, std::vector<Work>& work, StepPlan& plan,
+                 int& budget);
+  StepPlan build_plan(const std::vector<Work>& work, StepPlan plan, TimePoint now);
+  // The request's end: its figures, and its sequence leaves (or becomes padding).
+  FinishedRequest end_request(Sequence& s, FinishReason reason, std::string error, TimePoint now);
+  // Frees the sequence's blocks and forgets it.
+  void erase(Sequence* sequence);
+  Sequence* live(RequestId id);
 
   EngineOptions options_;
   PagedKvStore& kv_;
   PrefixCache* prefix_cache_;
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<std::unique_ptr<Sequence>> running_;
+  std::unordered_map<RequestId, Sequence*> by_id_;  // every sequence above
   bool waiting_sorted_ = true;
+  uint64_t steps_ = 0;
 };
 
 }  // namespace rapide

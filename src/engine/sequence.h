@@ -1,14 +1,15 @@
-// A request as the engine tracks it while it waits, runs, or is preempted.
+// A request as the scheduler tracks it while it waits, runs, or is preempted. The scheduler
+// owns every Sequence and is the only code that changes one (Scheduler::update); the rest of
+// the engine reads sequences through Scheduler::get and talks about them by request id.
+//
+// What is not scheduling state lives elsewhere: the sampler, detokenizer, stop strings and
+// event sink of a request belong to the OutputProcessor.
 #pragma once
 
-#include <memory>
-#include <optional>
+#include <cstdint>
 #include <vector>
 
 #include "engine/request.h"
-#include "sampling/sampler.h"
-#include "sampling/stop_checker.h"
-#include "tokenizer/tokenizer.h"
 
 namespace rapide {
 
@@ -34,12 +35,7 @@ struct Sequence {
   int registered_blocks = 0;
   int cached_prompt_tokens = 0;
 
-  std::shared_ptr<EventSink> sink;
-  std::unique_ptr<Sampler> sampler;
-  std::optional<StreamingDetokenizer> detokenizer;
-  std::optional<StopChecker> stop_checker;
   RequestTimings timings;
-  bool scheduled_once = false;
   // Static batching only: the request has finished (its client has the final event) but,
   // as a row of a dense batch would, its slot keeps computing until the whole batch is done.
   bool padding = false;

@@ -140,15 +140,13 @@ void GenerationJob::on_event(size_t index, TokenEvent&& event) {
     c.prompt_tokens = event.prompt_tokens;
     c.completion_tokens = event.completion_tokens;
     c.cached_prompt_tokens = event.cached_prompt_tokens;
-    const RequestTimings& t = event.timings;
+    const RequestMetrics& m = event.metrics;
     SequenceObservation o;
     o.prompt_tokens = event.prompt_tokens;
     o.cached_prompt_tokens = event.cached_prompt_tokens;
-    o.e2e = seconds_between(t.arrival, t.finished);
-    if (event.completion_tokens > 0) o.ttft = seconds_between(t.arrival, t.first_token);
-    if (event.completion_tokens > 1) {
-      o.tpot = seconds_between(t.first_token, t.finished) / (event.completion_tokens - 1);
-    }
+    o.e2e = m.e2e_seconds;
+    if (event.completion_tokens > 0) o.ttft = m.ttft_seconds;
+    if (event.completion_tokens > 1) o.tpot = m.tpot_seconds;
     context_.metrics->observe_sequence(o);
     --remaining_;
   }

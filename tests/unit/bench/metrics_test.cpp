@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "base/error.h"
+#include "base/percentile.h"
 #include "bench/metrics.h"
 #include "bench/slo.h"
 
@@ -52,6 +53,8 @@ TEST(BenchMetrics, PercentilesInterpolateLikeNumpy) {
   EXPECT_DOUBLE_EQ(percentile(v, 100), 10);
   EXPECT_EQ(percentile({}, 50), 0);
   EXPECT_EQ(percentile({3.0}, 99), 3.0);
+  EXPECT_DOUBLE_EQ(percentile({10, 1, 7, 4}, 50), 5.5);  // unsorted input is sorted first
+  EXPECT_DOUBLE_EQ(median({3, 1, 2}), 2);
 
   const Distribution d = describe({4, 1, 3, 2});  // unsorted input
   EXPECT_EQ(d.count, 4u);
