@@ -332,15 +332,20 @@ TEST_F(EngineTest, PriorityRunsFirstWhenOnlyOneFits) {
   EngineOptions o = small_options();
   o.max_seqs = 1;
   Engine engine(*loaded_.model, *loaded_.tokenizer, o);
-  // Occupy the engine, then queue a low- and a high-priority request.
+  // Occupy the engine, then queue a low- and a high-priority request. The two arrive
+  // together (submit_all): submitted one by one, the occupying request could finish between
+  // them on a fast machine and the low one would rightly start alone (a race that failed
+  // about one run in 36).
   auto q0 = std::make_shared<EventQueue>(), ql = std::make_shared<EventQueue>(),
        qh = std::make_shared<EventQueue>();
   engine.submit(make_request(*loaded_.tokenizer, {"Once upon a time", 60, 0.0f, 1}, q0));
   Request low = make_request(*loaded_.tokenizer, {"Sue had", 5, 0.0f, 1}, ql);
   Request high = make_request(*loaded_.tokenizer, {"Tim had", 5, 0.0f, 1}, qh);
   high.priority = 10;
-  engine.submit(std::move(low));
-  engine.submit(std::move(high));
+  std::vector<Request> pair;
+  pair.push_back(std::move(low));  // first in arrival order
+  pair.push_back(std::move(high));
+  engine.submit_all(std::move(pair));
   collect(*q0);
   const Outcome lo = collect(*ql), ho = collect(*qh);
   // The high-priority one ran first even though it arrived later.
