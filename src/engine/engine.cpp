@@ -342,8 +342,10 @@ void Engine::step() {
     }
     stats_.recent_steps.push_back(st);
   }
-  outputs_->emit(result, finished);
+  // The observer hears of a step before its clients do: whoever sees a request's final
+  // event can count on every step of it having been observed.
   if (observer_) observer_(plan, result, st);
+  outputs_->emit(result, finished);
 }
 
 }  // namespace rapide

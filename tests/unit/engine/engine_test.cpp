@@ -6,6 +6,7 @@
 #include <limits>
 
 #include <map>
+#include <mutex>
 #include <thread>
 
 #include "base/error.h"
@@ -350,6 +351,66 @@ TEST_F(EngineTest, PriorityRunsFirstWhenOnlyOneFits) {
   const Outcome lo = collect(*ql), ho = collect(*qh);
   // The high-priority one ran first even though it arrived later.
   EXPECT_LT(ho.finished, lo.finished);
+}
+
+// Every step reaches the observer as plain data that accounts for the whole run: each
+// request's prompt positions are fed exactly once, the tokens in the results are the tokens
+// its client received, and the per-request figures on the final event follow its timings.
+TEST_F(EngineTest, StepObserverSeesEveryStepAsPlainData) {
+  EngineOptions o = small_options();
+  o.prefill_chunk = 3;  // several chunks per prompt
+  Engine engine(*loaded_.model, *loaded_.tokenizer, o);
+  std::mutex m;
+  std::map<RequestId, int> fed;
+  std::map<RequestId, std::vector<int32_t>> produced;
+  uint64_t steps = 0, last_step = 0;
+  bool in_order = true;
+  engine.set_step_observer([&](const StepPlan& plan, const StepResult& result,
+                               const StepStats& stats) {
+    std::lock_guard<std::mutex> lock(m);
+    ++steps;
+    in_order = in_order && plan.step == last_step + 1 && result.step == plan.step &&
+               stats.step == plan.step && stats.forward_seconds <= stats.seconds;
+    last_step = plan.step;
+    for (const ScheduledSequence& s : plan.sequences) fed[s.request_id] += s.fed();
+    for (const SequenceOutput& out : result.outputs) {
+      for (const SampledToken& t : out.tokens) produced[out.request_id].push_back(t.token);
+    }
+  });
+  std::vector<std::shared_ptr<EventQueue>> queues;
+  std::vector<RequestId> ids;
+  std::vector<int> prompt_lengths;
+  const std::vector<Spec> specs = mixed_specs();
+  for (size_t i = 0; i < 6; ++i) {
+    queues.push_back(std::make_shared<EventQueue>());
+    Request r = make_request(*loaded_.tokenizer, specs[i], queues.back());
+    prompt_lengths.push_back(static_cast<int>(r.prompt.size()));
+    ids.push_back(engine.submit(std::move(r)));
+  }
+  for (size_t i = 0; i < ids.size(); ++i) {
+    Outcome out;
+    TokenEvent e;
+    RequestMetrics metrics;
+    while (queues[i]->pop(e, std::chrono::seconds(60))) {
+      if (e.token >= 0) out.tokens.push_back(e.token);
+      if (e.finished) {
+        metrics = e.metrics;
+        EXPECT_DOUBLE_EQ(metrics.ttft_seconds,
+                         seconds_between(e.timings.arrival, e.timings.first_token));
+        EXPECT_GT(metrics.e2e_seconds, 0.0);
+        EXPECT_GE(metrics.e2e_seconds, metrics.ttft_seconds);
+        break;
+      }
+    }
+    std::lock_guard<std::mutex> lock(m);
+    EXPECT_EQ(produced[ids[i]], out.tokens) << "request " << i;
+    // Prompt positions once, then one fed token per generated token but the last.
+    EXPECT_EQ(fed[ids[i]], prompt_lengths[i] + static_cast<int>(out.tokens.size()) - 1)
+        << "request " << i;
+  }
+  std::lock_guard<std::mutex> lock(m);
+  EXPECT_TRUE(in_order);
+  EXPECT_EQ(steps, engine.stats().steps);
 }
 
 }  // namespace
