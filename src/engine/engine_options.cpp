@@ -15,4 +15,12 @@ const char* batching_mode_name(BatchingMode mode) {
   return mode == BatchingMode::kContinuous ? "continuous" : "static";
 }
 
+SpecMode parse_spec_mode(const std::string& text) {
+  if (text == "off") return SpecMode::kOff;
+  if (text == "ngram") return SpecMode::kNgram;
+  fail(ErrorCode::kInvalidArgument, "--spec must be 'off' or 'ngram', got '{}'", text);
+}
+
+const char* spec_mode_name(SpecMode mode) { return mode == SpecMode::kNgram ? "ngram" : "off"; }
+
 }  // namespace rapide

@@ -20,6 +20,22 @@ enum class BatchingMode {
 BatchingMode parse_batching_mode(const std::string& text);
 const char* batching_mode_name(BatchingMode mode);
 
+// Speculative decoding (engine/speculation.h).
+enum class SpecMode {
+  kOff,
+  kNgram,  // prompt lookup in the sequence's own prompt and output
+};
+SpecMode parse_spec_mode(const std::string& text);
+const char* spec_mode_name(SpecMode mode);
+
+struct SpecOptions {
+  SpecMode mode = SpecMode::kOff;
+  int tokens = -1;  // guesses per step; -1 = auto (chosen per sequence from measured costs)
+  int max_tokens = 8;  // the most guesses auto may choose
+  int ngram_min = 1;
+  int ngram_max = 4;
+};
+
 struct EngineOptions {
   int threads = 0;             // 0 = physical cores
   int max_batch_tokens = 512;  // tokens per forward pass (prefill chunks + decodes)
@@ -42,6 +58,7 @@ struct EngineOptions {
   std::string kv_offload_dir;            // directory for block files
   std::string kv_offload_size = "4GiB";  // cap of the files in kv_offload_dir
   OffloadCodec kv_offload_codec = OffloadCodec::kLz4;
+  SpecOptions spec;
 };
 
 }  // namespace rapide

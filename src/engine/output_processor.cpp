@@ -18,64 +18,76 @@ void OutputProcessor::add(RequestId id, RequestOutputState state) {
   states_.emplace(id, std::move(state));
 }
 
-// Samplers belong to one sequence each and read only its own history, so the rows are
-// sampled in parallel (a batch of hundreds of rows spent a tenth of its step here on one
-// thread); what follows a token (stop strings, finishing) stays in row order.
+// Samplers belong to one sequence each and read only its own history, and what follows a
+// token (detokenizer, stop strings) is the request's own state too, so sequences are processed
+// in parallel (a batch of hundreds of rows spent a tenth of its step here on one thread);
+// events still go out in row order, from emit().
 StepResult OutputProcessor::process(const StepPlan& plan, std::span<const float> logits,
                                     const Scheduler& scheduler) {
   rows_.clear();
   size_t row = 0;
   for (const ScheduledSequence& s : plan.sequences) {
+    const size_t first = row;
     row += static_cast<size_t>(s.logits_rows);
     if (s.logits_rows == 0 || s.padding) continue;
     const auto state = states_.find(s.request_id);
     const Sequence* sequence = scheduler.get(s.request_id);
     if (state == states_.end() || sequence == nullptr) continue;
-    // One token per sequence today: its last row (drafts would add rows before it).
-    rows_.push_back({s.request_id, &state->second, sequence, logits.data() + (row - 1) * vocab_});
+    rows_.push_back({s.request_id, &state->second, sequence, &s, logits.data() + first * vocab_});
   }
-  sampled_.resize(rows_.size());
+  StepResult result;
+  result.step = plan.step;
+  result.outputs.resize(rows_.size());
+  pending_.resize(rows_.size());
+  histories_.resize(logits_scratch_.size());
   // A chunk is at least ~32k logits: a small vocabulary's rows stay on the calling thread.
   const int64_t grain = std::max<int64_t>(1, 32768 / static_cast<int64_t>(vocab_));
   pool_.parallel_for(static_cast<int64_t>(rows_.size()), grain,
                      [&](int64_t begin, int64_t end, int thread) {
                        std::vector<float>& scratch = logits_scratch_[static_cast<size_t>(thread)];
                        for (int64_t i = begin; i < end; ++i) {
-                         const Row& r = rows_[static_cast<size_t>(i)];
-                         Sampled& out = sampled_[static_cast<size_t>(i)];
-                         out.error.clear();
-                         std::memcpy(scratch.data(), r.logits, vocab_ * sizeof(float));
-                         try {
-                           out.result = r.state->sampler->sample(scratch, r.sequence->tokens);
-                         } catch (const std::exception& e) {
-                           out.error = std::string("sampling failed: ") + e.what();
-                         }
+                         const size_t r = static_cast<size_t>(i);
+                         pending_[r].clear();
+                         process_row(rows_[r], scratch, result.outputs[r], pending_[r]);
                        }
                      });
-
-  StepResult result;
-  result.step = plan.step;
-  result.outputs.resize(rows_.size());
-  pending_.resize(rows_.size());
-  for (size_t i = 0; i < rows_.size(); ++i) {
-    const Row& r = rows_[i];
-    SequenceOutput& out = result.outputs[i];
-    out.request_id = r.id;
-    pending_[i].clear();
-    if (!sampled_[i].error.empty()) {
-      out.finish = FinishReason::kError;
-      out.error = sampled_[i].error;
-      continue;
-    }
-    const SampleResult& sampled = sampled_[i].result;
-    std::optional<FinishReason> reason;
-    pending_[i].push_back(
-        token_event(r.id, *r.state, *r.sequence, sampled, r.sequence->generated() + 1, reason));
-    const TokenEvent& event = pending_[i].back();
-    out.tokens.push_back({sampled.token, event.logprob, event.top_logprobs});
-    out.finish = reason;
-  }
   return result;
+}
+
+void OutputProcessor::process_row(const Row& row, std::vector<float>& scratch,
+                                  SequenceOutput& out, std::vector<TokenEvent>& events) {
+  out.request_id = row.id;
+  const std::vector<int32_t>& drafts = row.planned->draft_tokens;
+  Sampler& sampler = *row.state->sampler;
+  // Verifying guesses extends the history token by token; a plain decode reads it in place.
+  std::vector<int32_t> extended;
+  if (!drafts.empty()) extended = row.sequence->tokens;
+  std::span<const int32_t> history = row.sequence->tokens;
+  int32_t generated = row.sequence->generated();
+  for (size_t j = 0; j <= drafts.size(); ++j) {
+    std::memcpy(scratch.data(), row.logits + j * vocab_, vocab_ * sizeof(float));
+    SampleResult r;
+    try {
+      r = j < drafts.size() ? sampler.verify(scratch, history, drafts[j])
+                            : sampler.sample(scratch, history);
+    } catch (const std::exception& e) {
+      out.finish = FinishReason::kError;
+      out.error = std::string("sampling failed: ") + e.what();
+      return;
+    }
+    std::optional<FinishReason> reason;
+    events.push_back(token_event(row.id, *row.state, *row.sequence, r, ++generated, reason));
+    const TokenEvent& event = events.back();
+    out.tokens.push_back({r.token, event.logprob, event.top_logprobs});
+    // Nothing past a stop: a stop token, string or max_tokens inside an accepted run ends it.
+    if (reason) {
+      out.finish = reason;
+      return;
+    }
+    if (j == drafts.size() || !r.draft_accepted) return;
+    extended.push_back(r.token);
+    history = extended;
+  }
 }
 
 TokenEvent OutputProcessor::token_event(RequestId id, RequestOutputState& state,

@@ -60,12 +60,12 @@ class OutputProcessor {
     RequestId id;
     RequestOutputState* state;
     const Sequence* sequence;
-    const float* logits;
+    const ScheduledSequence* planned;
+    const float* logits;  // its first logits row
   };
-  struct Sampled {
-    SampleResult result;
-    std::string error;  // set when the sampler failed
-  };
+  // Samples (or verifies the guesses of) one row's sequence into `out` and its events.
+  void process_row(const Row& row, std::vector<float>& scratch, SequenceOutput& out,
+                   std::vector<TokenEvent>& events);
   // A token's event, and whether it ends its request.
   TokenEvent token_event(RequestId id, RequestOutputState& state, const Sequence& s,
                          const SampleResult& r, int32_t generated,
@@ -76,8 +76,8 @@ class OutputProcessor {
   size_t vocab_;
   ThreadPool& pool_;
   std::unordered_map<RequestId, RequestOutputState> states_;
-  std::vector<Row> rows_;                           // this step's rows to sample
-  std::vector<Sampled> sampled_;                    // their results, in the same order
+  std::vector<Row> rows_;                           // this step's sequences to sample
+  std::vector<std::vector<int32_t>> histories_;     // per pool thread: tokens while verifying
   std::vector<std::vector<float>> logits_scratch_;  // one logits row per pool thread
   // Events of the last process(), per output, waiting for emit().
   std::vector<std::vector<TokenEvent>> pending_;

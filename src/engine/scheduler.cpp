@@ -17,7 +17,12 @@ bool runs_before(const Sequence& a, const Sequence& b) {
 }  // namespace
 
 Scheduler::Scheduler(const EngineOptions& options, PagedKvStore& kv, PrefixCache* prefix_cache)
-    : options_(options), kv_(kv), prefix_cache_(prefix_cache) {}
+    : options_(options), kv_(kv), prefix_cache_(prefix_cache), spec_(options.spec) {
+  spec_stats_.accepted_histogram.assign(static_cast<size_t>(options.spec.max_tokens) + 1, 0);
+  if (options.spec.tokens > options.spec.max_tokens) {
+    spec_stats_.accepted_histogram.assign(static_cast<size_t>(options.spec.tokens) + 1, 0);
+  }
+}
 
 void Scheduler::register_blocks(Sequence& s) {
   if (prefix_cache_ == nullptr) return;
@@ -101,7 +106,7 @@ void Scheduler::preempt(Sequence* victim, std::vector<Work>& work, StepPlan& pla
 void Scheduler::plan_work(Sequence& s, int n, bool is_decode, std::vector<Work>& work,
                           StepPlan& plan, int& budget) {
   kv_.reserve(s.kv_id, s.num_computed + n);
-  work.push_back({&s, n, is_decode});
+  work.push_back({&s, n, is_decode, {}});
   (is_decode ? plan.decode_tokens : plan.prefill_tokens) += n;
   budget -= n;
 }
@@ -139,6 +144,15 @@ StepPlan Scheduler::schedule(TimePoint now) {
       }
       if (!fits) continue;
       plan_work(*s, n, decode_pass, work, plan, budget);
+    }
+  }
+
+  // Speculation last: guesses only take what the plain work left of the budget and blocks.
+  if (options_.spec.mode != SpecMode::kOff) {
+    int decoding = 0;
+    for (const Work& w : work) decoding += w.is_decode && !w.sequence->padding;
+    for (Work& w : work) {
+      if (w.is_decode && !w.sequence->padding && budget > 0) propose(w, decoding, budget, plan);
     }
   }
 
@@ -188,6 +202,8 @@ StepPlan Scheduler::build_plan(const std::vector<Work>& work, StepPlan plan, Tim
                       s.tokens.begin() + s.num_computed + w.n_tokens);
     // Logits are due once the chunk reaches the end of the sequence's tokens.
     out.logits_rows = s.num_computed + w.n_tokens == static_cast<int>(s.tokens.size()) ? 1 : 0;
+    out.draft_tokens = w.drafts;
+    if (!w.drafts.empty()) out.logits_rows += static_cast<int32_t>(w.drafts.size());
     const std::span<const int32_t> table = kv_.block_table(s.kv_id);
     out.block_table.assign(table.begin(), table.end());
     out.is_decode = w.is_decode;
@@ -195,6 +211,47 @@ StepPlan Scheduler::build_plan(const std::vector<Work>& work, StepPlan plan, Tim
     plan.sequences.push_back(std::move(out));
   }
   return plan;
+}
+
+void Scheduler::propose(Work& w, int decoding_rows, int& budget, StepPlan& plan) {
+  Sequence& s = *w.sequence;
+  const SpecDecision d = spec_.choose(s.id, decoding_rows);
+  spec_stats_.last_k = d.k;
+  spec_stats_.last_predicted_speedup = d.predicted_speedup;
+  if (d.k == 0) {
+    if (options_.spec.tokens < 0) spec_stats_.off_decisions++;
+    return;
+  }
+  // The decode token and its guesses must stay within the context and the request: the
+  // last guess is worth feeding only if a token can still follow it.
+  const int fed_end = s.num_computed + w.n_tokens;
+  const int remaining = s.max_generated - s.generated();
+  int k = std::min({d.k, budget, kv_.max_context() - fed_end, remaining - 1});
+  if (k <= 0) return;
+  std::vector<int32_t> drafts = propose_ngram(s.tokens, k, options_.spec.ngram_min,
+                                              options_.spec.ngram_max);
+  while (!drafts.empty() && !kv_.can_reserve(s.kv_id, fed_end + static_cast<int>(drafts.size()))) {
+    drafts.pop_back();  // guesses never preempt anyone
+  }
+  if (drafts.empty()) return;
+  const int n = static_cast<int>(drafts.size());
+  kv_.reserve(s.kv_id, fed_end + n);
+  plan.decode_tokens += n;
+  budget -= n;
+  w.drafts = std::move(drafts);
+}
+
+void Scheduler::settle_drafts(Sequence& s, int proposed, int accepted) {
+  s.num_computed += accepted;
+  kv_.truncate(s.kv_id, s.num_computed);  // rejected guesses leave no KV behind
+  spec_.observe(s.id, proposed, accepted);
+  spec_stats_.verifications++;
+  spec_stats_.proposed += static_cast<uint64_t>(proposed);
+  spec_stats_.accepted += static_cast<uint64_t>(accepted);
+  spec_stats_.emitted += static_cast<uint64_t>(accepted) + 1;
+  if (static_cast<size_t>(accepted) < spec_stats_.accepted_histogram.size()) {
+    spec_stats_.accepted_histogram[static_cast<size_t>(accepted)]++;
+  }
 }
 
 bool Scheduler::admit(Sequence& s, int& budget, int32_t& promised, std::vector<Work>& work,
@@ -238,15 +295,15 @@ bool Scheduler::admit(Sequence& s, int& budget, int32_t& promised, std::vector<W
 std::vector<FinishedRequest> Scheduler::update(const StepPlan& plan, const StepResult& result,
                                                TimePoint now) {
   // Every planned sequence computed what it fed; a padded row "samples" its last token again.
+  // Guesses count only once verified (below).
+  std::unordered_map<RequestId, int> drafted;
   for (const ScheduledSequence& p : plan.sequences) {
     const auto it = by_id_.find(p.request_id);
     if (it == by_id_.end()) continue;  // ended while the step ran (cannot happen today)
     Sequence& s = *it->second;
-    if (!p.draft_tokens.empty()) {
-      fail(ErrorCode::kInternal, "speculative draft tokens are not verified by this scheduler");
-    }
     s.num_computed += static_cast<int>(p.tokens.size());
     if (s.padding && p.logits_rows > 0) s.tokens.push_back(s.tokens.back());
+    if (!p.draft_tokens.empty()) drafted[p.request_id] = static_cast<int>(p.draft_tokens.size());
   }
   std::vector<FinishedRequest> finished;
   for (const SequenceOutput& out : result.outputs) {
@@ -256,7 +313,18 @@ std::vector<FinishedRequest> Scheduler::update(const StepPlan& plan, const StepR
       s->tokens.push_back(t.token);
       if (s->generated() == 1) s->timings.first_token = now;
     }
+    if (const auto d = drafted.find(out.request_id); d != drafted.end()) {
+      // The emitted tokens are the accepted guesses, then the target's own token; a run cut
+      // by a stop ends the request anyway.
+      const int accepted =
+          std::clamp(static_cast<int>(out.tokens.size()) - 1, 0, d->second);
+      settle_drafts(*s, d->second, accepted);
+      drafted.erase(d);
+    }
     if (out.finish) finished.push_back(end_request(*s, *out.finish, out.error, now));
+  }
+  for (const auto& [id, proposed] : drafted) {  // a drafted sequence without output
+    if (Sequence* s = live(id)) settle_drafts(*s, proposed, 0);
   }
   return finished;
 }
@@ -309,6 +377,7 @@ std::vector<FinishedRequest> Scheduler::finish_all(FinishReason reason, TimePoin
 
 void Scheduler::erase(Sequence* sequence) {
   kv_.release(sequence->kv_id);
+  spec_.forget(sequence->id);
   by_id_.erase(sequence->id);
   for (auto it = running_.begin(); it != running_.end(); ++it) {
     if (it->get() != sequence) continue;

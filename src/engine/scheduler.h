@@ -30,6 +30,7 @@
 #include "base/clock.h"
 #include "engine/engine_options.h"
 #include "engine/sequence.h"
+#include "engine/speculation.h"
 #include "engine/step.h"
 #include "kv/paged_kv_store.h"
 #include "kv/prefix_cache.h"
@@ -56,6 +57,9 @@ class Scheduler {
   // Ends every live request (shutdown).
   std::vector<FinishedRequest> finish_all(FinishReason reason, TimePoint now = Clock::now());
 
+  // A step's measured cost (its fed positions, its seconds): speculation's cost model.
+  void observe_step_cost(int rows, double seconds) { spec_.costs().observe(rows, seconds); }
+  const SpecStats& spec_stats() const { return spec_stats_; }
   // A sequence by request id (padding included), or null. Read-only: see update().
   const Sequence* get(RequestId id) const;
   size_t waiting_count() const { return waiting_.size(); }
@@ -67,6 +71,7 @@ class Scheduler {
     Sequence* sequence;
     int n_tokens;
     bool is_decode;
+    std::vector<int32_t> drafts;  // speculative guesses fed after the decode token
   };
 
   void sort_waiting();
@@ -88,6 +93,11 @@ class Scheduler {
   void plan_work(Sequence& s, int n, bool is_decode, std::vector<Work>& work, StepPlan& plan,
                  int& budget);
   StepPlan build_plan(const std::vector<Work>& work, StepPlan plan, TimePoint now);
+  // Speculation for a decode just planned: guesses that fit the budget, the context, the
+  // request's remaining tokens and the free blocks (never preempting for them).
+  void propose(Work& w, int decoding_rows, int& budget, StepPlan& plan);
+  // After a verification: keeps the accepted guesses' KV, rolls back the rest.
+  void settle_drafts(Sequence& s, int proposed, int accepted);
   // The request's end: its figures, and its sequence leaves (or becomes padding).
   FinishedRequest end_request(Sequence& s, FinishReason reason, std::string error, TimePoint now);
   // Frees the sequence's blocks and forgets it.
@@ -102,6 +112,8 @@ class Scheduler {
   std::unordered_map<RequestId, Sequence*> by_id_;  // every sequence above
   bool waiting_sorted_ = true;
   uint64_t steps_ = 0;
+  SpecController spec_;
+  SpecStats spec_stats_;
 };
 
 }  // namespace rapide

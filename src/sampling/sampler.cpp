@@ -50,6 +50,19 @@ Sampler::Sampler(const SamplingParams& params, int vocab_size,
 }
 
 SampleResult Sampler::sample(std::span<float> logits, std::span<const int32_t> history_tokens) {
+  return sample_or_verify(logits, history_tokens, -1);
+}
+
+SampleResult Sampler::verify(std::span<float> logits, std::span<const int32_t> history_tokens,
+                             int32_t draft) {
+  if (draft < 0 || draft >= vocab_size_) {
+    fail(ErrorCode::kInvalidArgument, "draft token {} is outside the vocabulary", draft);
+  }
+  return sample_or_verify(logits, history_tokens, draft);
+}
+
+SampleResult Sampler::sample_or_verify(std::span<float> logits,
+                                       std::span<const int32_t> history_tokens, int32_t draft) {
   if (logits.size() != static_cast<size_t>(vocab_size_)) {
     fail(ErrorCode::kInvalidArgument, "logits: {} entries for a vocabulary of {}", logits.size(),
          vocab_size_);
@@ -70,8 +83,9 @@ SampleResult Sampler::sample(std::span<float> logits, std::span<const int32_t> h
     candidates_[0] = {result.token, stats.max_logit, 1.0f};
     num_candidates_ = 1;
   } else {
-    result.token = draw(logits, &result.logprob);
+    result.token = draw(logits, &result.logprob, draft);
   }
+  result.draft_accepted = draft >= 0 && result.token == draft;
 
   if (params_.wants_logprobs()) {
     const double raw = original_logit(logits, originals_, result.token);
@@ -114,7 +128,7 @@ void Sampler::apply_processors(std::span<float> logits, std::span<const int32_t>
   }
 }
 
-int32_t Sampler::draw(std::span<const float> logits, float* logprob) {
+int32_t Sampler::draw(std::span<const float> logits, float* logprob, int32_t draft) {
   const LogitStats stats = scan_logits(logits);
   if (stats.num_finite == 0) {
     fail(ErrorCode::kInvalidArgument,
@@ -148,8 +162,9 @@ int32_t Sampler::draw(std::span<const float> logits, float* logprob) {
   }
   num_candidates_ = n;
 
-  // Temperature, then one uniform draw over the survivors. Exactly one RNG value per call
-  // keeps a sequence's stream position equal to its token count.
+  // Temperature, then one uniform draw over the survivors. Exactly one RNG value per plain
+  // draw keeps a sequence's stream position equal to its token count (a verification takes
+  // one or two, so speculative sampling is exact in distribution, not in the stream).
   const float inv_temperature = 1.0f / params_.temperature;
   double total = 0.0;
   for (size_t i = 0; i < n; ++i) {
@@ -158,15 +173,34 @@ int32_t Sampler::draw(std::span<const float> logits, float* logprob) {
     candidates_[i].prob = fast_exp((candidates_[i].logit - max_logit) * inv_temperature);
     total += candidates_[i].prob;
   }
-  const double target = uniform01(rng_) * total;
   size_t chosen = n - 1;
-  double cumulative = 0.0;
-  for (size_t i = 0; i < n; ++i) {
-    cumulative += candidates_[i].prob;
-    if (target < cumulative) {
-      chosen = i;
-      break;
+  // A proposed token is accepted with its probability; otherwise the draw below runs over
+  // the other candidates (p with the draft removed, renormalized).
+  size_t skip = n;
+  double walk_total = total;
+  if (draft >= 0) {
+    for (size_t i = 0; i < n; ++i) {
+      if (candidates_[i].token == draft) skip = i;
     }
+    const double p_draft = skip < n ? candidates_[skip].prob / total : 0.0;
+    if (skip < n && uniform01(rng_) < p_draft) {
+      chosen = skip;
+      walk_total = 0.0;  // no draw
+    } else if (skip < n) {
+      walk_total = total - candidates_[skip].prob;
+    }
+  }
+  if (walk_total > 0.0) {
+    const double target = uniform01(rng_) * walk_total;
+    double cumulative = 0.0;
+    size_t last = n;
+    for (size_t i = 0; i < n; ++i) {
+      if (i == skip) continue;
+      last = i;
+      cumulative += candidates_[i].prob;
+      if (target < cumulative) break;
+    }
+    chosen = last;
   }
   const double inv_total = 1.0 / total;
   for (size_t i = 0; i < n; ++i) {

@@ -38,6 +38,8 @@ struct SampleResult {
   // The params.num_alternatives() most likely tokens under the raw distribution, best first
   // (ties to the lower id). Points into the Sampler: valid until its next sample().
   std::span<const TokenLogprob> top_logprobs;
+  // verify() only: whether the token is the proposed one.
+  bool draft_accepted = false;
 };
 
 class Sampler {
@@ -52,6 +54,14 @@ class Sampler {
   // (bias and penalties applied). history_tokens is prompt + generated so far; penalties
   // look at its last penalty_last_n tokens.
   SampleResult sample(std::span<float> logits, std::span<const int32_t> history_tokens);
+  // Speculative decoding: decides whether the target accepts a proposed token (`draft`) at
+  // this position, and returns the token to emit. Greedy: the argmax, accepted when equal.
+  // Sampling: accepted with probability p(draft) under the distribution sample() would draw
+  // from; on rejection the token is drawn from p with the draft excluded (renormalized).
+  // For a deterministic proposer (one-hot q) this is Leviathan et al.'s rule, so the emitted
+  // tokens are distributed exactly as sample()'s.
+  SampleResult verify(std::span<float> logits, std::span<const int32_t> history_tokens,
+                      int32_t draft);
 
   // The distribution the last token was drawn from: surviving tokens with their processed
   // logits (before temperature) and final probabilities (summing to 1). Sorted best first
@@ -69,7 +79,10 @@ class Sampler {
   double raw_log_normalizer(std::span<const float> logits);
   void apply_processors(std::span<float> logits, std::span<const int32_t> history_tokens);
   // Truncation, temperature and the draw; returns the token and sets *logprob.
-  int32_t draw(std::span<const float> logits, float* logprob);
+  // With draft >= 0: the rejection rule of verify() instead of a plain draw.
+  int32_t draw(std::span<const float> logits, float* logprob, int32_t draft = -1);
+  SampleResult sample_or_verify(std::span<float> logits, std::span<const int32_t> history_tokens,
+                                int32_t draft);
 
   SamplingParams params_;
   int vocab_size_;

@@ -1,0 +1,107 @@
+#include "engine/speculation.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace rapide {
+
+std::vector<int32_t> propose_ngram(std::span<const int32_t> tokens, int k, int min_n, int max_n) {
+  const int length = static_cast<int>(tokens.size());
+  if (k <= 0) return {};
+  for (int n = std::min(max_n, length - 1); n >= std::max(1, min_n); --n) {
+    const std::span<const int32_t> pattern = tokens.last(static_cast<size_t>(n));
+    // The most recent earlier occurrence: recent text predicts better (a repeated line, the
+    // paragraph being copied), and its continuation is the one the model just saw.
+    for (int start = length - n - 1; start >= 0; --start) {
+      if (!std::equal(pattern.begin(), pattern.end(), tokens.begin() + start)) continue;
+      const int from = start + n;
+      const int count = std::min(k, length - from);
+      return {tokens.begin() + from, tokens.begin() + from + count};
+    }
+  }
+  return {};
+}
+
+void StepCostModel::observe(int rows, double seconds) {
+  if (window_.size() < kWindow) {
+    window_.emplace_back(rows, seconds);
+  } else {
+    window_[next_] = {rows, seconds};
+    next_ = (next_ + 1) % kWindow;
+  }
+  refit();
+}
+
+void StepCostModel::refit() {
+  const double n = static_cast<double>(window_.size());
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (const auto& [rows, seconds] : window_) {
+    sx += rows;
+    sy += seconds;
+    sxx += static_cast<double>(rows) * rows;
+    sxy += rows * seconds;
+  }
+  const double var = n * sxx - sx * sx;
+  // Steps of one size say nothing about the per-row cost; a fit needs at least two sizes.
+  fitted_ = window_.size() >= 8 && var > 1e-9 * n * n;
+  if (!fitted_) {
+    a_ = n > 0 ? sy / n : 0.0;
+    b_ = 0.0;
+    return;
+  }
+  b_ = std::max(0.0, (n * sxy - sx * sy) / var);
+  a_ = std::max(0.0, (sy - b_ * sx) / n);
+}
+
+bool StepCostModel::fitted() const { return fitted_; }
+
+double expected_tokens(double alpha, int k) {
+  if (alpha >= 1.0) return k + 1.0;
+  return (1.0 - std::pow(alpha, k + 1)) / (1.0 - alpha);
+}
+
+double SpecController::acceptance(RequestId id) const {
+  const auto it = sequences_.find(id);
+  if (it == sequences_.end() || it->second.trials < 1.0) return kPriorAlpha;
+  // Smoothed towards the prior by one trial, so one rejection does not read as alpha = 0.
+  return (it->second.successes + kPriorAlpha) / (it->second.trials + 1.0);
+}
+
+SpecDecision SpecController::choose(RequestId id, int rows) {
+  if (options_.mode == SpecMode::kOff) return {};
+  if (options_.tokens >= 0) return {options_.tokens, 1.0};
+  const double alpha = acceptance(id);
+  // Assume every decoding sequence of the step speculates alike: a step of `rows` decodes
+  // then costs T + b * k * rows for rows * E(k) tokens. In a small batch (memory-bound
+  // steps, b small) that pays; in a large, compute-bound one the extra rows cost what they
+  // save and no k wins.
+  rows = std::max(1, rows);
+  const double t = costs_.predict(rows);
+  const double b = costs_.per_row();
+  SpecDecision best;
+  for (int k = 1; k <= options_.max_tokens; ++k) {
+    const double speedup = t > 0 ? expected_tokens(alpha, k) * t / (t + b * k * rows) : 1.0;
+    if (speedup > best.predicted_speedup) best = {k, speedup};
+  }
+  PerSequence& s = sequences_[id];
+  if (best.predicted_speedup < kMargin) {
+    // Below break-even: plain decoding, with a cheap probe now and then so a sequence whose
+    // text turned predictable (a quote, a list) can turn speculation back on.
+    if (++s.steps_off < kReprobeSteps) return {};
+    s.steps_off = 0;
+    return {1, best.predicted_speedup};
+  }
+  s.steps_off = 0;
+  return best;
+}
+
+void SpecController::observe(RequestId id, int proposed, int accepted) {
+  if (proposed <= 0) return;
+  PerSequence& s = sequences_[id];
+  // Guesses examined: the accepted ones and the first rejected one (if any).
+  const int trials = std::min(proposed, accepted + 1);
+  s.successes = s.successes * kForget + accepted;
+  s.trials = s.trials * kForget + trials;
+}
+
+}  // namespace rapide

@@ -1,0 +1,112 @@
+// Speculative decoding's decisions: what to propose and how many tokens.
+//
+// A proposer guesses the next k tokens of a decoding sequence; the target model scores the
+// sequence's last token and the k guesses in one forward pass (k + 1 logits rows), and the
+// OutputProcessor accepts the longest prefix the target agrees with plus one token of its
+// own (greedy: equal to its argmax; sampling: Leviathan et al.'s rejection rule, so the output
+// distribution is exactly the target's). Every accepted guess saves a sequential step.
+//
+// It pays only above a break-even acceptance, so with --spec-tokens auto the controller picks
+// k per sequence from measured figures:
+//   * acceptance: per sequence, the probability that a guess is accepted given the ones
+//     before it were (successes / trials with exponential forgetting);
+//   * step cost: seconds per step as a + b * rows, fitted on the engine's recent steps.
+// With acceptance alpha, k guesses yield E(k) = (1 - alpha^(k+1)) / (1 - alpha) tokens per
+// step; a step of R decoding rows that all speculate costs T + b * k * R instead of T, so k
+// maximizes E(k) * T / (T + b * k * R);
+// k = 0 (speculation off for the sequence) when no k beats plain decoding by the margin.
+// A sequence with speculation off re-probes with k = 1 every kReprobeSteps steps.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/engine_options.h"
+#include "engine/request.h"
+
+namespace rapide {
+
+// Prompt lookup: the continuation of the most recent earlier occurrence of the sequence's
+// last n tokens (n from max_n down to min_n, longest match first), at most k tokens.
+std::vector<int32_t> propose_ngram(std::span<const int32_t> tokens, int k, int min_n, int max_n);
+
+// The step cost model: seconds = a + b * rows, least squares over the last kWindow steps.
+class StepCostModel {
+ public:
+  static constexpr int kWindow = 64;
+  void observe(int rows, double seconds);
+  // Whether the fit rests on steps of different sizes (otherwise b is unknown).
+  bool fitted() const;
+  double intercept() const { return a_; }
+  double per_row() const { return b_; }
+  double predict(int rows) const { return a_ + b_ * rows; }
+
+ private:
+  void refit();
+  std::vector<std::pair<int, double>> window_;
+  size_t next_ = 0;
+  double a_ = 0.0, b_ = 0.0;
+  bool fitted_ = false;
+};
+
+struct SpecDecision {
+  int k = 0;
+  double predicted_speedup = 1.0;  // E(k) * T / (T + b k) for the chosen k
+};
+
+class SpecController {
+ public:
+  static constexpr int kReprobeSteps = 32;
+  static constexpr double kMargin = 1.05;   // speculate only when it predicts 5 % or more
+  static constexpr double kForget = 0.9;    // weight of the past per verification
+  static constexpr double kPriorAlpha = 0.6;
+
+  explicit SpecController(const SpecOptions& options) : options_(options) {}
+
+  // How many tokens to propose for `id` in a step of `rows` decoding sequences.
+  SpecDecision choose(RequestId id, int rows);
+  // A verification of `proposed` guesses accepted `accepted` of them.
+  void observe(RequestId id, int proposed, int accepted);
+  void forget(RequestId id) { sequences_.erase(id); }
+  StepCostModel& costs() { return costs_; }
+  // Acceptance estimate of a sequence (the prior when unseen).
+  double acceptance(RequestId id) const;
+
+ private:
+  struct PerSequence {
+    double successes = 0.0;
+    double trials = 0.0;
+    int steps_off = 0;
+  };
+  SpecOptions options_;
+  StepCostModel costs_;
+  std::unordered_map<RequestId, PerSequence> sequences_;
+};
+
+// What speculation did, for EngineStats, /metrics and the reports.
+struct SpecStats {
+  uint64_t verifications = 0;  // sequence-steps that verified at least one guess
+  uint64_t proposed = 0;       // guesses verified
+  uint64_t accepted = 0;       // guesses accepted
+  uint64_t emitted = 0;        // tokens those verifications emitted (accepted + 1 each)
+  uint64_t off_decisions = 0;  // decode steps where auto chose k = 0 (below break-even)
+  std::vector<uint64_t> accepted_histogram;  // [a]: verifications that accepted a guesses
+  int last_k = 0;                            // the latest k chosen
+  double last_predicted_speedup = 1.0;
+
+  double acceptance_rate() const {
+    return proposed ? static_cast<double>(accepted) / static_cast<double>(proposed) : 0.0;
+  }
+  double mean_accepted() const {
+    return verifications ? static_cast<double>(accepted) / static_cast<double>(verifications)
+                         : 0.0;
+  }
+};
+
+// Expected tokens per verification step with k guesses at acceptance alpha.
+double expected_tokens(double alpha, int k);
+
+}  // namespace rapide
