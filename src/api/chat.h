@@ -13,13 +13,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/openai_protocol.h"
 #include "tokenizer/tokenizer.h"
 
 namespace rapide {
 class ChatTemplate;
 }
 
-namespace rapide::serve {
+namespace rapide::api {
 
 class ChatPrompter {
  public:
@@ -31,6 +32,8 @@ class ChatPrompter {
   // Renders and tokenizes. Throws ApiError(400) for a template error (raise_exception).
   std::vector<int32_t> prompt_tokens(const nlohmann::json& messages,
                                      const nlohmann::json& tools) const;
+  // A chat request gets its one prompt from its messages; completions keep theirs.
+  void fill_prompt(GenerationSpec& spec) const;
   // The rendered text (for logs and tests).
   std::string render(const nlohmann::json& messages, const nlohmann::json& tools) const;
 
@@ -46,4 +49,4 @@ class ChatPrompter {
   std::string description_;
 };
 
-}  // namespace rapide::serve
+}  // namespace rapide::api

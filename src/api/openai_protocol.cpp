@@ -1,12 +1,12 @@
-#include "serve/openai_protocol.h"
+#include "api/openai_protocol.h"
 
 #include <charconv>
 #include <random>
 
+#include "api/api_error.h"
 #include "base/error.h"
-#include "serve/api_error.h"
 
-namespace rapide::serve {
+namespace rapide::api {
 
 using nlohmann::json;
 
@@ -277,6 +277,17 @@ GenerationSpec parse_chat_request(const json& body, const Tokenizer& tokenizer) 
   return spec;
 }
 
+std::optional<Endpoint> endpoint_for_path(std::string_view path) {
+  if (path == "/v1/completions") return Endpoint::kCompletions;
+  if (path == "/v1/chat/completions") return Endpoint::kChat;
+  return std::nullopt;
+}
+
+GenerationSpec parse_request(const json& body, Endpoint endpoint, const Tokenizer& tokenizer) {
+  return endpoint == Endpoint::kChat ? parse_chat_request(body, tokenizer)
+                                     : parse_completion_request(body, tokenizer);
+}
+
 json parse_json_body(const std::string& body) {
   if (body.empty())
     throw ApiError(400, "the request body is empty; expected JSON", {}, "invalid_json");
@@ -289,4 +300,4 @@ json parse_json_body(const std::string& body) {
   }
 }
 
-}  // namespace rapide::serve
+}  // namespace rapide::api

@@ -8,7 +8,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -16,7 +18,7 @@
 #include "sampling/sampling_params.h"
 #include "tokenizer/tokenizer.h"
 
-namespace rapide::serve {
+namespace rapide::api {
 
 enum class Endpoint { kCompletions, kChat };
 
@@ -42,6 +44,13 @@ struct GenerationSpec {
 // The most choices one request may ask for: n x prompts sequences run at once.
 constexpr int kMaxChoices = 128;
 
+// The endpoint of a request path ("/v1/completions", "/v1/chat/completions"), the server's
+// route or a batch line's "url"; nullopt for any other path.
+std::optional<Endpoint> endpoint_for_path(std::string_view path);
+
+// Parses a body for `endpoint` with one of the two parsers below.
+GenerationSpec parse_request(const nlohmann::json& body, Endpoint endpoint,
+                             const Tokenizer& tokenizer);
 // Parses a completions body. Prompts may be a string, a list of strings, a list of token
 // ids or a list of lists of token ids; text is tokenized with BOS (as the model asks).
 GenerationSpec parse_completion_request(const nlohmann::json& body, const Tokenizer& tokenizer);
@@ -51,4 +60,4 @@ GenerationSpec parse_chat_request(const nlohmann::json& body, const Tokenizer& t
 // Parses a request body; throws ApiError(400) with the parser's position for malformed JSON.
 nlohmann::json parse_json_body(const std::string& body);
 
-}  // namespace rapide::serve
+}  // namespace rapide::api

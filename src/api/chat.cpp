@@ -1,11 +1,11 @@
-#include "serve/chat.h"
+#include "api/chat.h"
 
+#include "api/api_error.h"
 #include "base/error.h"
 #include "base/logging.h"
-#include "serve/api_error.h"
 #include "tokenizer/chat_template.h"
 
-namespace rapide::serve {
+namespace rapide::api {
 
 using nlohmann::json;
 
@@ -58,4 +58,8 @@ std::vector<int32_t> ChatPrompter::prompt_tokens(const json& messages, const jso
   }
 }
 
-}  // namespace rapide::serve
+void ChatPrompter::fill_prompt(GenerationSpec& spec) const {
+  if (spec.endpoint == Endpoint::kChat) spec.prompts = {prompt_tokens(spec.messages, spec.tools)};
+}
+
+}  // namespace rapide::api

@@ -1,9 +1,9 @@
-#include "serve/api_error.h"
+#include "api/api_error.h"
 
 #include <cctype>
 #include <nlohmann/json.hpp>
 
-namespace rapide::serve {
+namespace rapide::api {
 
 namespace {
 
@@ -82,4 +82,8 @@ ApiError api_error_from(const Error& error, const std::string& param) {
   }
 }
 
-}  // namespace rapide::serve
+ApiError generation_failed(const std::string& engine_error) {
+  return ApiError(500, "generation failed: " + engine_error, {}, "engine_error");
+}
+
+}  // namespace rapide::api

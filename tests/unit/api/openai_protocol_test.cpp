@@ -1,11 +1,11 @@
 // Request parsing: OpenAI defaults, every prompt form, and errors that name the field.
 #include <gtest/gtest.h>
 
-#include "serve/api_error.h"
+#include "api/api_error.h"
+#include "api/openai_protocol.h"
 #include "serve/demo_model.h"
-#include "serve/openai_protocol.h"
 
-namespace rapide::serve {
+namespace rapide::api {
 namespace {
 
 using nlohmann::json;
@@ -13,7 +13,7 @@ using nlohmann::json;
 class ProtocolTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    model_ = new ModelFile(make_demo_model());
+    model_ = new ModelFile(serve::make_demo_model());
     tokenizer_ = Tokenizer::create(model_->tokenizer).release();
   }
   static void TearDownTestSuite() {
@@ -151,4 +151,4 @@ TEST_F(ProtocolTest, MalformedJsonSaysWhere) {
 }
 
 }  // namespace
-}  // namespace rapide::serve
+}  // namespace rapide::api

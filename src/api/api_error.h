@@ -12,7 +12,7 @@
 
 #include "base/error.h"
 
-namespace rapide::serve {
+namespace rapide::api {
 
 class ApiError : public std::runtime_error {
  public:
@@ -54,4 +54,8 @@ class ApiError : public std::runtime_error {
 // message does not start with one.
 ApiError api_error_from(const Error& error, const std::string& param = {});
 
-}  // namespace rapide::serve
+// A choice that failed inside the engine after it was accepted: the whole request answers
+// 500 engine_error (a batch reports the same error for the line).
+ApiError generation_failed(const std::string& engine_error);
+
+}  // namespace rapide::api

@@ -8,11 +8,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/openai_protocol.h"
 #include "sampling/sampler.h"
-#include "serve/openai_protocol.h"
 #include "tokenizer/tokenizer.h"
 
-namespace rapide::serve {
+namespace rapide::api {
 
 // A generated token's log-probability and its alternatives (raw model distribution).
 struct LogprobEntry {
@@ -45,6 +45,9 @@ nlohmann::json completion_logprobs_json(const Tokenizer& tokenizer,
 // Chat: {"content": [{"token", "logprob", "bytes", "top_logprobs": [...]}]}.
 nlohmann::json chat_logprobs_json(const Tokenizer& tokenizer,
                                   std::span<const LogprobEntry> entries);
+// The endpoint's shape of the two above (`text_offset` only matters for completions).
+nlohmann::json logprobs_json(Endpoint endpoint, const Tokenizer& tokenizer,
+                             std::span<const LogprobEntry> entries, size_t text_offset);
 
 struct ChoiceResult {
   int index = 0;
@@ -69,4 +72,4 @@ nlohmann::json usage_chunk(const ResponseHeader& header, const Usage& usage);
 // Serializes, replacing invalid UTF-8 (a byte token's piece) instead of throwing.
 std::string dump_json(const nlohmann::json& value);
 
-}  // namespace rapide::serve
+}  // namespace rapide::api

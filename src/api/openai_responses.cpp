@@ -1,11 +1,11 @@
-#include "serve/openai_responses.h"
+#include "api/openai_responses.h"
 
 #include <fmt/format.h>
 
 #include <chrono>
 #include <random>
 
-namespace rapide::serve {
+namespace rapide::api {
 
 using nlohmann::json;
 
@@ -91,6 +91,12 @@ json chat_logprobs_json(const Tokenizer& tokenizer, std::span<const LogprobEntry
   return json{{"content", content}};
 }
 
+json logprobs_json(Endpoint endpoint, const Tokenizer& tokenizer,
+                   std::span<const LogprobEntry> entries, size_t text_offset) {
+  return endpoint == Endpoint::kChat ? chat_logprobs_json(tokenizer, entries)
+                                     : completion_logprobs_json(tokenizer, entries, text_offset);
+}
+
 json full_response(const ResponseHeader& header, const std::vector<ChoiceResult>& choices,
                    const Usage& usage) {
   json body = envelope(header, false);
@@ -140,4 +146,4 @@ std::string dump_json(const json& value) {
   return value.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-}  // namespace rapide::serve
+}  // namespace rapide::api
