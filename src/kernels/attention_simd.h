@@ -23,7 +23,7 @@
 #include <utility>
 
 #include "base/fp16.h"
-#include "model/attention.h"
+#include "kernels/attention.h"
 
 namespace rapide::attention_simd {
 

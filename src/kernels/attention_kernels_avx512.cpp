@@ -1,7 +1,7 @@
 // AVX-512 attention kernel: 16 positions per score tile (head_dim % 16 == 0); partial
 // tiles use masked loads (AVX-512 BW/VL for the 16-bit keys).
+#include "kernels/attention_simd.h"
 #include "kernels/avx512_common.h"
-#include "model/attention_kernel.h"
 
 namespace rapide {
 

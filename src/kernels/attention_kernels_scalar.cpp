@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "base/fp16.h"
-#include "model/attention.h"
+#include "kernels/attention.h"
 
 namespace rapide {
 

@@ -3,7 +3,7 @@
 
 #include <cstring>
 
-#include "model/attention_kernel.h"
+#include "kernels/attention_simd.h"
 
 namespace rapide {
 
