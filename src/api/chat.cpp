@@ -3,7 +3,7 @@
 #include "api/api_error.h"
 #include "base/error.h"
 #include "base/logging.h"
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 
 namespace rapide::api {
 

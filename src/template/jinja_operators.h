@@ -5,7 +5,7 @@
 
 #include <string_view>
 
-#include "tokenizer/jinja_value.h"
+#include "template/jinja_value.h"
 
 namespace rapide::jinja {
 

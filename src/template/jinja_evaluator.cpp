@@ -1,4 +1,4 @@
-#include "tokenizer/jinja_evaluator.h"
+#include "template/jinja_evaluator.h"
 
 #include <algorithm>
 #include <ctime>
@@ -6,10 +6,10 @@
 
 #include <fmt/format.h>
 
-#include "tokenizer/jinja_filters.h"
-#include "tokenizer/jinja_methods.h"
-#include "tokenizer/jinja_operators.h"
-#include "tokenizer/jinja_tests.h"
+#include "template/jinja_filters.h"
+#include "template/jinja_methods.h"
+#include "template/jinja_operators.h"
+#include "template/jinja_tests.h"
 
 namespace rapide::jinja {
 namespace {

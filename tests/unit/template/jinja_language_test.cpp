@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "jinja_oracle.h"
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 
 namespace rapide {
 namespace {

@@ -1,4 +1,4 @@
-#include "tokenizer/jinja_operators.h"
+#include "template/jinja_operators.h"
 
 #include <cmath>
 #include <string>

@@ -19,7 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tokenizer/jinja_text.h"
+#include "template/jinja_text.h"
 
 namespace rapide::jinja {
 

@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "tokenizer/jinja_value.h"
+#include "template/jinja_value.h"
 
 namespace rapide::jinja {
 

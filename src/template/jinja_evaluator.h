@@ -7,8 +7,8 @@
 
 #include <string>
 
-#include "tokenizer/jinja_parser.h"
-#include "tokenizer/jinja_value.h"
+#include "template/jinja_parser.h"
+#include "template/jinja_value.h"
 
 namespace rapide::jinja {
 

@@ -1,9 +1,9 @@
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 
 #include "base/error.h"
-#include "tokenizer/jinja_evaluator.h"
-#include "tokenizer/jinja_parser.h"
-#include "tokenizer/jinja_value.h"
+#include "template/jinja_evaluator.h"
+#include "template/jinja_parser.h"
+#include "template/jinja_value.h"
 
 namespace rapide {
 

@@ -1,10 +1,10 @@
-#include "tokenizer/jinja_parser.h"
+#include "template/jinja_parser.h"
 
 #include <charconv>
 #include <initializer_list>
 
 #include "base/error.h"
-#include "tokenizer/jinja_lexer.h"
+#include "template/jinja_lexer.h"
 
 namespace rapide::jinja {
 namespace {

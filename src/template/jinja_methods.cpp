@@ -1,4 +1,4 @@
-#include "tokenizer/jinja_methods.h"
+#include "template/jinja_methods.h"
 
 #include <array>
 #include <string_view>

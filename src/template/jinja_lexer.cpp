@@ -1,9 +1,9 @@
-#include "tokenizer/jinja_lexer.h"
+#include "template/jinja_lexer.h"
 
 #include <cctype>
 
 #include "base/error.h"
-#include "tokenizer/jinja_value.h"
+#include "template/jinja_value.h"
 
 namespace rapide::jinja {
 namespace {

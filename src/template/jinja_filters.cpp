@@ -1,13 +1,13 @@
-#include "tokenizer/jinja_filters.h"
+#include "template/jinja_filters.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
-#include "tokenizer/jinja_methods.h"
-#include "tokenizer/jinja_operators.h"
-#include "tokenizer/jinja_tests.h"
+#include "template/jinja_methods.h"
+#include "template/jinja_operators.h"
+#include "template/jinja_tests.h"
 
 namespace rapide::jinja {
 namespace {

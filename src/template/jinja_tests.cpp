@@ -1,6 +1,6 @@
-#include "tokenizer/jinja_tests.h"
+#include "template/jinja_tests.h"
 
-#include "tokenizer/jinja_operators.h"
+#include "template/jinja_operators.h"
 
 namespace rapide::jinja {
 namespace {

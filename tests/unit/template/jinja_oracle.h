@@ -1,4 +1,4 @@
-// Runs tests/unit/chat_template/render_oracle.py (Python's jinja2 configured like transformers)
+// Runs tests/unit/template/render_oracle.py (Python's jinja2 configured like transformers)
 // on a batch of cases, so tests can require the C++ interpreter to match it byte for byte.
 #pragma once
 
@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 
 namespace rapide::testing {
 

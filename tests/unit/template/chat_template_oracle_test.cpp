@@ -11,7 +11,7 @@
 
 #include "base/error.h"
 #include "jinja_oracle.h"
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 
 namespace rapide {
 namespace {

@@ -3,7 +3,7 @@
 // call / filter blocks, break / continue, filters, tests, loop variables, namespace(),
 // raise_exception and strftime_now. Rendering matches Python's jinja2 as transformers
 // configures it (ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks, tojson with
-// ensure_ascii=False); tests/unit/chat_template checks it byte for byte against jinja2.
+// ensure_ascii=False); tests/unit/template checks it byte for byte against jinja2.
 // Known gaps (no real template relies on them): upper / lower / title map ASCII letters only;
 // dict.items() / keys() / values() are plain lists (Python prints views differently); a
 // filter's generator can be iterated more than once; str.format takes no format specs;
