@@ -277,6 +277,10 @@ GenerationSpec parse_chat_request(const json& body, const Tokenizer& tokenizer) 
   return spec;
 }
 
+const char* endpoint_name(Endpoint endpoint) {
+  return endpoint == Endpoint::kChat ? "chat.completions" : "completions";
+}
+
 std::optional<Endpoint> endpoint_for_path(std::string_view path) {
   if (path == "/v1/completions") return Endpoint::kCompletions;
   if (path == "/v1/chat/completions") return Endpoint::kChat;

@@ -44,6 +44,9 @@ struct GenerationSpec {
 // The most choices one request may ask for: n x prompts sequences run at once.
 constexpr int kMaxChoices = 128;
 
+// The endpoint's name: "completions" or "chat.completions" (the server's metrics label).
+const char* endpoint_name(Endpoint endpoint);
+
 // The endpoint of a request path ("/v1/completions", "/v1/chat/completions"), the server's
 // route or a batch line's "url"; nullopt for any other path.
 std::optional<Endpoint> endpoint_for_path(std::string_view path);

@@ -52,7 +52,7 @@ GenerationJob::GenerationJob(const GenerationContext& context, api::GenerationSp
 GenerationJob::~GenerationJob() = default;
 
 const char* GenerationJob::endpoint_label() const {
-  return spec_.endpoint == api::Endpoint::kChat ? "chat.completions" : "completions";
+  return api::endpoint_name(spec_.endpoint);
 }
 
 void GenerationJob::submit_all() {

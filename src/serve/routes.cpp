@@ -132,7 +132,7 @@ void Router::dispatch(const HttpRequest& request, const std::string& path,
       return;
     }
     if (const std::optional<api::Endpoint> endpoint = api::endpoint_for_path(path)) {
-      label = *endpoint == api::Endpoint::kChat ? "chat.completions" : "completions";
+      label = api::endpoint_name(*endpoint);
       require_method(request, http::verb::post, path);
       generate(request, *endpoint, exchange);
       return;
@@ -159,8 +159,7 @@ void Router::list_models(const std::string& path, const std::shared_ptr<HttpExch
   }
   const std::string id = path.substr(std::string("/v1/models/").size());
   if (id != model_.id) {
-    throw api::ApiError(404, fmt::format("the model '{}' does not exist", id), "model",
-                        "model_not_found");
+    throw api::model_not_found(id);
   }
   exchange->respond(200, kJson, api::dump_json(model));
 }

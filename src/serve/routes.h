@@ -1,7 +1,7 @@
 // The URL space: which handler answers which method and path, and the checks every /v1
 // request passes first (server state, API key, model name).
 //
-//   POST /v1/completions, /v1/chat/completions   generation (openai_protocol.h, generation.h)
+//   POST /v1/completions, /v1/chat/completions   generation (src/api, generation.h)
 //   GET  /v1/models, /v1/models/{id}            the served model
 //   GET  /health                                ready (200) / loading / draining (503)
 //   GET  /metrics                               Prometheus text (metrics.h)
