@@ -1,5 +1,7 @@
 #include "batch/batch_request.h"
 
+#include "api/engine_requests.h"
+#include "api/front_end.h"
 #include "base/error.h"
 #include "batch/batch_seed.h"
 
@@ -23,7 +25,7 @@ LineError envelope_error(uint64_t line, std::optional<std::string> custom_id, st
 }  // namespace
 
 LineError line_error(uint64_t line, std::optional<std::string> custom_id,
-                     const serve::ApiError& error) {
+                     const api::ApiError& error) {
   LineError e;
   e.line = line;
   e.custom_id = std::move(custom_id);
@@ -35,21 +37,9 @@ LineError line_error(uint64_t line, std::optional<std::string> custom_id,
   return e;
 }
 
-RequestParser::RequestParser(const Engine& engine, const serve::ChatPrompter& chat,
+RequestParser::RequestParser(const Engine& engine, const api::ChatPrompter& chat,
                              std::string model_id)
     : engine_(engine), chat_(chat), model_id_(std::move(model_id)) {}
-
-void RequestParser::check_fits(const serve::GenerationSpec& spec) const {
-  const char* prompt_param = spec.endpoint == serve::Endpoint::kChat ? "messages" : "prompt";
-  // The engine's own admission checks, refused as the server refuses them.
-  for (const auto& prompt : spec.prompts) {
-    try {
-      engine_.check_admissible(prompt, spec.sampling);
-    } catch (const Error& e) {
-      throw serve::api_error_from(e, prompt_param);
-    }
-  }
-}
 
 std::variant<BatchRequest, LineError> RequestParser::parse(const std::string& text, uint64_t line) {
   const json entry = json::parse(text, nullptr, /*allow_exceptions=*/false);
@@ -79,7 +69,8 @@ std::variant<BatchRequest, LineError> RequestParser::parse(const std::string& te
   const auto url = entry.find("url");
   const std::string url_text =
       url != entry.end() && url->is_string() ? url->get<std::string>() : "";
-  if (url_text != "/v1/completions" && url_text != "/v1/chat/completions") {
+  const std::optional<api::Endpoint> endpoint = api::endpoint_for_path(url_text);
+  if (!endpoint) {
     return envelope_error(
         line, custom_id, "invalid_url",
         fmt::format("'url' must be /v1/completions or /v1/chat/completions, got {}",
@@ -90,33 +81,21 @@ std::variant<BatchRequest, LineError> RequestParser::parse(const std::string& te
   if (body == entry.end() || !body->is_object()) {
     return envelope_error(line, custom_id, "invalid_body", "'body' must be a JSON object", "body");
   }
-  const bool chat = url_text == "/v1/chat/completions";
   try {
-    const Tokenizer& tokenizer = engine_.tokenizer();
     BatchRequest request;
     request.line = line;
     request.custom_id = custom_id;
-    request.spec = chat ? serve::parse_chat_request(*body, tokenizer)
-                        : serve::parse_completion_request(*body, tokenizer);
-    serve::GenerationSpec& spec = request.spec;
-    if (spec.stream) {
-      throw serve::ApiError(400, "a batch request cannot stream; drop 'stream'", "stream",
-                            "unsupported");
-    }
-    if (!spec.model.empty() && spec.model != model_id_) {
-      throw serve::ApiError(
-          404,
-          fmt::format("the model '{}' does not exist; this batch runs '{}'", spec.model, model_id_),
-          "model", "model_not_found");
-    }
-    if (chat) spec.prompts = {chat_.prompt_tokens(spec.messages, spec.tools)};
+    request.spec = api::parse_request(*body, *endpoint, engine_.tokenizer());
+    api::GenerationSpec& spec = request.spec;
+    api::check_front_end(spec, model_id_, api::FrontEnd::kBatch);
+    chat_.fill_prompt(spec);
     if (!spec.seed_given) spec.sampling.seed = derive_seed(custom_id);
-    check_fits(spec);
+    api::check_admissible(engine_, spec);
     return request;
-  } catch (const serve::ApiError& e) {
+  } catch (const api::ApiError& e) {
     return line_error(line, custom_id, e);
   } catch (const Error& e) {
-    return line_error(line, custom_id, serve::api_error_from(e));
+    return line_error(line, custom_id, api::api_error_from(e));
   }
 }
 

@@ -2,9 +2,9 @@
 // reason it cannot run.
 //
 // A line is {"custom_id": "...", "method": "POST", "url": "/v1/completions" or
-// "/v1/chat/completions", "body": {...}}. The body goes through the server's own parsers
-// (serve/openai_protocol.h, serve/chat.h) and the server's admission checks, so a line is
-// refused exactly when `rapide serve` would refuse the same body, with the same message.
+// "/v1/chat/completions", "body": {...}}. The body goes through the parsers, front-end
+// checks and admission checks `rapide serve` uses (src/api), so a line is refused exactly
+// when the server would refuse the same body, with the same status, code and param.
 // custom_ids must be unique: the first line with an id runs, later ones are errors.
 #pragma once
 
@@ -16,17 +16,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/api_error.h"
+#include "api/chat.h"
+#include "api/openai_protocol.h"
 #include "engine/engine.h"
-#include "serve/api_error.h"
-#include "serve/chat.h"
-#include "serve/openai_protocol.h"
 
 namespace rapide::batch {
 
 struct BatchRequest {
   uint64_t line = 0;
   std::string custom_id;
-  serve::GenerationSpec spec;  // prompts tokenized (chat rendered), seed chosen
+  api::GenerationSpec spec;  // prompts tokenized (chat rendered), seed chosen
 };
 
 // Why a line cannot run: what its record in the errors file says.
@@ -43,23 +43,21 @@ struct LineError {
 };
 
 LineError line_error(uint64_t line, std::optional<std::string> custom_id,
-                     const serve::ApiError& error);
+                     const api::ApiError& error);
 
 class RequestParser {
  public:
   // `engine` gives the tokenizer, the context and the KV budget; `model_id` is the name a
   // body's "model" must match (empty or equal), as `rapide serve` requires.
-  RequestParser(const Engine& engine, const serve::ChatPrompter& chat, std::string model_id);
+  RequestParser(const Engine& engine, const api::ChatPrompter& chat, std::string model_id);
 
   std::variant<BatchRequest, LineError> parse(const std::string& text, uint64_t line);
   // A line answered by an earlier run still owns its custom_id.
   void mark_seen(const std::string& custom_id) { seen_.insert(custom_id); }
 
  private:
-  void check_fits(const serve::GenerationSpec& spec) const;
-
   const Engine& engine_;
-  const serve::ChatPrompter& chat_;
+  const api::ChatPrompter& chat_;
   std::string model_id_;
   std::unordered_set<std::string> seen_;
 };

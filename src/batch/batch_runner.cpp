@@ -5,6 +5,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "api/chat.h"
+#include "api/engine_requests.h"
 #include "base/error.h"
 #include "base/logging.h"
 #include "batch/batch_progress.h"
@@ -12,7 +14,6 @@
 #include "batch/batch_request.h"
 #include "batch/jsonl_reader.h"
 #include "batch/submission_queue.h"
-#include "serve/chat.h"
 
 namespace rapide::batch {
 
@@ -23,8 +24,8 @@ struct RunningRequest {
   BatchRequest request;
   Ticket ticket;
   bool started = false;  // the first event came back: its prompt is in the prefix cache
-  serve::ResponseHeader header;
-  std::vector<ChoiceOutcome> choices;
+  api::ResponseHeader header;
+  std::vector<api::ChoiceOutcome> choices;
   size_t remaining = 0;
 };
 
@@ -47,7 +48,7 @@ class BatchRunner {
   Engine& engine_;
   const BatchOptions& options_;
   const int target_in_flight_;
-  serve::ChatPrompter chat_;
+  api::ChatPrompter chat_;
   RequestParser parser_;
   DoneLines done_;
   BatchSummary summary_;
@@ -71,7 +72,7 @@ class BatchRunner {
 int clamp_in_flight(const Engine& engine, int wanted) {
   // A whole request (up to kMaxChoices choices) is submitted at once; keep the engine's
   // queue from refusing it.
-  const int room = engine.options().max_queue - serve::kMaxChoices;
+  const int room = engine.options().max_queue - api::kMaxChoices;
   return std::max(1, std::min(wanted, std::max(room, 1)));
 }
 
@@ -165,37 +166,22 @@ void BatchRunner::submit(BatchRequest&& request, const Ticket& ticket) {
   const uint64_t line = request.line;
   auto running = std::make_unique<RunningRequest>();
   running->ticket = ticket;
-  running->header = serve::make_response_header(request.spec.endpoint, options_.model_id);
+  running->header = api::make_response_header(request.spec.endpoint, options_.model_id);
   running->request = std::move(request);
   RunningRequest& r = *running;
-  const serve::GenerationSpec& spec = r.request.spec;
-  const size_t n = static_cast<size_t>(spec.n);
-  r.choices.resize(spec.prompts.size() * n);
-  std::vector<RequestId> submitted;
+  const api::GenerationSpec& spec = r.request.spec;
+  std::vector<RequestId> ids;
   try {
-    for (size_t p = 0; p < spec.prompts.size(); ++p) {
-      for (size_t i = 0; i < n; ++i) {
-        Request engine_request;
-        engine_request.prompt = spec.prompts[p];
-        engine_request.sampling = spec.sampling;
-        // As the server does: choice 0 keeps the request's seed, the others differ.
-        engine_request.sampling.seed += static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ull;
-        engine_request.sink = events_;
-        const RequestId id = engine_.submit(std::move(engine_request));
-        submitted.push_back(id);
-        choices_[id] = {&r, p * n + i};
-      }
-    }
-  } catch (const Error& e) {
-    for (const RequestId id : submitted) {
-      engine_.abort(id);
-      choices_.erase(id);  // its abort event is ignored
-    }
-    const char* param = spec.endpoint == serve::Endpoint::kChat ? "messages" : "prompt";
-    write_error(line_error(line, r.request.custom_id, serve::api_error_from(e, param)));
+    // Events are read on this thread, so none is looked up before its id is stored below.
+    ids = api::submit_choices(engine_, spec, [this](size_t) { return events_; });
+  } catch (const api::ApiError& e) {
+    // The aborted choices' events name ids choices_ never had, so they are ignored.
+    write_error(line_error(line, r.request.custom_id, e));
     queue_.started(ticket);  // whoever waited for its prefix computes it themselves
     return;
   }
+  r.choices.resize(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) choices_[ids[i]] = {&r, i};
   r.remaining = r.choices.size();
   running_.emplace(line, std::move(running));
 }
@@ -208,7 +194,7 @@ void BatchRunner::on_event(TokenEvent&& event) {
     r.started = true;
     queue_.started(r.ticket);
   }
-  ChoiceOutcome& choice = r.choices[it->second.choice];
+  api::ChoiceOutcome& choice = r.choices[it->second.choice];
   const bool finished = event.finished;
   const int32_t seen = choice.tokens_seen;
   choice.add(std::move(event), r.request.spec.logprobs);

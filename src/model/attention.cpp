@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "base/cpu_features.h"
 #include "base/error.h"
 #include "base/fp16.h"
 #include "kernels/ops.h"
@@ -52,17 +51,6 @@ void Attention::write_kv(KvStore& kv, int layer, const Batch& batch, const float
       }
     }
   }
-}
-
-AttentionKernel scalar_attention_kernel() {
-  return {attend_job_scalar, 4, "scalar"};
-}
-
-AttentionKernel select_attention_kernel(int head_dim) {
-  const IsaLevel isa = active_isa_level();
-  if (isa >= IsaLevel::kAvx512 && head_dim % 16 == 0) return {attend_job_avx512, 12, "avx512"};
-  if (isa >= IsaLevel::kAvx2 && head_dim % 8 == 0) return {attend_job_avx2, 4, "avx2"};
-  return scalar_attention_kernel();
 }
 
 void Attention::plan_jobs(KvStore& kv, const Batch& batch, int n_heads, int n_kv_heads) {

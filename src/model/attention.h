@@ -1,65 +1,23 @@
-// Attention over the paged KV store: write the batch's new K/V rows, then for every
-// token and head compute softmax(q·K / sqrt(d)) · V over that sequence's positions
+// Attention over the paged KV store, model side: write the batch's new K/V rows, then for
+// every token and head compute softmax(q·K / sqrt(d)) · V over that sequence's positions
 // 0..pos.
 //
-// Work is cut into jobs that share one sequence and one KV head: up to a few queries
-// (the heads of a GQA group, times a few consecutive tokens of the sequence) read each
-// tile of K and V once. Every query's arithmetic is done the same way whatever job it
-// lands in, so a token's result never depends on what else is in the batch or on how its
-// prompt was chunked.
+// This file plans the work; the arithmetic is the kernels' (kernels/attention.h). Work is
+// cut into jobs that share one sequence and one KV head: up to a few queries (the heads of
+// a GQA group, times a few consecutive tokens of the sequence) read each tile of K and V
+// once. Every query's arithmetic is done the same way whatever job it lands in, so a
+// token's result never depends on what else is in the batch or on how its prompt was
+// chunked.
 #pragma once
 
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "kernels/attention.h"
 #include "model/batch.h"
 #include "model/kv_store.h"
 
 namespace rapide {
-
-// Largest head dimension the kernels support (Llama-family models use 64..256).
-constexpr int kMaxHeadDim = 512;
-// Most queries one job can carry (a kernel may take fewer: AttentionKernel::max_queries).
-constexpr int kMaxJobQueries = 12;
-
-// One job handed to an ISA-specific kernel: queries of one KV head, from one sequence or
-// from several whose block tables start with the same blocks (a prefix-cache hit shares
-// them). Positions below shared_positions are the same K/V for every query and are read
-// through `blocks`, once for all of them; query j's later positions through its own
-// query_blocks[j]. A query's arithmetic is the same either way (batch invariance).
-struct AttentionJob {
-  int n_queries = 0;
-  const float* q[kMaxJobQueries];               // head_dim values each (rotated, not yet scaled)
-  float* out[kMaxJobQueries];                   // head_dim values each
-  int n_positions[kMaxJobQueries];              // query j attends to positions [0, n_positions[j])
-  int max_positions = 0;                        // the largest n_positions[j]
-  const int32_t* blocks = nullptr;              // block table for positions [0, shared_positions)
-  const int32_t* query_blocks[kMaxJobQueries];  // query j's own sequence's block table
-  int shared_positions = 0;  // <= every n_positions[j]; = max_positions for one sequence
-  KvStore* kv = nullptr;
-  int layer = 0;
-  int kv_head = 0;
-  float scale = 1.0f;
-  // Scratch: kMaxJobQueries rows of scores_stride floats (scores, then probabilities).
-  float* scores = nullptr;
-  size_t scores_stride = 0;
-};
-
-// Kernels (attention_kernels_*.cpp). The f16 cache follows llama.cpp's arithmetic: q is
-// rounded to f16 before the dot products with f16 keys, and the softmax probabilities are
-// rounded to f16 before they weight the f16 values.
-void attend_job_scalar(const AttentionJob& job);
-void attend_job_avx2(const AttentionJob& job);    // head_dim % 8 == 0
-void attend_job_avx512(const AttentionJob& job);  // head_dim % 16 == 0
-
-struct AttentionKernel {
-  void (*run)(const AttentionJob&) = nullptr;
-  int max_queries = 1;
-  const char* name = "";
-};
-// The fastest kernel this CPU (and RAPIDE_ISA) allows for this head dimension.
-AttentionKernel select_attention_kernel(int head_dim);
-AttentionKernel scalar_attention_kernel();
 
 class Attention {
  public:

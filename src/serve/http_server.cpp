@@ -7,9 +7,9 @@
 #include <boost/beast/http.hpp>
 #include <optional>
 
+#include "api/api_error.h"
 #include "base/error.h"
 #include "base/logging.h"
-#include "serve/api_error.h"
 
 namespace rapide::serve {
 
@@ -118,11 +118,12 @@ class HttpSession final : public HttpExchange, public std::enable_shared_from_th
     if (ec == http::error::body_limit) {
       keep_alive_ = false;
       version_ = parser_->get().version();
-      const ApiError error(413,
-                           fmt::format("the request body exceeds the server's limit of {} bytes "
-                                       "(--max-body)",
-                                       shared_->options.max_body),
-                           {}, "body_too_large");
+      const api::ApiError error(
+          413,
+          fmt::format("the request body exceeds the server's limit of {} bytes "
+                      "(--max-body)",
+                      shared_->options.max_body),
+          {}, "body_too_large");
       linger_after_ = true;
       shared_->metrics->observe_status("other", 413);
       respond(413, "application/json", error.to_json(), {});
@@ -133,8 +134,8 @@ class HttpSession final : public HttpExchange, public std::enable_shared_from_th
     if (http_error && ec != http::error::end_of_stream && ec != http::error::partial_message) {
       // A malformed request line or header: answer once, then close.
       keep_alive_ = false;
-      const ApiError error(400, fmt::format("malformed HTTP request: {}", ec.message()), {},
-                           "bad_request");
+      const api::ApiError error(400, fmt::format("malformed HTTP request: {}", ec.message()), {},
+                                "bad_request");
       shared_->metrics->observe_status("other", 400);
       respond(400, "application/json", error.to_json(), {});
       return;
@@ -151,7 +152,7 @@ class HttpSession final : public HttpExchange, public std::enable_shared_from_th
     } catch (const std::exception& e) {
       spdlog::error("request handler failed: {}", e.what());
       if (in_exchange_) {
-        respond(500, "application/json", ApiError(500, e.what()).to_json(), {});
+        respond(500, "application/json", api::ApiError(500, e.what()).to_json(), {});
       }
     }
   }

@@ -3,12 +3,13 @@
 #include <boost/beast/http/field.hpp>
 #include <boost/beast/http/verb.hpp>
 
+#include "api/api_error.h"
+#include "api/front_end.h"
+#include "api/openai_protocol.h"
+#include "api/openai_responses.h"
 #include "base/error.h"
 #include "base/logging.h"
-#include "serve/api_error.h"
 #include "serve/generation.h"
-#include "serve/openai_protocol.h"
-#include "serve/openai_responses.h"
 
 namespace rapide::serve {
 
@@ -24,14 +25,14 @@ void require_method(const HttpRequest& request, http::verb wanted, const std::st
   if (request.method() == wanted) return;
   if (wanted == http::verb::get && request.method() == http::verb::head) return;
   const std::string allow(http::to_string(wanted));
-  throw ApiError(405,
-                 fmt::format("{} is not allowed on {}; use {}",
-                             std::string(request.method_string()), path, allow),
-                 {}, "method_not_allowed")
+  throw api::ApiError(405,
+                      fmt::format("{} is not allowed on {}; use {}",
+                                  std::string(request.method_string()), path, allow),
+                      {}, "method_not_allowed")
       .with_allow(allow);
 }
 
-void send_error(HttpExchange& exchange, const ApiError& e) {
+void send_error(HttpExchange& exchange, const api::ApiError& e) {
   HeaderList headers;
   if (e.retry_after()) headers.emplace_back("Retry-After", std::to_string(*e.retry_after()));
   if (!e.allow().empty()) headers.emplace_back("Allow", e.allow());
@@ -60,7 +61,7 @@ Router::~Router() = default;
 void Router::attach(Engine& engine, ServedModel model) {
   engine_ = &engine;
   model_ = std::move(model);
-  chat_ = std::make_unique<ChatPrompter>(engine.tokenizer());
+  chat_ = std::make_unique<api::ChatPrompter>(engine.tokenizer());
   spdlog::info("chat prompts: {}", chat_->description());
   set_state(ServerState::kReady);
 }
@@ -72,18 +73,18 @@ void Router::handle(HttpRequest&& request, std::shared_ptr<HttpExchange> exchang
   try {
     dispatch(request, path, exchange, label);
     return;
-  } catch (const ApiError& e) {
+  } catch (const api::ApiError& e) {
     if (e.status() >= 500)
       spdlog::warn("{} {}: {}", std::string(request.method_string()), path, e.what());
     send_error(*exchange, e);
     metrics_.observe_status(label, e.status());
   } catch (const Error& e) {
-    const ApiError api = api_error_from(e);
-    send_error(*exchange, api);
-    metrics_.observe_status(label, api.status());
+    const api::ApiError error = api::api_error_from(e);
+    send_error(*exchange, error);
+    metrics_.observe_status(label, error.status());
   } catch (const std::exception& e) {
     spdlog::error("{} {}: {}", std::string(request.method_string()), path, e.what());
-    send_error(*exchange, ApiError(500, e.what(), {}, "internal_error"));
+    send_error(*exchange, api::ApiError(500, e.what(), {}, "internal_error"));
     metrics_.observe_status(label, 500);
   }
 }
@@ -120,8 +121,8 @@ void Router::dispatch(const HttpRequest& request, const std::string& path,
     const auto authorization = request[http::field::authorization];
     if (keys_.enabled() &&
         !keys_.accepts(std::string_view(authorization.data(), authorization.size()))) {
-      throw ApiError(401, "missing or invalid API key: send 'Authorization: Bearer <key>'", {},
-                     "invalid_api_key");
+      throw api::ApiError(401, "missing or invalid API key: send 'Authorization: Bearer <key>'", {},
+                          "invalid_api_key");
     }
     if (path == "/v1/models" || path.starts_with("/v1/models/")) {
       label = "models";
@@ -130,22 +131,21 @@ void Router::dispatch(const HttpRequest& request, const std::string& path,
       metrics_.observe_status(label, 200);
       return;
     }
-    if (path == "/v1/completions" || path == "/v1/chat/completions") {
-      const bool chat = path == "/v1/chat/completions";
-      label = chat ? "chat.completions" : "completions";
+    if (const std::optional<api::Endpoint> endpoint = api::endpoint_for_path(path)) {
+      label = api::endpoint_name(*endpoint);
       require_method(request, http::verb::post, path);
-      generate(request, chat, exchange);
+      generate(request, *endpoint, exchange);
       return;
     }
   }
-  throw ApiError(404,
-                 fmt::format("there is no route {} {}", std::string(request.method_string()), path),
-                 {}, "not_found");
+  throw api::ApiError(
+      404, fmt::format("there is no route {} {}", std::string(request.method_string()), path), {},
+      "not_found");
 }
 
 void Router::list_models(const std::string& path, const std::shared_ptr<HttpExchange>& exchange) {
   if (state() == ServerState::kLoading) {
-    throw ApiError(503, "the model is still loading", {}, "loading").with_retry_after(5);
+    throw api::ApiError(503, "the model is still loading", {}, "loading").with_retry_after(5);
   }
   const json model = {{"id", model_.id},
                       {"object", "model"},
@@ -154,37 +154,29 @@ void Router::list_models(const std::string& path, const std::shared_ptr<HttpExch
                       {"description", model_.description},
                       {"max_model_len", engine_->max_context()}};
   if (path == "/v1/models") {
-    exchange->respond(200, kJson, dump_json(json{{"object", "list"}, {"data", {model}}}));
+    exchange->respond(200, kJson, api::dump_json(json{{"object", "list"}, {"data", {model}}}));
     return;
   }
   const std::string id = path.substr(std::string("/v1/models/").size());
   if (id != model_.id) {
-    throw ApiError(404, fmt::format("the model '{}' does not exist", id), "model",
-                   "model_not_found");
+    throw api::model_not_found(id);
   }
-  exchange->respond(200, kJson, dump_json(model));
+  exchange->respond(200, kJson, api::dump_json(model));
 }
 
-void Router::generate(const HttpRequest& request, bool chat,
+void Router::generate(const HttpRequest& request, api::Endpoint endpoint,
                       const std::shared_ptr<HttpExchange>& exchange) {
   const ServerState s = state();
   if (s == ServerState::kLoading) {
-    throw ApiError(503, "the model is still loading", {}, "loading").with_retry_after(5);
+    throw api::ApiError(503, "the model is still loading", {}, "loading").with_retry_after(5);
   }
   if (s == ServerState::kDraining) {
-    throw ApiError(503, "the server is shutting down", {}, "draining").with_retry_after(5);
+    throw api::ApiError(503, "the server is shutting down", {}, "draining").with_retry_after(5);
   }
-  const json body = parse_json_body(request.body());
-  const Tokenizer& tokenizer = engine_->tokenizer();
-  GenerationSpec spec =
-      chat ? parse_chat_request(body, tokenizer) : parse_completion_request(body, tokenizer);
-  if (!spec.model.empty() && spec.model != model_.id) {
-    throw ApiError(404,
-                   fmt::format("the model '{}' does not exist; this server serves '{}'", spec.model,
-                               model_.id),
-                   "model", "model_not_found");
-  }
-  if (chat) spec.prompts = {chat_->prompt_tokens(spec.messages, spec.tools)};
+  const json body = api::parse_json_body(request.body());
+  api::GenerationSpec spec = api::parse_request(body, endpoint, engine_->tokenizer());
+  api::check_front_end(spec, model_.id, api::FrontEnd::kServer);
+  chat_->fill_prompt(spec);
   GenerationContext context;
   context.engine = engine_;
   context.metrics = &metrics_;

@@ -1,7 +1,7 @@
 // The URL space: which handler answers which method and path, and the checks every /v1
 // request passes first (server state, API key, model name).
 //
-//   POST /v1/completions, /v1/chat/completions   generation (openai_protocol.h, generation.h)
+//   POST /v1/completions, /v1/chat/completions   generation (src/api, generation.h)
 //   GET  /v1/models, /v1/models/{id}            the served model
 //   GET  /health                                ready (200) / loading / draining (503)
 //   GET  /metrics                               Prometheus text (metrics.h)
@@ -12,9 +12,10 @@
 #include <memory>
 #include <string>
 
+#include "api/chat.h"
+#include "api/openai_protocol.h"
 #include "engine/engine.h"
 #include "serve/auth.h"
-#include "serve/chat.h"
 #include "serve/http_server.h"
 #include "serve/metrics.h"
 
@@ -47,7 +48,7 @@ class Router {
  private:
   void dispatch(const HttpRequest& request, const std::string& path,
                 const std::shared_ptr<HttpExchange>& exchange, std::string& label);
-  void generate(const HttpRequest& request, bool chat,
+  void generate(const HttpRequest& request, api::Endpoint endpoint,
                 const std::shared_ptr<HttpExchange>& exchange);
   void list_models(const std::string& path, const std::shared_ptr<HttpExchange>& exchange);
 
@@ -57,7 +58,7 @@ class Router {
   // Set once by attach() before the state turns ready; read only in the ready state.
   Engine* engine_ = nullptr;
   ServedModel model_;
-  std::unique_ptr<ChatPrompter> chat_;
+  std::unique_ptr<api::ChatPrompter> chat_;
 };
 
 }  // namespace rapide::serve

@@ -1,8 +1,8 @@
 // The built-in demo model: loads like a file, generates, and formats chat with ChatML.
 #include <gtest/gtest.h>
 
+#include "api/chat.h"
 #include "engine/engine.h"
-#include "serve/chat.h"
 #include "serve/demo_model.h"
 
 namespace rapide::serve {
@@ -40,7 +40,7 @@ TEST(DemoModel, IsASelfContainedLlamaThatGenerates) {
 TEST(DemoModel, ChatUsesItsChatMlTemplateWithControlTokens) {
   const ModelFile file = make_demo_model();
   auto tokenizer = Tokenizer::create(file.tokenizer);
-  const ChatPrompter chat(*tokenizer);
+  const api::ChatPrompter chat(*tokenizer);
   ASSERT_TRUE(chat.has_template()) << chat.description();
   const nlohmann::json messages = {{{"role", "user"}, {"content", "hi"}}};
   EXPECT_EQ(chat.render(messages, nullptr),

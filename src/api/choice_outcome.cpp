@@ -1,0 +1,66 @@
+#include "api/choice_outcome.h"
+
+namespace rapide::api {
+
+void ChoiceOutcome::add(TokenEvent&& event, bool want_logprobs) {
+  if (event.token >= 0) ++tokens_seen;
+  if (event.token >= 0 && want_logprobs) {
+    const bool silent_stop =
+        event.finished && event.finish_reason == FinishReason::kStop && event.text.empty();
+    if (!silent_stop) {
+      LogprobEntry entry;
+      entry.token = event.token;
+      entry.logprob = event.logprob;
+      entry.top = std::move(event.top_logprobs);
+      logprobs.push_back(std::move(entry));
+    }
+  }
+  text += event.text;
+  if (event.finished) {
+    done = true;
+    reason = event.finish_reason;
+    error = std::move(event.error);
+    prompt_tokens = event.prompt_tokens;
+    completion_tokens = event.completion_tokens;
+    cached_prompt_tokens = event.cached_prompt_tokens;
+  }
+}
+
+Usage usage_of(std::span<const ChoiceOutcome> choices, int n) {
+  Usage u;
+  const size_t per_prompt = static_cast<size_t>(n);
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const ChoiceOutcome& c = choices[i];
+    if (i % per_prompt == 0) {  // each prompt is counted once, whatever n
+      u.prompt_tokens += c.prompt_tokens;
+      u.cached_tokens += c.cached_prompt_tokens;
+    }
+    u.completion_tokens += c.completion_tokens;
+  }
+  return u;
+}
+
+const ChoiceOutcome* first_failure(std::span<const ChoiceOutcome> choices) {
+  for (const ChoiceOutcome& c : choices) {
+    if (c.reason == FinishReason::kError) return &c;
+  }
+  return nullptr;
+}
+
+nlohmann::json response_body(const GenerationSpec& spec, const ResponseHeader& header,
+                             std::span<const ChoiceOutcome> choices, const Tokenizer& tokenizer) {
+  std::vector<ChoiceResult> results;
+  results.reserve(choices.size());
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const ChoiceOutcome& c = choices[i];
+    ChoiceResult r;
+    r.index = static_cast<int>(i);
+    r.text = c.text;
+    r.finish_reason = finish_reason_name(c.reason);
+    if (spec.logprobs) r.logprobs = logprobs_json(spec.endpoint, tokenizer, c.logprobs, 0);
+    results.push_back(std::move(r));
+  }
+  return full_response(header, results, usage_of(choices, spec.n));
+}
+
+}  // namespace rapide::api

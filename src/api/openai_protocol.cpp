@@ -1,0 +1,307 @@
+#include "api/openai_protocol.h"
+
+#include <charconv>
+#include <random>
+
+#include "api/api_error.h"
+#include "base/error.h"
+
+namespace rapide::api {
+
+using nlohmann::json;
+
+namespace {
+
+// The field's value, or nullptr when absent or null (OpenAI treats both as "default").
+const json* field(const json& body, const char* key) {
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+[[noreturn]] void bad(const std::string& param, const std::string& message,
+                      const char* code = "invalid_type") {
+  throw ApiError(400, message, param, code);
+}
+
+bool read_bool(const json& body, const char* key, bool fallback) {
+  const json* v = field(body, key);
+  if (!v) return fallback;
+  if (!v->is_boolean()) bad(key, fmt::format("'{}' must be a boolean", key));
+  return v->get<bool>();
+}
+
+int64_t read_int(const json& body, const char* key, int64_t fallback, int64_t min, int64_t max) {
+  const json* v = field(body, key);
+  if (!v) return fallback;
+  if (!v->is_number_integer()) bad(key, fmt::format("'{}' must be an integer", key));
+  // Values beyond int64 arrive as unsigned; they are out of every range here.
+  const int64_t x =
+      v->is_number_unsigned() && v->get<uint64_t>() > INT64_MAX ? INT64_MAX : v->get<int64_t>();
+  if (x < min || x > max) {
+    bad(key, fmt::format("'{}' must be in [{}, {}], got {}", key, min, max, v->dump()),
+        "invalid_value");
+  }
+  return x;
+}
+
+float read_float(const json& body, const char* key, float fallback) {
+  const json* v = field(body, key);
+  if (!v) return fallback;
+  if (!v->is_number()) bad(key, fmt::format("'{}' must be a number", key));
+  return v->get<float>();
+}
+
+void reject_if(bool condition, const char* param, const char* what) {
+  if (condition) throw ApiError(400, what, param, "unsupported");
+}
+
+std::vector<std::string> read_stop(const json& body) {
+  const json* v = field(body, "stop");
+  std::vector<std::string> stops;
+  if (!v) return stops;
+  if (v->is_string()) {
+    if (!v->get<std::string>().empty()) stops.push_back(v->get<std::string>());
+    return stops;
+  }
+  if (!v->is_array()) bad("stop", "'stop' must be a string or a list of strings");
+  for (const json& s : *v) {
+    if (!s.is_string()) bad("stop", "'stop' must be a string or a list of strings");
+    if (!s.get<std::string>().empty()) stops.push_back(s.get<std::string>());
+  }
+  return stops;
+}
+
+std::vector<TokenBias> read_logit_bias(const json& body, int vocab_size) {
+  const json* v = field(body, "logit_bias");
+  std::vector<TokenBias> biases;
+  if (!v) return biases;
+  if (!v->is_object()) bad("logit_bias", "'logit_bias' must map token ids to biases");
+  for (auto it = v->begin(); it != v->end(); ++it) {
+    const std::string& key = it.key();
+    TokenBias b;
+    const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), b.token);
+    if (ec != std::errc() || end != key.data() + key.size() || b.token < 0 ||
+        b.token >= vocab_size) {
+      bad("logit_bias",
+          fmt::format("logit_bias key '{}' is not a token id in [0, {})", key, vocab_size));
+    }
+    if (!it.value().is_number()) bad("logit_bias", "logit_bias values must be numbers");
+    b.bias = it.value().get<float>();
+    if (!(b.bias >= -100.0f && b.bias <= 100.0f)) {
+      bad("logit_bias", fmt::format("logit_bias for token {} must be in [-100, 100]", key));
+    }
+    biases.push_back(b);
+  }
+  return biases;
+}
+
+std::vector<int32_t> read_token_ids(const json& array, const char* param, int vocab_size) {
+  std::vector<int32_t> ids;
+  ids.reserve(array.size());
+  for (const json& t : array) {
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= vocab_size) {
+      bad(param, fmt::format("'{}' token ids must be integers in [0, {})", param, vocab_size));
+    }
+    ids.push_back(t.get<int32_t>());
+  }
+  return ids;
+}
+
+// Fields both endpoints share. `max_tokens_default` is OpenAI's: 16 for completions,
+// "until the context is full" for chat.
+GenerationSpec parse_common(const json& body, const Tokenizer& tokenizer, Endpoint endpoint) {
+  if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
+  GenerationSpec spec;
+  spec.endpoint = endpoint;
+  if (const json* m = field(body, "model")) {
+    if (!m->is_string()) bad("model", "'model' must be a string");
+    spec.model = m->get<std::string>();
+  }
+  if (const json* u = field(body, "user")) {
+    if (!u->is_string()) bad("user", "'user' must be a string");
+    spec.user = u->get<std::string>();
+  }
+  SamplingParams& p = spec.sampling;
+  constexpr int64_t kIntMax = std::numeric_limits<int32_t>::max();
+  const int64_t default_max = endpoint == Endpoint::kCompletions ? 16 : kIntMax;
+  int64_t max_tokens = read_int(body, "max_tokens", default_max, 1, kIntMax);
+  if (endpoint == Endpoint::kChat) {
+    max_tokens = read_int(body, "max_completion_tokens", max_tokens, 1, kIntMax);
+  }
+  p.max_tokens = static_cast<int32_t>(max_tokens);
+  p.min_tokens = static_cast<int32_t>(read_int(body, "min_tokens", 0, 0, kIntMax));
+  p.temperature = read_float(body, "temperature", 1.0f);
+  p.top_p = read_float(body, "top_p", 1.0f);
+  // vLLM spells "off" as -1 for top_k.
+  const int64_t top_k = read_int(body, "top_k", 0, -1, kIntMax);
+  p.top_k = top_k < 0 ? 0 : static_cast<int32_t>(top_k);
+  p.min_p = read_float(body, "min_p", 0.0f);
+  p.presence_penalty = read_float(body, "presence_penalty", 0.0f);
+  p.frequency_penalty = read_float(body, "frequency_penalty", 0.0f);
+  p.repetition_penalty = read_float(body, "repetition_penalty", 1.0f);
+  p.ignore_eos = read_bool(body, "ignore_eos", false);
+  p.stop = read_stop(body);
+  if (const json* ids = field(body, "stop_token_ids")) {
+    if (!ids->is_array()) bad("stop_token_ids", "'stop_token_ids' must be a list of token ids");
+    p.stop_token_ids = read_token_ids(*ids, "stop_token_ids", tokenizer.vocab_size());
+  }
+  p.logit_bias = read_logit_bias(body, tokenizer.vocab_size());
+  if (const json* seed = field(body, "seed")) {
+    if (!seed->is_number_integer()) bad("seed", "'seed' must be an integer");
+    p.seed = seed->is_number_unsigned() ? seed->get<uint64_t>()
+                                        : static_cast<uint64_t>(seed->get<int64_t>());
+    spec.seed_given = true;
+  } else {
+    // A fresh seed per request, as OpenAI samples differently on every call.
+    p.seed = std::random_device{}() * 0x9E3779B97F4A7C15ull ^ std::random_device{}();
+  }
+  spec.n = static_cast<int>(read_int(body, "n", 1, 1, kMaxChoices));
+  spec.stream = read_bool(body, "stream", false);
+  if (const json* options = field(body, "stream_options")) {
+    if (!options->is_object()) bad("stream_options", "'stream_options' must be an object");
+    spec.include_usage = read_bool(*options, "include_usage", false);
+  }
+  const int64_t best_of = read_int(body, "best_of", spec.n, 1, kMaxChoices);
+  reject_if(best_of != spec.n, "best_of", "best_of other than n is not supported");
+  return spec;
+}
+
+void finish_sampling(GenerationSpec& spec, const Tokenizer& tokenizer) {
+  SamplingParams& p = spec.sampling;
+  p.logprobs = spec.logprobs;
+  p.top_logprobs = spec.top_logprobs;
+  try {
+    p.validate(tokenizer.vocab_size());
+  } catch (const Error& e) {
+    throw api_error_from(e);
+  }
+}
+
+}  // namespace
+
+GenerationSpec parse_completion_request(const json& body, const Tokenizer& tokenizer) {
+  GenerationSpec spec = parse_common(body, tokenizer, Endpoint::kCompletions);
+  reject_if(read_bool(body, "echo", false), "echo", "echo is not supported");
+  if (const json* suffix = field(body, "suffix")) {
+    reject_if(!suffix->is_string() || !suffix->get<std::string>().empty(), "suffix",
+              "suffix is not supported");
+  }
+  const int64_t logprobs = read_int(body, "logprobs", -1, 0, SamplingParams::kMaxTopLogprobs);
+  spec.logprobs = logprobs >= 0;
+  spec.top_logprobs = static_cast<int>(std::max<int64_t>(logprobs, 0));
+
+  const json* prompt = field(body, "prompt");
+  if (!prompt) throw ApiError(400, "'prompt' is required", "prompt", "missing_field");
+  auto encode = [&](const std::string& text) {
+    try {
+      return tokenizer.encode(text, /*add_bos=*/true);
+    } catch (const Error& e) {
+      throw api_error_from(e, "prompt");
+    }
+  };
+  const int vocab = tokenizer.vocab_size();
+  if (prompt->is_string()) {
+    spec.prompts.push_back(encode(prompt->get<std::string>()));
+  } else if (prompt->is_array() && !prompt->empty() && (*prompt)[0].is_number_integer()) {
+    spec.prompts.push_back(read_token_ids(*prompt, "prompt", vocab));
+  } else if (prompt->is_array() && !prompt->empty()) {
+    for (const json& item : *prompt) {
+      if (item.is_string()) {
+        spec.prompts.push_back(encode(item.get<std::string>()));
+      } else if (item.is_array()) {
+        spec.prompts.push_back(read_token_ids(item, "prompt", vocab));
+      } else {
+        bad("prompt", "'prompt' must be a string, a list of strings or a list of token lists");
+      }
+    }
+  } else {
+    bad("prompt", "'prompt' must be a non-empty string, list of strings or list of token ids");
+  }
+  for (const auto& tokens : spec.prompts) {
+    if (tokens.empty()) throw ApiError(400, "a prompt is empty", "prompt", "invalid_value");
+  }
+  if (spec.prompts.size() * static_cast<size_t>(spec.n) > static_cast<size_t>(kMaxChoices)) {
+    throw ApiError(400, fmt::format("prompts x n must be at most {}", kMaxChoices), "n",
+                   "invalid_value");
+  }
+  finish_sampling(spec, tokenizer);
+  return spec;
+}
+
+GenerationSpec parse_chat_request(const json& body, const Tokenizer& tokenizer) {
+  GenerationSpec spec = parse_common(body, tokenizer, Endpoint::kChat);
+  spec.logprobs = read_bool(body, "logprobs", false);
+  spec.top_logprobs =
+      static_cast<int>(read_int(body, "top_logprobs", 0, 0, SamplingParams::kMaxTopLogprobs));
+  if (spec.top_logprobs > 0 && !spec.logprobs) {
+    bad("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+  }
+  if (const json* format = field(body, "response_format")) {
+    const bool text = format->is_object() && format->value("type", "") == "text";
+    reject_if(!text, "response_format", "only response_format {\"type\": \"text\"} is supported");
+  }
+  const json* messages = field(body, "messages");
+  if (!messages || !messages->is_array() || messages->empty()) {
+    throw ApiError(400, "'messages' must be a non-empty list", "messages", "invalid_value");
+  }
+  spec.messages = json::array();
+  for (size_t i = 0; i < messages->size(); ++i) {
+    const json& m = (*messages)[i];
+    const std::string where = fmt::format("messages[{}]", i);
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
+      bad(where, where + " must be an object with a string 'role'");
+    }
+    // Content as a string, or the list-of-parts form with text parts only.
+    json normalized = m;
+    const json* content = field(m, "content");
+    if (content && content->is_array()) {
+      std::string text;
+      for (const json& part : *content) {
+        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+            !part["text"].is_string()) {
+          reject_if(true, where.c_str(), "only text content parts are supported");
+        }
+        text += part["text"].get<std::string>();
+      }
+      normalized["content"] = text;
+    } else if (content && !content->is_string()) {
+      bad(where, where + ".content must be a string or a list of text parts");
+    } else if (!content) {
+      normalized["content"] = "";
+    }
+    spec.messages.push_back(std::move(normalized));
+  }
+  if (const json* tools = field(body, "tools")) spec.tools = *tools;
+  finish_sampling(spec, tokenizer);
+  return spec;
+}
+
+const char* endpoint_name(Endpoint endpoint) {
+  return endpoint == Endpoint::kChat ? "chat.completions" : "completions";
+}
+
+std::optional<Endpoint> endpoint_for_path(std::string_view path) {
+  if (path == "/v1/completions") return Endpoint::kCompletions;
+  if (path == "/v1/chat/completions") return Endpoint::kChat;
+  return std::nullopt;
+}
+
+GenerationSpec parse_request(const json& body, Endpoint endpoint, const Tokenizer& tokenizer) {
+  return endpoint == Endpoint::kChat ? parse_chat_request(body, tokenizer)
+                                     : parse_completion_request(body, tokenizer);
+}
+
+json parse_json_body(const std::string& body) {
+  if (body.empty())
+    throw ApiError(400, "the request body is empty; expected JSON", {}, "invalid_json");
+  try {
+    return json::parse(body);
+  } catch (const json::parse_error& e) {
+    throw ApiError(
+        400, fmt::format("the request body is not valid JSON: {} (at byte {})", e.what(), e.byte),
+        {}, "invalid_json");
+  }
+}
+
+}  // namespace rapide::api

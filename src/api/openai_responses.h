@@ -1,0 +1,75 @@
+// Response bodies and stream chunks in OpenAI's shapes, for both endpoints.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "api/openai_protocol.h"
+#include "sampling/sampler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace rapide::api {
+
+// A generated token's log-probability and its alternatives (raw model distribution).
+struct LogprobEntry {
+  int32_t token = -1;
+  float logprob = 0.0f;
+  std::vector<TokenLogprob> top;
+};
+
+// What every body of one request shares.
+struct ResponseHeader {
+  Endpoint endpoint = Endpoint::kCompletions;
+  std::string id;  // "cmpl-..." or "chatcmpl-..."
+  int64_t created = 0;
+  std::string model;
+};
+
+ResponseHeader make_response_header(Endpoint endpoint, std::string model);
+
+struct Usage {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  int64_t cached_tokens = 0;
+};
+nlohmann::json usage_json(const Usage& usage);
+
+// Completions: {"tokens", "token_logprobs", "top_logprobs", "text_offset"}; offsets count
+// from `text_offset` (the completion's length before these tokens).
+nlohmann::json completion_logprobs_json(const Tokenizer& tokenizer,
+                                        std::span<const LogprobEntry> entries, size_t text_offset);
+// Chat: {"content": [{"token", "logprob", "bytes", "top_logprobs": [...]}]}.
+nlohmann::json chat_logprobs_json(const Tokenizer& tokenizer,
+                                  std::span<const LogprobEntry> entries);
+// The endpoint's shape of the two above (`text_offset` only matters for completions).
+nlohmann::json logprobs_json(Endpoint endpoint, const Tokenizer& tokenizer,
+                             std::span<const LogprobEntry> entries, size_t text_offset);
+
+struct ChoiceResult {
+  int index = 0;
+  std::string text;
+  const char* finish_reason = "stop";
+  nlohmann::json logprobs;  // null when not requested
+};
+
+// The whole non-streamed response.
+nlohmann::json full_response(const ResponseHeader& header, const std::vector<ChoiceResult>& choices,
+                             const Usage& usage);
+
+// One stream chunk for one choice. For chat, `first` adds the assistant role to the delta.
+// finish_reason null while the choice runs. include_usage adds "usage": null, as OpenAI
+// does on every chunk but the last.
+nlohmann::json stream_chunk(const ResponseHeader& header, int index, const std::string& text,
+                            const nlohmann::json& logprobs, const char* finish_reason, bool first,
+                            bool include_usage);
+// The final usage chunk (empty choices) of a stream with include_usage.
+nlohmann::json usage_chunk(const ResponseHeader& header, const Usage& usage);
+
+// Serializes, replacing invalid UTF-8 (a byte token's piece) instead of throwing.
+std::string dump_json(const nlohmann::json& value);
+
+}  // namespace rapide::api

@@ -1,0 +1,68 @@
+// AVX-512 attention kernel: 16 positions per score tile (head_dim % 16 == 0); partial
+// tiles use masked loads (AVX-512 BW/VL for the 16-bit keys).
+#include "kernels/attention_simd.h"
+#include "kernels/avx512_common.h"
+
+namespace rapide {
+
+namespace {
+
+struct Avx512 {
+  using V = __m512;
+  static constexpr int kLanes = 16;
+  // 32 zmm registers: NQ x CV accumulators plus CV value rows must fit.
+  static constexpr int value_vectors(int nq) { return nq <= 6 ? 4 : 2; }
+
+  static V zero() { return _mm512_setzero_ps(); }
+  static V set1(float x) { return _mm512_set1_ps(x); }
+  static V load(const float* p) { return _mm512_loadu_ps(p); }
+  static void store(float* p, V v) { _mm512_storeu_ps(p, v); }
+  static V fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static V add(V a, V b) { return _mm512_add_ps(a, b); }
+  static V sub(V a, V b) { return _mm512_sub_ps(a, b); }
+  static V mul(V a, V b) { return _mm512_mul_ps(a, b); }
+  static V max(V a, V b) { return _mm512_max_ps(a, b); }
+  static float reduce_add(V v) { return _mm512_reduce_add_ps(v); }
+  static float reduce_max(V v) { return _mm512_reduce_max_ps(v); }
+  // exp(x) for x <= 0, as in the AVX2 kernel; vscalefps applies 2^n.
+  static V exp(V x) {
+    x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+    const V n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    V r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860682030941723212e-6f), r);
+    V p = _mm512_set1_ps(1.0f / 5040.0f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
+  }
+  static V round_f16(V v) {
+    return _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  static __mmask16 first(int count) { return static_cast<__mmask16>((1u << count) - 1u); }
+  static V keep_first(V v, int count, float fill) {
+    return _mm512_mask_blend_ps(first(count), _mm512_set1_ps(fill), v);
+  }
+  static V load_f16(const uint16_t* p, int count) {
+    if (count == kLanes)
+      return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(first(count), p));
+  }
+  static V load_f32(const float* p, int count) {
+    if (count == kLanes) return _mm512_loadu_ps(p);
+    return _mm512_maskz_loadu_ps(first(count), p);
+  }
+};
+
+}  // namespace
+
+void attend_job_avx512(const AttentionJob& job) {
+  attention_simd::attend_job_dispatch<Avx512, 12>(job);
+}
+
+}  // namespace rapide

@@ -1,0 +1,220 @@
+// The vectorised attention job, written once over a SIMD policy `S` and instantiated per
+// ISA (attention_kernels_avx2.cpp, attention_kernels_avx512.cpp).
+//
+// Three passes over the positions the job's queries see:
+//   1. scores: K is stored transposed, so one tile of S::kLanes positions is scored with
+//      head_dim broadcast-FMAs per query and no horizontal sums; each K tile is converted
+//      from f16 once and used by every query of the job (GQA heads, several tokens);
+//   2. softmax per query over its own positions (vector exp, probabilities rounded to f16
+//      for an f16 cache as llama.cpp does);
+//   3. the probability-weighted sum of V rows, each V row converted once for all queries.
+// A query's arithmetic does not depend on the other queries of its job (its sums run in the
+// same order whatever NQ is), which keeps batch invariance.
+//
+// S must provide: type V, kLanes, zero(), set1(float), load(const float*), store(float*, V),
+// fmadd(a, b, c) = a*b + c, add, sub, mul, max, reduce_add, reduce_max, exp (for x <= 0),
+// round_f16, keep_first(V, count, fill) (lanes >= count replaced by fill), load_f16(p, count)
+// and load_f32(p, count) (count <= kLanes lanes, the rest zero), and the constexpr
+// value_vectors(NQ): output vectors per query accumulated in registers in pass 3.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "base/fp16.h"
+#include "kernels/attention.h"
+
+namespace rapide::attention_simd {
+
+template <typename S, bool kF16>
+inline typename S::V load_cache(const uint8_t* part, size_t index, int count) {
+  if constexpr (kF16) {
+    return S::load_f16(reinterpret_cast<const uint16_t*>(part) + index, count);
+  } else {
+    return S::load_f32(reinterpret_cast<const float*>(part) + index, count);
+  }
+}
+
+template <typename S, int NQ, bool kF16>
+void attend_job(const AttentionJob& job) {
+  using V = typename S::V;
+  constexpr int L = S::kLanes;
+  constexpr int CV = S::value_vectors(NQ);
+  const KvLayout& layout = job.kv->layout();
+  const int d = layout.head_dim;
+  const int block_size = layout.block_size;
+  const int max_positions = job.max_positions;
+  const size_t k_offset = layout.offset(job.layer, false, job.kv_head);
+  const size_t v_offset = layout.offset(job.layer, true, job.kv_head);
+
+  alignas(64) float q[NQ][kMaxHeadDim];
+  float* scores[NQ];
+  for (int j = 0; j < NQ; ++j) {
+    for (int i = 0; i < d; i += L) {
+      const V row = S::load(job.q[j] + i);
+      S::store(q[j] + i, kF16 ? S::round_f16(row) : row);
+    }
+    scores[j] = job.scores + job.scores_stride * j;
+  }
+
+  // 1. Scores, a tile of L positions at a time. Two accumulator chains per query (even and
+  // odd dimensions) hide the FMA latency even when a job has a single query.
+  const V scale = S::set1(job.scale);
+  const int shared = job.shared_positions;
+  for (int start = 0; start < shared; start += block_size) {
+    const uint8_t* keys = job.kv->block_data(job.blocks[start / block_size]) + k_offset;
+    const int in_block = std::min(block_size, shared - start);
+    for (int slot = 0; slot < in_block; slot += L) {
+      const int count = std::min(L, in_block - slot);
+      V even[NQ], odd[NQ];
+      for (int j = 0; j < NQ; ++j) even[j] = odd[j] = S::zero();
+      for (int i = 0; i < d; i += 2) {
+        const V k0 = load_cache<S, kF16>(keys, layout.key_element(slot, i), count);
+        const V k1 = load_cache<S, kF16>(keys, layout.key_element(slot, i + 1), count);
+        for (int j = 0; j < NQ; ++j) {
+          even[j] = S::fmadd(S::set1(q[j][i]), k0, even[j]);
+          odd[j] = S::fmadd(S::set1(q[j][i + 1]), k1, odd[j]);
+        }
+      }
+      // A tile that runs past the block end is rewritten by the next block's first tile.
+      for (int j = 0; j < NQ; ++j) {
+        S::store(scores[j] + start + slot, S::mul(S::add(even[j], odd[j]), scale));
+      }
+    }
+  }
+  // Each query's own positions past the shared ones (a job of several sequences): the same
+  // arithmetic, one query at a time through its sequence's block table.
+  for (int j = 0; j < NQ; ++j) {
+    const int n = job.n_positions[j];
+    for (int start = shared; start < n; start += block_size) {
+      const uint8_t* keys = job.kv->block_data(job.query_blocks[j][start / block_size]) + k_offset;
+      const int in_block = std::min(block_size, n - start);
+      for (int slot = 0; slot < in_block; slot += L) {
+        const int count = std::min(L, in_block - slot);
+        V even = S::zero(), odd = S::zero();
+        for (int i = 0; i < d; i += 2) {
+          even = S::fmadd(S::set1(q[j][i]),
+                          load_cache<S, kF16>(keys, layout.key_element(slot, i), count), even);
+          odd = S::fmadd(S::set1(q[j][i + 1]),
+                         load_cache<S, kF16>(keys, layout.key_element(slot, i + 1), count), odd);
+        }
+        S::store(scores[j] + start + slot, S::mul(S::add(even, odd), scale));
+      }
+    }
+  }
+
+  // 2. Softmax of each query over its own positions; probabilities past them are zero.
+  for (int j = 0; j < NQ; ++j) {
+    float* s = scores[j];
+    const int n = job.n_positions[j];
+    const int full = n / L * L;
+    V running_max = S::set1(-INFINITY);
+    for (int p = 0; p < full; p += L) running_max = S::max(running_max, S::load(s + p));
+    if (full < n) {
+      running_max = S::max(running_max, S::keep_first(S::load(s + full), n - full, -INFINITY));
+    }
+    const V max_score = S::set1(S::reduce_max(running_max));
+    V sum = S::zero();
+    for (int p = 0; p < full; p += L) {
+      const V e = S::exp(S::sub(S::load(s + p), max_score));
+      S::store(s + p, e);
+      sum = S::add(sum, e);
+    }
+    if (full < n) {
+      const V e = S::keep_first(S::exp(S::sub(S::load(s + full), max_score)), n - full, 0.0f);
+      S::store(s + full, e);
+      sum = S::add(sum, e);
+    }
+    for (int p = (n + L - 1) / L * L; p < max_positions; p += L) S::store(s + p, S::zero());
+    const V inv_sum = S::set1(1.0f / S::reduce_add(sum));
+    for (int p = 0; p < n; p += L) {
+      V prob = S::mul(S::load(s + p), inv_sum);
+      if constexpr (kF16) prob = S::round_f16(prob);
+      S::store(s + p, prob);
+    }
+  }
+
+  // 3. Weighted sum of V rows, CV output vectors per query at a time.
+  for (int dim = 0; dim < d; dim += CV * L) {
+    const int n_vectors = std::min(CV, (d - dim) / L);
+    V acc[NQ][CV];
+    for (int j = 0; j < NQ; ++j) {
+      for (int c = 0; c < CV; ++c) acc[j][c] = S::zero();
+    }
+    for (int start = 0; start < shared; start += block_size) {
+      const uint8_t* values = job.kv->block_data(job.blocks[start / block_size]) + v_offset;
+      const int in_block = std::min(block_size, shared - start);
+      for (int slot = 0; slot < in_block; ++slot) {
+        V row[CV];
+        for (int c = 0; c < CV; ++c) {
+          row[c] = c < n_vectors
+                       ? load_cache<S, kF16>(values, layout.value_element(slot, dim + c * L), L)
+                       : S::zero();
+        }
+        for (int j = 0; j < NQ; ++j) {
+          const V p = S::set1(scores[j][start + slot]);
+          for (int c = 0; c < CV; ++c) {
+            if (c < n_vectors) acc[j][c] = S::fmadd(p, row[c], acc[j][c]);
+          }
+        }
+      }
+    }
+    for (int j = 0; j < NQ; ++j) {
+      for (int c = 0; c < n_vectors; ++c) S::store(job.out[j] + dim + c * L, acc[j][c]);
+    }
+  }
+  // Each query's own positions: its sums continue, in position order, from the shared part's
+  // (stored to and reloaded from `out` exactly).
+  constexpr int CV1 = S::value_vectors(1);
+  for (int j = 0; j < NQ; ++j) {
+    const int n = job.n_positions[j];
+    if (shared >= n) continue;
+    for (int dim = 0; dim < d; dim += CV1 * L) {
+      const int n_vectors = std::min(CV1, (d - dim) / L);
+      V acc[CV1];
+      for (int c = 0; c < CV1; ++c) {
+        acc[c] = c < n_vectors ? S::load(job.out[j] + dim + c * L) : S::zero();
+      }
+      for (int start = shared; start < n; start += block_size) {
+        const uint8_t* values =
+            job.kv->block_data(job.query_blocks[j][start / block_size]) + v_offset;
+        const int in_block = std::min(block_size, n - start);
+        for (int slot = 0; slot < in_block; ++slot) {
+          const V p = S::set1(scores[j][start + slot]);
+          for (int c = 0; c < CV1; ++c) {
+            if (c < n_vectors) {
+              acc[c] = S::fmadd(
+                  p, load_cache<S, kF16>(values, layout.value_element(slot, dim + c * L), L),
+                  acc[c]);
+            }
+          }
+        }
+      }
+      for (int c = 0; c < n_vectors; ++c) S::store(job.out[j] + dim + c * L, acc[c]);
+    }
+  }
+}
+
+// Dispatches on the job's query count (1..kMaxQueries) and the cache element type.
+template <typename S, int kMaxQueries>
+void attend_job_dispatch(const AttentionJob& job) {
+  static_assert(kMaxQueries >= 1 && kMaxQueries <= kMaxJobQueries);
+  const bool f16 = job.kv->layout().type == KvType::kF16;
+  auto run = [&]<int NQ>() {
+    if (f16) {
+      attend_job<S, NQ, true>(job);
+    } else {
+      attend_job<S, NQ, false>(job);
+    }
+  };
+  // Runs the instantiation whose NQ equals the job's query count; false when none does.
+  auto run_matching = [&]<int... Is>(std::integer_sequence<int, Is...>) {
+    return ((job.n_queries == Is + 1 && (run.template operator()<Is + 1>(), true)) || ...);
+  };
+  if (!run_matching(std::make_integer_sequence<int, kMaxQueries>())) {
+    attend_job_scalar(job);  // more queries than planned for: a planner bug, still answered right
+  }
+}
+
+}  // namespace rapide::attention_simd

@@ -1,0 +1,154 @@
+// Request parsing: OpenAI defaults, every prompt form, and errors that name the field.
+#include <gtest/gtest.h>
+
+#include "api/api_error.h"
+#include "api/openai_protocol.h"
+#include "serve/demo_model.h"
+
+namespace rapide::api {
+namespace {
+
+using nlohmann::json;
+
+class ProtocolTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    model_ = new ModelFile(serve::make_demo_model());
+    tokenizer_ = Tokenizer::create(model_->tokenizer).release();
+  }
+  static void TearDownTestSuite() {
+    delete tokenizer_;
+    delete model_;
+  }
+  // The param an invalid body is refused for (fails the test if it is accepted).
+  static std::string refused_param(const json& body, bool chat = false) {
+    try {
+      if (chat) {
+        parse_chat_request(body, *tokenizer_);
+      } else {
+        parse_completion_request(body, *tokenizer_);
+      }
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status(), 400) << e.what();
+      return e.param();
+    }
+    ADD_FAILURE() << "accepted " << body.dump();
+    return {};
+  }
+  static ModelFile* model_;
+  static Tokenizer* tokenizer_;
+};
+ModelFile* ProtocolTest::model_ = nullptr;
+Tokenizer* ProtocolTest::tokenizer_ = nullptr;
+
+TEST_F(ProtocolTest, CompletionDefaultsFollowOpenAI) {
+  const GenerationSpec s = parse_completion_request({{"prompt", "hello world"}}, *tokenizer_);
+  EXPECT_EQ(s.sampling.max_tokens, 16);
+  EXPECT_FLOAT_EQ(s.sampling.temperature, 1.0f);
+  EXPECT_EQ(s.n, 1);
+  EXPECT_FALSE(s.stream);
+  EXPECT_FALSE(s.seed_given);
+  ASSERT_EQ(s.prompts.size(), 1u);
+  EXPECT_EQ(s.prompts[0].front(), tokenizer_->bos_id());
+  // Without a seed every request draws its own.
+  const GenerationSpec t = parse_completion_request({{"prompt", "hello world"}}, *tokenizer_);
+  EXPECT_NE(s.sampling.seed, t.sampling.seed);
+}
+
+TEST_F(ProtocolTest, ChatPrefersMaxCompletionTokensAndHasNoDefaultCap) {
+  const json messages = json::array({{{"role", "user"}, {"content", "hi"}}});
+  GenerationSpec s = parse_chat_request({{"messages", messages}}, *tokenizer_);
+  EXPECT_EQ(s.sampling.max_tokens, std::numeric_limits<int32_t>::max());
+  s = parse_chat_request({{"messages", messages}, {"max_tokens", 9}, {"max_completion_tokens", 5}},
+                         *tokenizer_);
+  EXPECT_EQ(s.sampling.max_tokens, 5);
+  // Content given as text parts is joined.
+  const json parts = json::array({{{"role", "user"},
+                                   {"content", json::array({{{"type", "text"}, {"text", "a"}},
+                                                            {{"type", "text"}, {"text", "b"}}})}}});
+  s = parse_chat_request({{"messages", parts}}, *tokenizer_);
+  EXPECT_EQ(s.messages[0]["content"], "ab");
+}
+
+TEST_F(ProtocolTest, EveryPromptForm) {
+  EXPECT_EQ(parse_completion_request({{"prompt", {"a", "b"}}}, *tokenizer_).prompts.size(), 2u);
+  const GenerationSpec ids = parse_completion_request({{"prompt", {5, 6, 7}}}, *tokenizer_);
+  EXPECT_EQ(ids.prompts[0], (std::vector<int32_t>{5, 6, 7}));
+  const GenerationSpec lists =
+      parse_completion_request({{"prompt", {{5, 6}, {7}}}, {"n", 2}}, *tokenizer_);
+  EXPECT_EQ(lists.prompts.size(), 2u);
+  EXPECT_EQ(lists.n, 2);
+}
+
+TEST_F(ProtocolTest, SamplingFieldsArrive) {
+  const json body = {{"prompt", "x"},
+                     {"temperature", 0.5},
+                     {"top_p", 0.9},
+                     {"top_k", 40},
+                     {"min_p", 0.1},
+                     {"presence_penalty", 0.5},
+                     {"frequency_penalty", 0.25},
+                     {"repetition_penalty", 1.1},
+                     {"seed", 42},
+                     {"stop", "END"},
+                     {"logit_bias", {{"7", -100}, {"8", 5}}},
+                     {"logprobs", 3},
+                     {"stream", true},
+                     {"stream_options", {{"include_usage", true}}}};
+  const GenerationSpec s = parse_completion_request(body, *tokenizer_);
+  const SamplingParams& p = s.sampling;
+  EXPECT_FLOAT_EQ(p.temperature, 0.5f);
+  EXPECT_FLOAT_EQ(p.top_p, 0.9f);
+  EXPECT_EQ(p.top_k, 40);
+  EXPECT_FLOAT_EQ(p.min_p, 0.1f);
+  EXPECT_FLOAT_EQ(p.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(p.frequency_penalty, 0.25f);
+  EXPECT_FLOAT_EQ(p.repetition_penalty, 1.1f);
+  EXPECT_EQ(p.seed, 42u);
+  EXPECT_TRUE(s.seed_given);
+  EXPECT_EQ(p.stop, std::vector<std::string>{"END"});
+  ASSERT_EQ(p.logit_bias.size(), 2u);
+  EXPECT_EQ(p.logit_bias[0].token, 7);
+  EXPECT_FLOAT_EQ(p.logit_bias[0].bias, -100.0f);
+  EXPECT_TRUE(p.logprobs);
+  EXPECT_EQ(p.top_logprobs, 3);
+  EXPECT_TRUE(s.stream);
+  EXPECT_TRUE(s.include_usage);
+  const GenerationSpec list =
+      parse_completion_request({{"prompt", "x"}, {"stop", {"a", "b"}}}, *tokenizer_);
+  EXPECT_EQ(list.sampling.stop.size(), 2u);
+}
+
+TEST_F(ProtocolTest, ErrorsNameTheField) {
+  EXPECT_EQ(refused_param({{"max_tokens", 3}}), "prompt");
+  EXPECT_EQ(refused_param({{"prompt", 5}}), "prompt");
+  EXPECT_EQ(refused_param({{"prompt", {1, 100000}}}), "prompt");
+  EXPECT_EQ(refused_param({{"prompt", "x"}, {"temperature", "hot"}}), "temperature");
+  EXPECT_EQ(refused_param({{"prompt", "x"}, {"top_p", 1.5}}), "top_p");
+  EXPECT_EQ(refused_param({{"prompt", "x"}, {"max_tokens", 0}}), "max_tokens");
+  EXPECT_EQ(refused_param({{"prompt", "x"}, {"n", 1000}}), "n");
+  EXPECT_EQ(refused_param({{"prompt", "x"}, {"stop", 3}}), "stop");
+  EXPECT_EQ(refused_param({{"prompt", "x"}, {"logit_bias", {{"abc", 1}}}}), "logit_bias");
+  EXPECT_EQ(refused_param({{"prompt", "x"}, {"logit_bias", {{"5", 500}}}}), "logit_bias");
+  EXPECT_EQ(refused_param({{"prompt", "x"}, {"logprobs", 50}}), "logprobs");
+  EXPECT_EQ(refused_param({{"prompt", "x"}, {"echo", true}}), "echo");
+  EXPECT_EQ(refused_param({{"prompt", "x"}, {"best_of", 3}}), "best_of");
+  EXPECT_EQ(refused_param({{"messages", json::array()}}, true), "messages");
+  EXPECT_EQ(refused_param({{"messages", {{{"content", "no role"}}}}}, true), "messages[0]");
+  const json m = json::array({{{"role", "user"}, {"content", "hi"}}});
+  EXPECT_EQ(refused_param({{"messages", m}, {"top_logprobs", 2}}, true), "top_logprobs");
+}
+
+TEST_F(ProtocolTest, MalformedJsonSaysWhere) {
+  try {
+    parse_json_body("{\"prompt\": ");
+    FAIL();
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 400);
+    EXPECT_NE(std::string(e.what()).find("not valid JSON"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(parse_json_body(""), ApiError);
+}
+
+}  // namespace
+}  // namespace rapide::api
