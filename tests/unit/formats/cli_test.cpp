@@ -32,6 +32,7 @@ std::string binary_or_skip() {
 }
 
 TEST(Cli, SynthWritesALoadableRandomModel) {
+  RAPIDE_REQUIRE_SHARED("models/llama2-tiny-random");
   const std::string rapide = binary_or_skip();
   if (rapide.empty()) GTEST_SKIP() << "rapide binary not built";
   testing::TempDir dir;
@@ -71,6 +72,8 @@ TEST(Cli, SynthWritesALoadableRandomModel) {
 }
 
 TEST(Cli, InspectDescribesModels) {
+  RAPIDE_REQUIRE_SHARED("models/tinystories-656k");
+  RAPIDE_REQUIRE_SHARED("models/stories260K");
   const std::string rapide = binary_or_skip();
   if (rapide.empty()) GTEST_SKIP() << "rapide binary not built";
   std::string out;
