@@ -52,20 +52,20 @@ inline std::string current_test_name() {
 }  // namespace rapide::testing
 
 // Fails under CI, skips loudly elsewhere; returns from the enclosing void function.
-#define RAPIDE_MISSING_PREREQUISITE(reason)                                                   \
-  do {                                                                                        \
-    const std::string rapide_reason_ = (reason);                                              \
-    if (::rapide::testing::running_in_ci()) {                                                 \
-      FAIL() << rapide_reason_ << " [CI is set: a missing prerequisite fails the test]";     \
-    }                                                                                         \
-    std::fprintf(stderr, "SKIPPED %s: %s (with CI=true this fails)\n",                        \
-                 ::rapide::testing::current_test_name().c_str(), rapide_reason_.c_str());     \
-    GTEST_SKIP() << rapide_reason_;                                                           \
+#define RAPIDE_MISSING_PREREQUISITE(reason)                                               \
+  do {                                                                                    \
+    const std::string rapide_reason_ = (reason);                                          \
+    if (::rapide::testing::running_in_ci()) {                                             \
+      FAIL() << rapide_reason_ << " [CI is set: a missing prerequisite fails the test]";  \
+    }                                                                                     \
+    std::fprintf(stderr, "SKIPPED %s: %s (with CI=true this fails)\n",                    \
+                 ::rapide::testing::current_test_name().c_str(), rapide_reason_.c_str()); \
+    GTEST_SKIP() << rapide_reason_;                                                       \
   } while (0)
 
 // Applies the rule above when shared/<relative> does not exist.
-#define RAPIDE_REQUIRE_SHARED(relative)                                                     \
-  do {                                                                                      \
-    const std::string rapide_missing_ = ::rapide::testing::missing_shared(relative);        \
-    if (!rapide_missing_.empty()) RAPIDE_MISSING_PREREQUISITE(rapide_missing_);             \
+#define RAPIDE_REQUIRE_SHARED(relative)                                              \
+  do {                                                                               \
+    const std::string rapide_missing_ = ::rapide::testing::missing_shared(relative); \
+    if (!rapide_missing_.empty()) RAPIDE_MISSING_PREREQUISITE(rapide_missing_);      \
   } while (0)

@@ -57,17 +57,18 @@ namespace {
 const std::string kDir = "reference/llamacpp/";
 
 struct ModelCase {
-  std::string name;         // models/<name>.gguf, logits/<name>.<seq>.logits
-  float max_tol = 0;        // per-position max |d|; 0: rapide refuses the file
-  float row_mean_tol = 0;   // per-position mean |d|
-  float seq_mean_tol = 0;   // mean |d| over a whole sequence
-  std::string refusal;      // refused: a phrase the kUnsupported message must contain
+  std::string name;        // models/<name>.gguf, logits/<name>.<seq>.logits
+  float max_tol = 0;       // per-position max |d|; 0: rapide refuses the file
+  float row_mean_tol = 0;  // per-position mean |d|
+  float seq_mean_tol = 0;  // mean |d| over a whole sequence
+  std::string refusal;     // refused: a phrase the kUnsupported message must contain
 };
 
-void PrintTo(const ModelCase& c, std::ostream* os) { *os << c.name; }
+void PrintTo(const ModelCase& c, std::ostream* os) {
+  *os << c.name;
+}
 
-ModelCase compared(const std::string& name, float max_tol, float row_mean_tol,
-                   float seq_mean_tol) {
+ModelCase compared(const std::string& name, float max_tol, float row_mean_tol, float seq_mean_tol) {
   return {name, max_tol, row_mean_tol, seq_mean_tol, ""};
 }
 ModelCase refused(const std::string& name, const std::string& phrase) {
@@ -99,7 +100,9 @@ const std::vector<ModelCase> kModels = {
     refused("llama-moe-F32", "mixture-of-experts"),
 };
 
-std::string model_path(const ModelCase& c) { return kDir + "models/" + c.name + ".gguf"; }
+std::string model_path(const ModelCase& c) {
+  return kDir + "models/" + c.name + ".gguf";
+}
 
 struct RowStats {
   float max_abs = 0;
@@ -118,8 +121,7 @@ RowStats compare_row(const float* ours, const float* theirs, int vocab) {
 }
 
 // One sequence through the model as a single batch with logits on every row.
-std::vector<float> all_logits(Model& model, const std::vector<int32_t>& tokens,
-                              ThreadPool& pool) {
+std::vector<float> all_logits(Model& model, const std::vector<int32_t>& tokens, ThreadPool& pool) {
   ContiguousKvStore kv(model.config(), 1, static_cast<int>(tokens.size()));
   Batch batch;
   for (size_t p = 0; p < tokens.size(); ++p) batch.add(tokens[p], 0, static_cast<int>(p), true);
@@ -179,18 +181,18 @@ TEST_P(LlamaCppLogits, EveryPositionMatches) {
       const TopTwo ref = top_two(r, vocab);
       if (ref.margin > 2 * c.max_tol) {
         ++checked_top1;
-        EXPECT_EQ(top_two(o, vocab).best, ref.best)
-            << c.name << " " << seq.name << " position " << i << ": llama.cpp's margin "
-            << ref.margin;
+        EXPECT_EQ(top_two(o, vocab).best, ref.best) << c.name << " " << seq.name << " position "
+                                                    << i << ": llama.cpp's margin " << ref.margin;
       }
     }
     const double seq_mean = total_mean / n;
     EXPECT_LE(seq_mean, c.seq_mean_tol) << c.name << " " << seq.name << ": mean |d| over the "
                                         << "sequence";
-    std::printf("%-13s %-8s max|d| %.3g (tol %.3g)  mean|d| worst row %.3g (tol %.3g), "
-                "sequence %.3g (tol %.3g)  top-1 checked %d/%zu\n",
-                c.name.c_str(), seq.name.c_str(), worst_max, c.max_tol, worst_mean,
-                c.row_mean_tol, seq_mean, c.seq_mean_tol, checked_top1, n);
+    std::printf(
+        "%-13s %-8s max|d| %.3g (tol %.3g)  mean|d| worst row %.3g (tol %.3g), "
+        "sequence %.3g (tol %.3g)  top-1 checked %d/%zu\n",
+        c.name.c_str(), seq.name.c_str(), worst_max, c.max_tol, worst_mean, c.row_mean_tol,
+        seq_mean, c.seq_mean_tol, checked_top1, n);
   }
   EXPECT_GE(sequences, 2);
 }
