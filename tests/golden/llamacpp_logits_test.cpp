@@ -17,7 +17,7 @@
 // at every rms_norm call site):
 //
 //   model     seq mean |d|   row max |d|  | mutant seq mean   | README floors
-//   F32       7.7e-6..2.9e-5 1.9e-3       | 1.6e-4..1.9e-4    | F16-KV emulation max 1.0e-3 on
+//   llama F32 7.7e-6..2.9e-5 1.9e-3       | 1.6e-4..1.9e-4    | F16-KV emulation max 1.0e-3 on
 //                                                               long200, mean 2.6e-6 (6.1/6.2);
 //                                                               own prompt-vs-decode mean 1.2e-5
 //   qwen2     1.5e-5..9.5e-5 2.0e-3       | 5.4e-4..6.4e-4    | F16-KV emulation max 2.3e-3
@@ -28,10 +28,11 @@
 //
 // The Q8_0/Q4_0 outliers are single activations rounding to the other 8-bit level after a
 // last-bit difference upstream (README 6.1); scalar kernels even match Q8_0 story64 to 1e-6.
-// Tolerances: seq_mean_tol about 2x the worst measured mean and below the mutant wherever the
-// model can separate it (F32, qwen2, BF16 on every sequence, Q8_0 and Q4_0 on story64). F16's
-// own conversion noise is as large as the mutant's effect, so its bound is 2x the README's
-// emulation floor instead. max_tol: 2x README's 2.5e-3 F16-KV bound for the F32 files, 2x the
+// Tolerances: seq_mean_tol about 2x the worst measured mean (Q8_0: the README's 3e-3, 1.5x)
+// and below the mutant wherever the model can separate it (llama F32, qwen2, BF16 on every
+// sequence, Q8_0 and Q4_0 on story64: all five fail under the mutant; llama F32 story64 goes
+// from 1.54e-5 to 1.85e-4). F16's own conversion noise is as large as the mutant's effect, so
+// its bound is 2x the README's emulation floor instead. max_tol: 2x README's 2.5e-3 F16-KV bound for the F32 files, 2x the
 // README's emulation max for F16/BF16, and the README's 0.12 for Q8_0/Q4_0. row_mean_tol
 // about 2x the worst row. The top-1 check then covers every position whose margin is clear.
 //
