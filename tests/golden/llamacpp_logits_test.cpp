@@ -32,9 +32,10 @@
 // and below the mutant wherever the model can separate it (llama F32, qwen2, BF16 on every
 // sequence, Q8_0 and Q4_0 on story64: all five fail under the mutant; llama F32 story64 goes
 // from 1.54e-5 to 1.85e-4). F16's own conversion noise is as large as the mutant's effect, so
-// its bound is 2x the README's emulation floor instead. max_tol: 2x README's 2.5e-3 F16-KV bound for the F32 files, 2x the
-// README's emulation max for F16/BF16, and the README's 0.12 for Q8_0/Q4_0. row_mean_tol
-// about 2x the worst row. The top-1 check then covers every position whose margin is clear.
+// its bound is 2x the README's emulation floor instead. max_tol: 2x the README's 2.5e-3
+// F16-KV bound for the F32 files, 2x the README's emulation max for F16/BF16, and the
+// README's 0.12 for Q8_0/Q4_0. row_mean_tol about 2x the worst row. The top-1 check then
+// covers every position whose margin is clear.
 //
 // Models rapide does not load today (K-quants, Q4_1/Q5_x/IQ4, gemma2, phi3 and the MoE
 // models) must be refused with kUnsupported naming the reason; the loader work that adds
