@@ -103,7 +103,7 @@ void expect_complete(const bench::BenchReport& report) {
 
 TEST(BenchEndToEnd, AgainstRapideServeAndInProcess) {
   RAPIDE_REQUIRE_SHARED("models/stories260K/stories260K.gguf");
-  if (!serve_available()) GTEST_SKIP() << "this rapide binary has no serve subcommand";
+  if (!serve_available()) RAPIDE_MISSING_PREREQUISITE("this rapide binary has no serve subcommand");
   const std::string dir = ::testing::TempDir() + "/bench_e2e_" + std::to_string(::getpid());
   ASSERT_EQ(std::system(("mkdir -p " + dir).c_str()), 0);
   {
