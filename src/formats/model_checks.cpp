@@ -37,6 +37,10 @@ void check_model(const ModelFile& m) {
   }
   if (m.tensors.empty()) return;  // vocabulary-only file
   if (c.architecture != "llama" && c.architecture != "qwen2") return;
+  if (m.find("blk.0.ffn_gate_inp.weight") != nullptr) {
+    fail(ErrorCode::kUnsupported,
+         "'{}': mixture-of-experts layers (blk.0.ffn_gate_inp.weight) are not supported", m.path);
+  }
 
   expect_positive(m, "embedding width", c.dim);
   expect_positive(m, "layer count", c.n_layers);

@@ -41,6 +41,13 @@ std::string layer_name(int layer, const char* what) {
 Model::Model(std::shared_ptr<const ModelFile> file)
     : file_(std::move(file)), config_(file_->config) {
   const ModelConfig& c = config_;
+  // Other architectures may carry the same tensor names (gemma2 does) yet compute something
+  // else: refuse them rather than run them as Llama.
+  if (c.architecture != "llama" && c.architecture != "qwen2") {
+    fail(ErrorCode::kUnsupported,
+         "model '{}': architecture '{}' is not supported (rapide runs llama and qwen2)",
+         file_->path, c.architecture);
+  }
   if (c.dim <= 0 || c.n_layers <= 0 || c.n_heads <= 0 || c.n_kv_heads <= 0 || c.head_dim <= 0 ||
       c.n_heads % c.n_kv_heads != 0 || c.vocab_size <= 0 || c.ffn_dim <= 0 || c.head_dim % 2 != 0 ||
       c.head_dim > kMaxHeadDim) {

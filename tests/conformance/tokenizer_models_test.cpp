@@ -15,7 +15,6 @@ namespace rapide {
 namespace {
 
 using testing::read_file;
-using testing::shared_exists;
 using testing::shared_path;
 using Ids = std::vector<int32_t>;
 
@@ -57,7 +56,7 @@ std::string rendered(const Tokenizer& tok, const Ids& ids) {
 }
 
 TEST(Stories260KTokenizer, BinAndGgufAgreeWithEachOtherAndWithRunC) {
-  if (!shared_exists("models/stories260K/stories260K.gguf")) GTEST_SKIP();
+  RAPIDE_REQUIRE_SHARED("models/stories260K/stories260K.gguf");
   // stories260K.bin has no vocabulary: the loader picks tok512.bin next to it.
   const auto from_bin = load_tokenizer("models/stories260K/stories260K.bin");
   const auto from_gguf = load_tokenizer("models/stories260K/stories260K.gguf");
@@ -81,7 +80,7 @@ TEST(Stories260KTokenizer, BinAndGgufAgreeWithEachOtherAndWithRunC) {
 }
 
 TEST(Stories260KTokenizer, ReferencePromptsEncodeLikeLlamaCpp) {
-  if (!shared_exists("models/stories260K/stories260K.gguf")) GTEST_SKIP();
+  RAPIDE_REQUIRE_SHARED("models/stories260K/stories260K.gguf");
   const auto tok = load_tokenizer("models/stories260K/stories260K.gguf");
   // Ids from llama2.c run.c (which llama.cpp matches on this vocabulary).
   const std::vector<Ids> expected = {
@@ -101,10 +100,8 @@ TEST(Stories260KTokenizer, ReferencePromptsEncodeLikeLlamaCpp) {
 }
 
 TEST(TinyStories656KTokenizer, GgufAndHuggingFaceAgree) {
-  if (!shared_exists("models/tinystories-656k/TinyStories-656K-F16.gguf") ||
-      !shared_exists("models/tinystories-656k/hf/tokenizer.json")) {
-    GTEST_SKIP();
-  }
+  RAPIDE_REQUIRE_SHARED("models/tinystories-656k/TinyStories-656K-F16.gguf");
+  RAPIDE_REQUIRE_SHARED("models/tinystories-656k/hf/tokenizer.json");
   const auto from_gguf = load_tokenizer("models/tinystories-656k/TinyStories-656K-F16.gguf");
   // Straight from tokenizer.json (with config.json's values), so this checks the tokenizer
   // route without depending on the weights loading.
@@ -132,7 +129,7 @@ TEST(TinyStories656KTokenizer, GgufAndHuggingFaceAgree) {
 }
 
 TEST(TinyStories656KTokenizer, ReferencePromptsEncodeLikeLlamaCpp) {
-  if (!shared_exists("models/tinystories-656k/TinyStories-656K-F16.gguf")) GTEST_SKIP();
+  RAPIDE_REQUIRE_SHARED("models/tinystories-656k/TinyStories-656K-F16.gguf");
   // The GGUF's converter wrote score -1000 for every token, so llama.cpp merges the leftmost
   // mergeable pair first; these ids follow from that rule (not from the HF merges, which
   // would give e.g. 4 pieces instead of 8 for the second prompt).

@@ -13,7 +13,6 @@ namespace rapide {
 namespace {
 
 using testing::read_file;
-using testing::shared_exists;
 using testing::shared_path;
 using Ids = std::vector<int32_t>;
 
@@ -68,11 +67,18 @@ std::string printable(const std::string& s) {
   return out;
 }
 
-class TokenizerVectors : public ::testing::TestWithParam<std::string> {};
+// The vocabulary and both vector files: an absent .inp would otherwise read as zero vectors.
+class TokenizerVectors : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    for (const char* suffix : {"", ".inp", ".out"}) {
+      RAPIDE_REQUIRE_SHARED("tokenizer-tests/" + GetParam() + suffix);
+    }
+  }
+};
 
 TEST_P(TokenizerVectors, MatchLlamaCppExactly) {
   const std::string vocab = GetParam();
-  if (!shared_exists("tokenizer-tests/" + vocab)) GTEST_SKIP() << "no " << vocab;
   const auto tok = load_vocab(vocab);
   const std::vector<Vector> vectors = read_vectors(vocab);
   ASSERT_EQ(vectors.size(), 46u);
@@ -91,7 +97,6 @@ TEST_P(TokenizerVectors, MatchLlamaCppExactly) {
 
 TEST_P(TokenizerVectors, StreamingMatchesDecode) {
   const std::string vocab = GetParam();
-  if (!shared_exists("tokenizer-tests/" + vocab)) GTEST_SKIP() << "no " << vocab;
   const auto tok = load_vocab(vocab);
   for (const Vector& v : read_vectors(vocab)) {
     StreamingDetokenizer detok(*tok);
@@ -107,7 +112,6 @@ TEST_P(TokenizerVectors, LongTextRoundTrips) {
   // ~100 KB of the vectors' mixed scripts, emoji and whitespace runs as one string: checks
   // nothing is lost at scale and (by the test's run time) that encoding is not quadratic.
   const std::string vocab = GetParam();
-  if (!shared_exists("tokenizer-tests/" + vocab)) GTEST_SKIP() << "no " << vocab;
   const auto tok = load_vocab(vocab);
   const std::string inp = read_file(shared_path("tokenizer-tests/" + vocab + ".inp"));
   std::string text;
@@ -125,7 +129,7 @@ INSTANTIATE_TEST_SUITE_P(Vocabularies, TokenizerVectors,
                          });
 
 TEST(TokenizerVocabularies, Gpt2SpecialTokenAndPieces) {
-  if (!shared_exists("tokenizer-tests/ggml-vocab-gpt-2.gguf")) GTEST_SKIP();
+  RAPIDE_REQUIRE_SHARED("tokenizer-tests/ggml-vocab-gpt-2.gguf");
   const auto tok = load_vocab("ggml-vocab-gpt-2.gguf");
   EXPECT_EQ(tok->encode("Hello<|endoftext|>", false, true), (Ids{15496, 50256}));
   EXPECT_NE(tok->encode("Hello<|endoftext|>", false, false), (Ids{15496, 50256}));
@@ -136,7 +140,7 @@ TEST(TokenizerVocabularies, Gpt2SpecialTokenAndPieces) {
 }
 
 TEST(TokenizerVocabularies, LlamaSpmSpecialTokens) {
-  if (!shared_exists("tokenizer-tests/ggml-vocab-llama-spm.gguf")) GTEST_SKIP();
+  RAPIDE_REQUIRE_SHARED("tokenizer-tests/ggml-vocab-llama-spm.gguf");
   const auto tok = load_vocab("ggml-vocab-llama-spm.gguf");
   // "<s>[INST]" prompts: the text after a special token gets its own space prefix.
   EXPECT_EQ(tok->encode("Hello", true), (Ids{1, 15043}));
@@ -149,10 +153,8 @@ TEST(TokenizerVocabularies, LlamaSpmSpecialTokens) {
 TEST(TokenizerVocabularies, LlamaTinyRandomHasTheLlamaSpmVocabulary) {
   // The random-weight Llama-2 test model carries the real 32000-token vocabulary: it must
   // tokenize like the conformance vocabulary.
-  if (!shared_exists("models/llama2-tiny-random/llama-2-tiny-random.gguf") ||
-      !shared_exists("tokenizer-tests/ggml-vocab-llama-spm.gguf")) {
-    GTEST_SKIP();
-  }
+  RAPIDE_REQUIRE_SHARED("models/llama2-tiny-random/llama-2-tiny-random.gguf");
+  RAPIDE_REQUIRE_SHARED("tokenizer-tests/ggml-vocab-llama-spm.gguf");
   const auto tok = Tokenizer::create(tokenizer_from_gguf(
       GgufFile::open(shared_path("models/llama2-tiny-random/llama-2-tiny-random.gguf"))));
   for (const Vector& v : read_vectors("ggml-vocab-llama-spm.gguf")) {

@@ -15,9 +15,11 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from require_shared import require_shared, shared_dir  # noqa: E402
 from serve_fixture import RapideServer, sse_events  # noqa: E402
 
-BINARY, SHARED = sys.argv[1], os.environ.get("RAPIDE_SHARED_DIR", sys.argv[2])
+BINARY, SHARED = sys.argv[1], shared_dir(sys.argv[2])
 MODEL = os.path.join(SHARED, "models/stories260K/stories260K.gguf")
 KEY = "sk-e2e-secret"
 failures = []
@@ -207,6 +209,7 @@ def test_sigterm_drain():
 
 
 def main():
+    require_shared(SHARED, "models/stories260K/stories260K.gguf")
     with RapideServer(BINARY, ["-m", MODEL, "--api-key", KEY, "--max-body", "256KiB"]) as s:
         try:
             test_basics(s)

@@ -17,6 +17,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from require_shared import require_shared, shared_dir  # noqa: E402
 from serve_fixture import RapideServer  # noqa: E402
 
 PROMPTS = ["Once upon a time", "The little dog", "Lily and Ben", "One day, a bird",
@@ -125,7 +127,8 @@ def main():
     parser.add_argument("shared")
     parser.add_argument("--clients", type=int, default=500)
     args = parser.parse_args()
-    shared = os.environ.get("RAPIDE_SHARED_DIR", args.shared)
+    shared = shared_dir(args.shared)
+    require_shared(shared, "models/stories260K/stories260K.gguf")
     model = os.path.join(shared, "models/stories260K/stories260K.gguf")
     failures = []
     with RapideServer(args.binary, ["-m", model, "--max-seqs", "128"]) as s:

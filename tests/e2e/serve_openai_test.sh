@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # The official `openai` npm client against a real `rapide serve` on stories260K.
 # usage: serve_openai_test.sh RAPIDE_BINARY SHARED_DIR
-# Skips (exit 77) only when node or npm is missing; installs the pinned client with npm ci.
+# A missing prerequisite (the shared model, node or npm) follows tests/require_shared.py: it
+# fails under CI and skips (exit 77) elsewhere. Installs the pinned client with npm ci.
 set -euo pipefail
 binary=$1
 shared=${RAPIDE_SHARED_DIR:-$2}
 here=$(cd "$(dirname "$0")" && pwd)
+rule="$here/../require_shared.py"
+python3 "$rule" e2e_serve_openai_client "$shared" models/stories260K/stories260K.gguf || exit $?
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-  echo "node/npm not installed: skipping"
-  exit 77
+  python3 "$rule" --missing e2e_serve_openai_client "node/npm not installed" || exit $?
 fi
 client="$here/openai_client"
 want=$(node -p "require('$client/package.json').dependencies.openai")

@@ -93,8 +93,11 @@ Outcome run_case(const Case& c, ThreadPool& pool) {
 class GreedyReference : public ::testing::TestWithParam<Case> {};
 
 TEST_P(GreedyReference, MatchesLlamaCpp) {
-  ThreadPool pool(2);
   const Case& c = GetParam();
+  RAPIDE_REQUIRE_SHARED(c.model);
+  RAPIDE_REQUIRE_SHARED("reference/greedy/" + c.reference);
+  if (!c.tokenizer.empty()) RAPIDE_REQUIRE_SHARED(c.tokenizer);
+  ThreadPool pool(2);
   Outcome o = run_case(c, pool);
   const std::string expected = read_reference(c.reference);
   if (o.divergence_char == std::string::npos) {

@@ -39,6 +39,7 @@ void expect_same_until_near_tie(const GreedyResult& a, const GreedyResult& b, fl
 }
 
 TEST(ModelFormatsAgree, TinyStoriesGgufF16VsHfF32VsHfBf16) {
+  RAPIDE_REQUIRE_SHARED("models/tinystories-656k");
   ThreadPool pool(2);
   auto gguf = load_for_test(shared_path("models/tinystories-656k/TinyStories-656K-F16.gguf"));
   auto hf32 = load_for_test(shared_path("models/tinystories-656k/hf"));
@@ -63,6 +64,7 @@ TEST(ModelFormatsAgree, TinyStoriesGgufF16VsHfF32VsHfBf16) {
 }
 
 TEST(ModelFormatsAgree, Stories260KGgufVsLlama2cLegacyVsV1) {
+  RAPIDE_REQUIRE_SHARED("models/stories260K");
   ThreadPool pool(2);
   LoadOptions tok;
   tok.tokenizer_path = shared_path("models/stories260K/tok512.bin");

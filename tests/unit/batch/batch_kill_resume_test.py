@@ -16,6 +16,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../.."))
+from require_shared import require_shared, shared_dir  # noqa: E402
 from batch_common import (batch_command, batch_line, input_line_numbers, read_records,  # noqa: E402
                           record_line, run_batch)
 
@@ -66,7 +68,8 @@ def answered(out, err):
 
 
 def main():
-    binary, shared = sys.argv[1], sys.argv[2]
+    binary, shared = sys.argv[1], shared_dir(sys.argv[2])
+    require_shared(shared, "models/stories260K/stories260K.gguf")
     work = tempfile.mkdtemp(prefix="rapide-batch-kill-")
     try:
         inp = os.path.join(work, "in.jsonl")

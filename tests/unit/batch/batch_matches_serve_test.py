@@ -16,7 +16,9 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../.."))
 sys.path.insert(0, sys.argv[3])
+from require_shared import require_shared, shared_dir  # noqa: E402
 from batch_common import batch_line, derive_seed, model_path, read_records, run_batch  # noqa: E402
 from serve_fixture import RapideServer  # noqa: E402
 
@@ -66,7 +68,8 @@ def comparable(body):
 
 
 def main():
-    binary, shared = sys.argv[1], sys.argv[2]
+    binary, shared = sys.argv[1], shared_dir(sys.argv[2])
+    require_shared(shared, "models/stories260K/stories260K.gguf")
     work = tempfile.mkdtemp(prefix="rapide-batch-serve-")
     try:
         reqs = requests()

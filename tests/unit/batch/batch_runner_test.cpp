@@ -41,6 +41,7 @@ std::string completion_line(const std::string& id, const std::string& prompt, in
 class BatchRunnerTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    RAPIDE_REQUIRE_SHARED("models/stories260K/stories260K.gguf");
     loaded_ = testing::load_for_test(testing::shared_path("models/stories260K/stories260K.gguf"));
     dir_ = fs::temp_directory_path() /
            ("rapide-batch-runner-" + std::to_string(::getpid()) + "-" +

@@ -102,7 +102,8 @@ void expect_complete(const bench::BenchReport& report) {
 }
 
 TEST(BenchEndToEnd, AgainstRapideServeAndInProcess) {
-  if (!serve_available()) GTEST_SKIP() << "this rapide binary has no serve subcommand";
+  RAPIDE_REQUIRE_SHARED("models/stories260K/stories260K.gguf");
+  if (!serve_available()) RAPIDE_MISSING_PREREQUISITE("this rapide binary has no serve subcommand");
   const std::string dir = ::testing::TempDir() + "/bench_e2e_" + std::to_string(::getpid());
   ASSERT_EQ(std::system(("mkdir -p " + dir).c_str()), 0);
   {
@@ -139,6 +140,7 @@ TEST(BenchEndToEnd, AgainstRapideServeAndInProcess) {
 }
 
 TEST(BenchEndToEnd, UnreachableServerStillCompletes) {
+  RAPIDE_REQUIRE_SHARED("models/stories260K/stories260K.gguf");
   const std::string dir = ::testing::TempDir();
   const std::string out = dir + "/bench_e2e_refused_" + std::to_string(::getpid()) + ".json";
   // Port 9 (discard) on loopback: nothing listens there in a test environment.

@@ -36,6 +36,8 @@ Result run(const std::string& args, bool keep_stderr = true) {
 std::string model() { return shared_path("models/stories260K/stories260K.gguf"); }
 
 TEST(CliRun, PerplexityMatchesLlamaCpp) {
+  RAPIDE_REQUIRE_SHARED("models/stories260K/stories260K.gguf");
+  RAPIDE_REQUIRE_SHARED("reference/text/stories-eval.txt");
   const Result r = run("perplexity -m " + model() + " -f " +
                        shared_path("reference/text/stories-eval.txt") + " --ctx 128");
   ASSERT_EQ(r.exit_code, 0) << r.out;
@@ -47,6 +49,8 @@ TEST(CliRun, PerplexityMatchesLlamaCpp) {
 }
 
 TEST(CliRun, GreedyRunPrintsTheReferenceText) {
+  RAPIDE_REQUIRE_SHARED("models/stories260K/stories260K.gguf");
+  RAPIDE_REQUIRE_SHARED("reference/greedy/stories260K__Once_upon_a_time.txt");
   const Result r = run("run -m " + model() + " -p 'Once upon a time' -n 200 --temp 0 --ignore-eos -t 2",
                        /*keep_stderr=*/false);
   ASSERT_EQ(r.exit_code, 0) << r.out;
@@ -60,6 +64,7 @@ TEST(CliRun, GreedyRunPrintsTheReferenceText) {
 }
 
 TEST(CliRun, ReportsTtftAndTpot) {
+  RAPIDE_REQUIRE_SHARED("models/stories260K/stories260K.gguf");
   const Result r = run("run -m " + model() + " -p 'Once upon a time' -n 20 --temp 0");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   for (const char* field : {"prompt tokens: 5", "TTFT:", "prefill:", "TPOT:", "decode:"}) {
@@ -73,6 +78,8 @@ struct BadInput {
 };
 
 TEST(CliRun, BadInputGivesAClearErrorAndNoCrash) {
+  RAPIDE_REQUIRE_SHARED("models/stories260K/stories260K.gguf");
+  RAPIDE_REQUIRE_SHARED("reference/text/stories-eval.txt");
   std::string long_prompt;
   for (int i = 0; i < 1200; ++i) long_prompt += "hello world ";
   const std::vector<BadInput> cases = {

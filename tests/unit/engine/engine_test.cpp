@@ -87,6 +87,7 @@ EngineOptions small_options() {
 class EngineTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    RAPIDE_REQUIRE_SHARED("models/stories260K/stories260K.gguf");
     loaded_ = load_for_test(shared_path("models/stories260K/stories260K.gguf"));
   }
   // Each spec run alone on a fresh engine.

@@ -67,6 +67,7 @@ const char* kQuestions[] = {" Where was the bone?",  " What did Lily do next?",
 class PrefixCacheEngineTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    RAPIDE_REQUIRE_SHARED("models/stories260K/stories260K.gguf");
     loaded_ = load_for_test(shared_path("models/stories260K/stories260K.gguf"));
   }
   std::vector<int32_t> encode(const std::string& text) const {
@@ -245,6 +246,7 @@ class OffloadEngineTest : public PrefixCacheEngineTest {
  protected:
   void SetUp() override {
     PrefixCacheEngineTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     dir_ = std::filesystem::temp_directory_path() /
            ("rapide_offload_engine_" +
             std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));

@@ -14,6 +14,7 @@ using testing::expect_error;
 using testing::shared_path;
 
 TEST(GgufReader, ReadsStories260KMetadataAndTensors) {
+  RAPIDE_REQUIRE_SHARED("models/stories260K");
   const GgufFile f = GgufFile::open(shared_path("models/stories260K/stories260K.gguf"));
   EXPECT_EQ(f.version(), 3u);
   EXPECT_EQ(f.alignment(), 32u);
@@ -36,6 +37,7 @@ TEST(GgufReader, ReadsStories260KMetadataAndTensors) {
 }
 
 TEST(GgufReader, TypedAccessorsRejectMismatches) {
+  RAPIDE_REQUIRE_SHARED("models/stories260K");
   const GgufFile f = GgufFile::open(shared_path("models/stories260K/stories260K.gguf"));
   expect_error([&] { f.get_u32("general.architecture"); }, ErrorCode::kCorrupt,
                "'general.architecture' has type string, expected an integer");
@@ -57,6 +59,7 @@ TEST(GgufReader, TypedAccessorsRejectMismatches) {
 }
 
 TEST(GgufReader, ReadsVocabularyOnlyFilesWithoutPadding) {
+  RAPIDE_REQUIRE_SHARED("tokenizer-tests");
   // These end right after their metadata (no tensors, no data section).
   const GgufFile gpt2 = GgufFile::open(shared_path("tokenizer-tests/ggml-vocab-gpt-2.gguf"));
   EXPECT_TRUE(gpt2.tensors().empty());

@@ -25,6 +25,7 @@ using testing::shared_path;
 const std::string kHf = "models/tinystories-656k/hf";
 
 TEST(HfLoader, TinyStoriesHfEqualsItsGgufConversion) {
+  RAPIDE_REQUIRE_SHARED("models/tinystories-656k");
   const ModelFile hf = load_model(shared_path(kHf));
   const ModelFile gguf =
       load_model(shared_path("models/tinystories-656k/TinyStories-656K-F16.gguf"));
@@ -61,6 +62,7 @@ TEST(HfLoader, TinyStoriesHfEqualsItsGgufConversion) {
 }
 
 TEST(HfLoader, Bf16FolderLoadsWithTheSameValues) {
+  RAPIDE_REQUIRE_SHARED("models/tinystories-656k");
   const ModelFile f32 = load_model(shared_path(kHf));
   const ModelFile bf16 = load_model(shared_path("models/tinystories-656k/hf-bf16"));
   ASSERT_EQ(bf16.tensors.size(), f32.tensors.size());
@@ -73,6 +75,7 @@ TEST(HfLoader, Bf16FolderLoadsWithTheSameValues) {
 }
 
 TEST(HfLoader, TokenizerJsonGivesTheGgufTokenizerData) {
+  RAPIDE_REQUIRE_SHARED("models/tinystories-656k");
   const TokenizerData a = load_model(shared_path(kHf)).tokenizer;
   const TokenizerData b =
       load_model(shared_path("models/tinystories-656k/TinyStories-656K-F16.gguf")).tokenizer;
@@ -254,6 +257,7 @@ TEST(HfLoader, Qwen2FolderKeepsNeoxLayoutAndBiases) {
 }
 
 TEST(HfLoader, LlamaQAndKArePermutedLikeLlamaCpp) {
+  RAPIDE_REQUIRE_SHARED("models/tinystories-656k");
   // TinyStories head_dim 16: GGUF row 1 of head 0 is HF row 8 (the second half's first row).
   const ModelFile hf = load_model(shared_path(kHf));
   const SafetensorsFile raw = SafetensorsFile::open(shared_path(kHf + "/model.safetensors"));

@@ -27,6 +27,7 @@ void expect_same_tensor(const TensorView& a, const TensorView& b) {
 }
 
 TEST(Llama2c, LegacyV1AndGgufHoldTheSameWeights) {
+  RAPIDE_REQUIRE_SHARED("models/stories260K");
   const ModelFile legacy = load_model(shared_path(kDir + "stories260K.bin"));
   const ModelFile v1 = load_model(shared_path(kDir + "stories260K-v1.bin"));
   const ModelFile gguf = load_model(shared_path(kDir + "stories260K.gguf"));
@@ -54,6 +55,7 @@ TEST(Llama2c, LegacyV1AndGgufHoldTheSameWeights) {
 }
 
 TEST(Llama2c, Tok512MatchesTheGgufVocabulary) {
+  RAPIDE_REQUIRE_SHARED("models/stories260K");
   const ModelFile bin = load_model(shared_path(kDir + "stories260K.bin"));
   const ModelFile gguf = load_model(shared_path(kDir + "stories260K.gguf"));
   const TokenizerData& a = bin.tokenizer;
@@ -71,6 +73,7 @@ TEST(Llama2c, Tok512MatchesTheGgufVocabulary) {
 }
 
 TEST(Llama2c, FindsTheTokenizerOrLoadsWithout) {
+  RAPIDE_REQUIRE_SHARED("models/stories260K");
   testing::TempDir dir;
   std::filesystem::copy_file(shared_path(kDir + "stories260K.bin"), dir.file("m.bin"));
   EXPECT_EQ(load_model(dir.file("m.bin")).tokenizer.kind, TokenizerKind::kNone);
@@ -85,6 +88,7 @@ TEST(Llama2c, FindsTheTokenizerOrLoadsWithout) {
 }
 
 TEST(Llama2c, RejectsSizeMismatchesAndOtherVersions) {
+  RAPIDE_REQUIRE_SHARED("models/stories260K");
   testing::TempDir dir;
   std::string bytes = read_text_file(shared_path(kDir + "stories260K.bin"));
   testing::write_file(dir.file("long.bin"), bytes + "x");
@@ -107,6 +111,7 @@ TEST(Llama2c, RejectsSizeMismatchesAndOtherVersions) {
 }
 
 TEST(Llama2c, NegativeVocabMeansASeparateClassifier) {
+  RAPIDE_REQUIRE_SHARED("models/stories260K");
   testing::TempDir dir;
   std::string bytes = read_text_file(shared_path(kDir + "stories260K.bin"));
   const int32_t vocab = -512;
@@ -125,6 +130,7 @@ TEST(Llama2c, NegativeVocabMeansASeparateClassifier) {
 }
 
 TEST(Llama2c, RejectsBrokenTokenizers) {
+  RAPIDE_REQUIRE_SHARED("models/stories260K");
   const std::string tok = read_text_file(shared_path(kDir + "tok512.bin"));
   const auto* p = reinterpret_cast<const uint8_t*>(tok.data());
   expect_error([&] { parse_llama2c_tokenizer(p, tok.size() - 3, "t.bin", 512); },

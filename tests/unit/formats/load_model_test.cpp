@@ -11,6 +11,8 @@ namespace {
 using testing::expect_error;
 
 TEST(LoadModel, DetectsEachFormat) {
+  RAPIDE_REQUIRE_SHARED("models/stories260K");
+  RAPIDE_REQUIRE_SHARED("models/tinystories-656k");
   EXPECT_EQ(load_model(testing::shared_path("models/stories260K/stories260K.gguf")).format, "gguf");
   EXPECT_EQ(load_model(testing::shared_path("models/stories260K/stories260K-v1.bin")).format,
             "llama2c");

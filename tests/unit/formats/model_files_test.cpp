@@ -27,6 +27,7 @@ void expect_llama_shape(const ModelConfig& c, int dim, int layers, int heads, in
 }
 
 TEST(ModelFiles, Stories260KGguf) {
+  RAPIDE_REQUIRE_SHARED("models/stories260K");
   const ModelFile m = load_model(shared_path("models/stories260K/stories260K.gguf"));
   EXPECT_EQ(m.format, "gguf");
   expect_llama_shape(m.config, 64, 5, 8, 4, 172, 512);
@@ -50,6 +51,7 @@ TEST(ModelFiles, Stories260KGguf) {
 }
 
 TEST(ModelFiles, TinyStories656KF16AndQ8_0) {
+  RAPIDE_REQUIRE_SHARED("models/tinystories-656k");
   for (const char* file : {"TinyStories-656K-F16.gguf", "TinyStories-656K-Q8_0.gguf"}) {
     SCOPED_TRACE(file);
     const ModelFile m = load_model(shared_path(std::string("models/tinystories-656k/") + file));
@@ -74,6 +76,7 @@ TEST(ModelFiles, TinyStories656KF16AndQ8_0) {
 }
 
 TEST(ModelFiles, Llama2TinyRandomHasTheLlama2Vocabulary) {
+  RAPIDE_REQUIRE_SHARED("models/llama2-tiny-random");
   const ModelFile m = load_model(shared_path("models/llama2-tiny-random/llama-2-tiny-random.gguf"));
   expect_llama_shape(m.config, 8, 1, 2, 2, 32, 32000);
   EXPECT_EQ(m.config.max_context, 4096);
@@ -84,6 +87,7 @@ TEST(ModelFiles, Llama2TinyRandomHasTheLlama2Vocabulary) {
 }
 
 TEST(ModelFiles, TokenizerTestVocabularies) {
+  RAPIDE_REQUIRE_SHARED("tokenizer-tests");
   const ModelFile gpt2 = load_model(shared_path("tokenizer-tests/ggml-vocab-gpt-2.gguf"));
   EXPECT_EQ(gpt2.config.architecture, "gpt2");
   EXPECT_TRUE(gpt2.tensors.empty());
@@ -106,6 +110,7 @@ TEST(ModelFiles, TokenizerTestVocabularies) {
 }
 
 TEST(ModelFiles, TotalBytesAddUp) {
+  RAPIDE_REQUIRE_SHARED("models/tinystories-656k");
   const ModelFile m = load_model(shared_path("models/tinystories-656k/TinyStories-656K-F16.gguf"));
   uint64_t total = 0;
   for (const auto& t : m.tensors) {

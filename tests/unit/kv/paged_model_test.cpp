@@ -43,8 +43,8 @@ int32_t argmax(std::span<const float> row) {
 class PagedModelTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    RAPIDE_REQUIRE_SHARED("models/stories260K/stories260K.gguf");
     const std::string path = testing::shared_path("models/stories260K/stories260K.gguf");
-    if (!std::filesystem::exists(path)) GTEST_SKIP() << "missing " << path;
     file_ = std::make_shared<const ModelFile>(load_model(path));
     model_ = std::make_unique<Model>(file_);
   }

@@ -12,14 +12,14 @@
 #include "base/error.h"
 #include "jinja_oracle.h"
 #include "template/chat_template.h"
+#include "test_paths.h"
 
 namespace rapide {
 namespace {
 
 using json = nlohmann::ordered_json;
 
-const std::filesystem::path kTemplateDir =
-    std::filesystem::path(RAPIDE_SHARED_DIR) / "chat-templates";
+const std::filesystem::path kTemplateDir = testing::shared_path("chat-templates");
 
 std::string read_file(const std::filesystem::path& path) {
   std::ifstream f(path, std::ios::binary);
@@ -181,7 +181,7 @@ TEST_P(RealTemplateTest, RendersLikeJinja2) {
   try {
     expected = oracle_results().at(GetParam());
   } catch (const testing::OracleUnavailable& e) {
-    GTEST_SKIP() << e.what();
+    RAPIDE_MISSING_PREREQUISITE(e.what());
   }
   ASSERT_EQ(expected.size(), convs.size());
   int rendered = 0;
@@ -205,6 +205,7 @@ INSTANTIATE_TEST_SUITE_P(SharedTemplates, RealTemplateTest, ::testing::ValuesIn(
                          });
 
 TEST(RealTemplateTest, AllSharedTemplatesFound) {
+  RAPIDE_REQUIRE_SHARED("chat-templates");
   EXPECT_GE(template_names().size(), 17u);
 }
 

@@ -20,7 +20,8 @@ struct OracleResult {
   std::string output;   // rendered text when ok
 };
 
-// Thrown by run_oracle when python3 with jinja2 is not installed (tests then skip).
+// Thrown by run_oracle when python3 with jinja2 is not installed (tests then apply
+// RAPIDE_MISSING_PREREQUISITE: a failure in CI, a loud skip elsewhere).
 struct OracleUnavailable : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
