@@ -11,6 +11,7 @@
 // EIO: the process "dies" there without running any more syncs.
 #pragma once
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <filesystem>
