@@ -138,7 +138,9 @@ TEST(RecordJournal, RecordsAreDurableOnceTheirCheckpointReturns) {
   for (uint64_t line = 1; line <= 7; ++line) {
     writer.append(record(line, "id"));
     appended += record(line, "id") + "\n";
-    if (line % 3 == 0) EXPECT_EQ(files.durable_bytes(path), appended.size()) << "record " << line;
+    if (line % 3 == 0) {
+      EXPECT_EQ(files.durable_bytes(path), appended.size()) << "record " << line;
+    }
   }
   writer.sync();  // an explicit checkpoint (the runner's, at the end of a run)
   EXPECT_EQ(files.durable_bytes(path), appended.size());
