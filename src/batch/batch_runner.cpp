@@ -99,8 +99,9 @@ BatchRunner::BatchRunner(Engine& engine, const BatchOptions& options)
   counts_.done = done_.size();
   counts_.errors = err.records;
   summary_.total_lines = count_jsonl_lines(options.input);
-  output_ = std::make_unique<RecordWriter>(options.output, options.sync);
-  errors_ = std::make_unique<RecordWriter>(errors_path, options.sync);
+  FileSyscalls& files = options.files ? *options.files : real_file_syscalls();
+  output_ = std::make_unique<RecordWriter>(options.output, options.sync, files);
+  errors_ = std::make_unique<RecordWriter>(errors_path, options.sync, files);
   if (summary_.resumed > 0) {
     spdlog::info("resuming: {} of {} lines already answered ({} in {})", summary_.resumed,
                  summary_.total_lines, err.records, errors_path);

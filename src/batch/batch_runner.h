@@ -31,6 +31,7 @@ struct BatchOptions {
   ProgressMode progress = ProgressMode::kAuto;
   double progress_interval_s = 10.0;  // period of plain progress lines
   RecordWriter::SyncPolicy sync;
+  FileSyscalls* files = nullptr;  // the journal's file calls; null = the real ones
 };
 
 struct BatchSummary {

@@ -1,8 +1,5 @@
 #include "batch/record_journal.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <charconv>
 #include <cstring>
@@ -34,16 +31,6 @@ std::optional<std::pair<uint64_t, std::optional<std::string>>> parse_record(
     custom_id = c->get<std::string>();
   }
   return std::make_pair(*line, std::move(custom_id));
-}
-
-// Makes a newly created file's directory entry durable too (a crash could otherwise lose
-// the file along with its synced contents).
-void sync_parent_directory(const std::string& path) {
-  std::filesystem::path parent = std::filesystem::absolute(path).parent_path();
-  const int dir = ::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir < 0) return;
-  ::fsync(dir);
-  ::close(dir);
 }
 
 }  // namespace
@@ -100,20 +87,21 @@ Recovery recover_records(const std::string& path, DoneLines& done) {
   return recovery;
 }
 
-RecordWriter::RecordWriter(const std::string& path, SyncPolicy policy)
-    : path_(path), policy_(policy), last_sync_(Clock::now()) {
+RecordWriter::RecordWriter(const std::string& path, SyncPolicy policy, FileSyscalls& files)
+    : path_(path), policy_(policy), files_(files), last_sync_(Clock::now()) {
   const bool existed = std::filesystem::exists(path);
-  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  fd_ = files_.open_append(path);
   if (fd_ < 0) {
     fail(ErrorCode::kUnavailable, "cannot open '{}' for appending: {}", path, std::strerror(errno));
   }
-  if (!existed) sync_parent_directory(path);
+  // A crash could otherwise lose a new file together with its synced contents.
+  if (!existed) files_.sync_directory(std::filesystem::absolute(path).parent_path().string());
 }
 
 RecordWriter::~RecordWriter() {
   if (fd_ < 0) return;
-  if (unsynced_ > 0) ::fdatasync(fd_);
-  ::close(fd_);
+  if (unsynced_ > 0) files_.fdatasync(fd_);
+  files_.close(fd_);
 }
 
 void RecordWriter::append(const std::string& record) {
@@ -123,7 +111,7 @@ void RecordWriter::append(const std::string& record) {
   const char* data = line.data();
   size_t left = line.size();
   while (left > 0) {
-    const ssize_t written = ::write(fd_, data, left);
+    const ssize_t written = files_.write(fd_, data, left);
     if (written < 0) {
       if (errno == EINTR) continue;
       fail(ErrorCode::kUnavailable, "cannot write to '{}': {}", path_, std::strerror(errno));
@@ -139,7 +127,7 @@ void RecordWriter::append(const std::string& record) {
 }
 
 void RecordWriter::sync() {
-  if (unsynced_ > 0 && ::fdatasync(fd_) != 0) {
+  if (unsynced_ > 0 && files_.fdatasync(fd_) != 0) {
     fail(ErrorCode::kUnavailable, "cannot sync '{}': {}", path_, std::strerror(errno));
   }
   unsynced_ = 0;

@@ -3,9 +3,12 @@
 // Nothing else records progress: a result is done exactly when its line is in one of the two
 // files. Each record is one complete line written with a single append, and the files are
 // fdatasync'ed at checkpoints, so after a kill (SIGKILL included) a file holds whole records
-// plus at most one torn last line. On resume recover_records() cuts the file back to its last
-// valid record and reports which input lines are done; those are skipped and everything else
-// runs, so every input line ends up in exactly one of the files exactly once.
+// plus at most one torn last line. A record is durable (survives a power cut, not just a
+// kill) once a checkpoint after it returned: when the sync policy says so, on sync(), and
+// on destruction; a new file's directory entry is synced when the writer creates it. On
+// resume recover_records() cuts the file back to its last valid record and reports which
+// input lines are done; those are skipped and everything else runs, so every input line
+// ends up in exactly one of the files exactly once.
 //
 // Records name their input line through their id, "batch_req_<line>": the custom_id alone
 // cannot tell a line that ran from a later line that repeats its custom_id (an error).
@@ -17,6 +20,7 @@
 #include <unordered_map>
 
 #include "base/clock.h"
+#include "batch/file_syscalls.h"
 
 namespace rapide::batch {
 
@@ -48,7 +52,9 @@ class RecordWriter {
     double every_seconds = 1.0;  // ...or when this long has passed since the last one
   };
   // Opens (creating if needed) for appending; throws Error(kUnavailable) on failure.
-  RecordWriter(const std::string& path, SyncPolicy policy);
+  // Every file call goes through `files` (tests observe syncing through it).
+  RecordWriter(const std::string& path, SyncPolicy policy,
+               FileSyscalls& files = real_file_syscalls());
   ~RecordWriter();  // syncs what is pending
   RecordWriter(const RecordWriter&) = delete;
   RecordWriter& operator=(const RecordWriter&) = delete;
@@ -62,6 +68,7 @@ class RecordWriter {
  private:
   std::string path_;
   SyncPolicy policy_;
+  FileSyscalls& files_;
   int fd_ = -1;
   int unsynced_ = 0;
   TimePoint last_sync_;

@@ -111,15 +111,20 @@ class RapideServer:
 
 
 def sse_events(payload):
-    """The JSON objects of an SSE body, and whether it ended with [DONE]."""
+    """The JSON objects of an SSE body, and whether it ended with [DONE].
+
+    Strict, as a streaming client reads it: an event ends at a blank line, so every event
+    must be one "data: " line followed by "\n\n". Text after the last blank line is an event
+    that never ended (a client would still be waiting for it), and fails.
+    """
     events, done = [], False
-    for block in payload.split("\n\n"):
-        block = block.strip()
-        if not block:
-            continue
-        assert block.startswith("data: "), repr(block)
+    *blocks, rest = payload.split("\n\n")
+    assert rest == "", f"the stream ends inside an event (no blank line after it): {rest!r}"
+    for block in blocks:
+        assert block.startswith("data: ") and "\n" not in block, repr(block)
         data = block[len("data: "):]
         if data == "[DONE]":
+            assert not done, "[DONE] twice"
             done = True
             continue
         assert not done, "data after [DONE]"

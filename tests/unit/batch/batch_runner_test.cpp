@@ -1,6 +1,7 @@
 // run_batch on stories260K in process: bad lines go to the errors file without stopping the
-// run, a resumed run redoes exactly the missing lines with the same results, and a batch
-// record holds what the engine generates for the same request and seed.
+// run, a resumed run redoes exactly the missing lines with the same results and never a line
+// (or a custom_id) an earlier run answered, what a run reported survives a power cut, and a
+// batch record holds what the engine generates for the same request and seed.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -10,10 +11,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/error.h"
 #include "batch/batch_runner.h"
 #include "batch/batch_seed.h"
 #include "batch/prefix_order.h"
 #include "golden/greedy_runner.h"
+#include "power_cut_files.h"
 #include "test_paths.h"
 
 namespace rapide::batch {
@@ -189,6 +192,95 @@ TEST_F(BatchRunnerTest, ResumeRedoesOnlyMissingLinesWithTheSameResults) {
   const BatchSummary again = run(batch_options());
   EXPECT_EQ(again.resumed, 24u);
   EXPECT_EQ(again.succeeded + again.failed, 0u);
+}
+
+// Run part of a job, stop, resume: the lines answered first are neither run again nor
+// answered twice, and their custom_ids stay taken, so a later line repeating one is a
+// duplicate (an error) rather than a second answer for that id.
+TEST_F(BatchRunnerTest, ResumeSkipsAnsweredLinesAndKeepsTheirCustomIds) {
+  std::vector<std::string> lines = good_lines(6);
+  lines.push_back(completion_line("req-1", "Lily and Tom", 8));  // 7: req-1 is line 2's
+  lines.push_back(completion_line("req-new", "The little dog", 8));  // 8
+  write_input({lines.begin(), lines.begin() + 3});  // the first run sees 3 lines
+  const BatchSummary first = run(batch_options());
+  ASSERT_EQ(first.succeeded, 3u);
+  std::ifstream first_file(path("out.jsonl"));
+  const std::string first_records((std::istreambuf_iterator<char>(first_file)),
+                                  std::istreambuf_iterator<char>());
+  first_file.close();
+
+  write_input(lines);  // the same input, grown: the re-run resumes
+  const BatchSummary s = run(batch_options());
+  EXPECT_EQ(s.resumed, 3u);
+  EXPECT_EQ(s.succeeded, 4u);  // lines 4, 5, 6 and 8
+  EXPECT_EQ(s.failed, 1u);     // line 7
+  std::ifstream out_file(path("out.jsonl"));
+  const std::string records((std::istreambuf_iterator<char>(out_file)),
+                            std::istreambuf_iterator<char>());
+  EXPECT_TRUE(records.starts_with(first_records)) << "the first run's records were rewritten";
+  std::map<std::string, int> seen;
+  for (const json& o : read_jsonl(path("out.jsonl"))) ++seen[o["custom_id"]];
+  EXPECT_EQ(seen.size(), 7u);
+  for (const auto& [id, count] : seen) EXPECT_EQ(count, 1) << id << " answered more than once";
+  const std::vector<json> errors = read_jsonl(path("err.jsonl"));
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0]["id"], "batch_req_7");
+  EXPECT_EQ(errors[0]["error"]["code"], "duplicate_custom_id");
+}
+
+// run_batch returning is the acknowledgement: every line its summary counts must be on disk
+// then, not just in the page cache a SIGKILL keeps. Only the end-of-run checkpoint syncs
+// here, and a power cut right after the run must leave nothing for a re-run to do.
+TEST_F(BatchRunnerTest, WhatARunReportedSurvivesAPowerCut) {
+  std::vector<std::string> lines = good_lines(10);
+  lines.push_back("{not json");
+  write_input(lines);
+  PowerCutFiles files;
+  BatchOptions b = batch_options();
+  b.files = &files;
+  b.sync = {.every_records = 1000, .every_seconds = 1e9};
+  const BatchSummary s = run(b);
+  ASSERT_EQ(s.succeeded, 10u);
+  ASSERT_EQ(s.failed, 1u);
+  files.power_cut();
+  EXPECT_EQ(read_jsonl(path("out.jsonl")).size(), 10u);
+  EXPECT_EQ(read_jsonl(path("err.jsonl")).size(), 1u);
+  const BatchSummary again = run(batch_options());
+  EXPECT_EQ(again.resumed, 11u);
+  EXPECT_EQ(again.succeeded + again.failed, 0u);
+}
+
+// A power cut in the middle of a run: the records of the checkpoints before it survive, the
+// rest (a partly flushed torn one included) is lost, and the resumed run redoes exactly
+// those lines with the same results.
+TEST_F(BatchRunnerTest, APowerCutMidRunLosesOnlyUnsyncedRecords) {
+  write_input(good_lines(16));
+  run(batch_options());
+  std::map<std::string, json> reference;
+  for (const json& o : read_jsonl(path("out.jsonl"))) reference[o["custom_id"]] = o;
+  ASSERT_EQ(reference.size(), 16u);
+  fs::remove(path("out.jsonl"));
+  fs::remove(path("err.jsonl"));
+
+  PowerCutFiles files;
+  files.fail_after_writes(10);  // the machine dies after the 10th record's write
+  BatchOptions b = batch_options();
+  b.files = &files;
+  b.sync = {.every_records = 4, .every_seconds = 1e9};
+  EXPECT_THROW(run(b), Error);
+  files.power_cut(/*keep_unsynced=*/20);  // part of the 9th record reached the disk
+  const BatchSummary s = run(batch_options());
+  EXPECT_EQ(s.resumed, 8u);  // the checkpoints after records 4 and 8
+  EXPECT_GT(s.truncated_bytes, 0u);
+  EXPECT_EQ(s.succeeded, 8u);
+  std::map<std::string, int> seen;
+  for (const json& o : read_jsonl(path("out.jsonl"))) {
+    const std::string id = o["custom_id"];
+    ++seen[id];
+    EXPECT_EQ(o["response"]["body"]["choices"], reference[id]["response"]["body"]["choices"]) << id;
+  }
+  EXPECT_EQ(seen.size(), 16u);
+  for (const auto& [id, count] : seen) EXPECT_EQ(count, 1) << id;
 }
 
 TEST_F(BatchRunnerTest, RecordsHoldWhatTheEngineGeneratesForTheSameSeed) {

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "base/cpu_features.h"
@@ -43,6 +44,25 @@ TEST(Ops, RmsNormDefinition) {
   EXPECT_FLOAT_EQ(out[0], 1 * scale);
   EXPECT_FLOAT_EQ(out[2], 3 * scale * 2);
   EXPECT_FLOAT_EQ(out[3], -4 * scale * 0.5f);
+}
+
+// The epsilon is what keeps a zero (or tiny) hidden state finite: without it a zero row
+// is 0/0. Every variant, through the dispatched entry point too.
+TEST(Ops, RmsNormEpsilonKeepsSmallRowsFinite) {
+  const std::vector<float> zero(33, 0.0f), w(33, 1.0f);
+  std::vector<float> tiny(33, 1e-4f);  // mean square 1e-8, well under eps
+  std::vector<float> out(33);
+  using Kernel = void (*)(const float*, const float*, int64_t, float, float*);
+  std::vector<std::pair<const char*, Kernel>> kernels = {{"scalar", ops::scalar::rms_norm},
+                                                         {"dispatched", rms_norm}};
+  if (has_avx512()) kernels.push_back({"avx512", ops::avx512::rms_norm});
+  for (const auto& [name, kernel] : kernels) {
+    kernel(zero.data(), w.data(), 33, 1e-5f, out.data());
+    for (float v : out) ASSERT_EQ(v, 0.0f) << name;
+    kernel(tiny.data(), w.data(), 33, 1e-5f, out.data());
+    // 1e-4 / sqrt(1e-8 + 1e-5): eps dominates; without it every element would be 1.
+    for (float v : out) ASSERT_NEAR(v, 1e-4f / std::sqrt(1e-8f + 1e-5f), 1e-6f) << name;
+  }
 }
 
 TEST(Ops, SiluMulAndSoftmaxDefinitions) {

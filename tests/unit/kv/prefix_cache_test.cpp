@@ -103,6 +103,56 @@ TEST(BlockHash, ChainsAndKeysSeparatePrefixes) {
   EXPECT_EQ(inc, h1);
 }
 
+TEST(BlockHash, EveryTokenOfABlockChangesItsHash) {
+  const std::vector<int32_t> a = iota_tokens(16);
+  std::vector<uint64_t> ha;
+  extend_block_hashes(a, 16, kIdentity, ha);
+  for (size_t i = 0; i < a.size(); ++i) {
+    std::vector<int32_t> b = a;
+    b[i] += 1000;
+    std::vector<uint64_t> hb;
+    extend_block_hashes(b, 16, kIdentity, hb);
+    EXPECT_NE(ha[0], hb[0]) << "token " << i << " is not hashed";
+  }
+}
+
+// A 64-bit hash can collide. Force it: give a prompt the hashes of a cached prompt it
+// differs from. match() re-checks tokens and parents, so it reuses only blocks whose tokens
+// (and whole prefix) equal the prompt's, whatever the hashes say.
+TEST(PrefixCache, AHashCollisionNeverReusesOtherTokens) {
+  PagedKvStore kv(tiny_layout(), 16, 256);
+  PrefixCache cache(kv, kIdentity, nullptr);
+  Seq a{1, iota_tokens(20)};
+  run(cache, kv, a);
+  kv.release(a.id);
+
+  // Differs at position 15, the last token of block 3: blocks 0-2 are a true hit.
+  std::vector<int32_t> b = iota_tokens(20);
+  b[15] = 99;
+  EXPECT_EQ(cache.match(b, a.hashes).blocks(), 3);
+  // Differs at position 0: nothing is reused, though every hash "hits".
+  std::vector<int32_t> c = iota_tokens(20);
+  c[0] = 99;
+  EXPECT_EQ(cache.match(c, a.hashes).blocks(), 0);
+  // Equal tokens, wrong prefix: a's second block is 5 6 7 8; a prompt starting with those
+  // tokens whose first hash collides with that block's is not at position 4, so its
+  // parent differs and nothing is reused.
+  const std::vector<int32_t> d = {5, 6, 7, 8, 9, 10, 11, 12, 13};
+  const std::vector<uint64_t> d_hashes = {a.hashes[1], a.hashes[2]};
+  EXPECT_EQ(cache.match(d, d_hashes).blocks(), 0);
+
+  // Through attach, as the scheduler admits it: the prompt holds only correct K/V.
+  Seq e{2, b};
+  e.hashes = a.hashes;
+  e.hashes.resize(4);
+  const PrefixMatch m = cache.match(e.tokens, e.hashes);
+  const int held = cache.attach(e.id, m, e.tokens, e.hashes, 0);
+  EXPECT_LE(held, 15);  // never position 15, where the prompts differ
+  expect_content(kv, Seq{2, std::vector<int32_t>(b.begin(), b.begin() + held / kBlock * kBlock)});
+  kv.release(e.id);
+  kv.check_no_leaks();
+}
+
 TEST(PrefixCache, ReusesTheLongestCachedRunButNeverTheLastToken) {
   PagedKvStore kv(tiny_layout(), 16, 256);
   PrefixCache cache(kv, kIdentity, nullptr);

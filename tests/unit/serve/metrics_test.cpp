@@ -1,4 +1,4 @@
-// Prometheus exposition: cumulative buckets, counters by status, engine gauges.
+// Prometheus exposition: cumulative buckets (le inclusive), counters by status, engine gauges.
 #include <gtest/gtest.h>
 
 #include "serve/metrics.h"
@@ -23,6 +23,28 @@ TEST(Histogram, BucketsAreCumulative) {
   EXPECT_TRUE(has_line(out, "x_bucket{le=\"+Inf\"} 4")) << out;
   EXPECT_TRUE(has_line(out, "x_count 4")) << out;
   EXPECT_TRUE(has_line(out, "x_sum 8.05")) << out;
+}
+
+TEST(Histogram, AnObservationOnABoundCountsInThatBucket) {
+  // Prometheus' le is inclusive: 0.1 is <= 0.1, so the 0.1 bucket counts it.
+  Histogram h({0.1, 1.0, 2.5});
+  h.observe(0.1);
+  h.observe(1.0);
+  h.observe(1.0);
+  h.observe(2.5);
+  std::string out;
+  h.render("x", out);
+  EXPECT_TRUE(has_line(out, "x_bucket{le=\"0.1\"} 1")) << out;
+  EXPECT_TRUE(has_line(out, "x_bucket{le=\"1\"} 3")) << out;
+  EXPECT_TRUE(has_line(out, "x_bucket{le=\"2.5\"} 4")) << out;
+  EXPECT_TRUE(has_line(out, "x_bucket{le=\"+Inf\"} 4")) << out;
+  // Just above a bound goes to the next bucket.
+  Histogram above({0.1, 1.0});
+  above.observe(0.10000001);
+  out.clear();
+  above.render("y", out);
+  EXPECT_TRUE(has_line(out, "y_bucket{le=\"0.1\"} 0")) << out;
+  EXPECT_TRUE(has_line(out, "y_bucket{le=\"1\"} 1")) << out;
 }
 
 TEST(ServeMetrics, RendersRequestsAndEngineGauges) {
