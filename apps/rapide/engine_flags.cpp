@@ -1,6 +1,7 @@
 #include "apps/rapide/engine_flags.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <random>
 
 #include "base/error.h"
@@ -40,6 +41,23 @@ void add_engine_flags(CLI::App& command, EngineFlags& flags) {
       ->capture_default_str();
   command.add_option("--kv-offload-codec", flags.kv_offload_codec, "lz4 | zstd | none")
       ->capture_default_str();
+  command.add_option("--spec", flags.spec,
+                     "speculative decoding: off | ngram (guesses from the sequence's own prompt "
+                     "and output, verified in the same forward pass)")
+      ->capture_default_str();
+  command.add_option("--spec-tokens", flags.spec_tokens,
+                     "guesses per step: a number, or auto (chosen per sequence from measured "
+                     "acceptance and step costs; 0 below break-even)")
+      ->capture_default_str();
+  command.add_option("--spec-max-tokens", o.spec.max_tokens, "the most guesses auto may choose")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  command.add_option("--spec-ngram-min", o.spec.ngram_min, "shortest n-gram to match")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  command.add_option("--spec-ngram-max", o.spec.ngram_max, "longest n-gram to match")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
   command.add_option("--max-queue", o.max_queue, "waiting requests before new ones are refused")
       ->check(CLI::Range(1, 1 << 24))
       ->capture_default_str();
@@ -58,6 +76,22 @@ EngineOptions EngineFlags::resolve(int threads) const {
     fail(ErrorCode::kInvalidArgument, "--prefix-cache must be on or off, got '{}'", prefix_cache);
   }
   o.kv_offload_codec = parse_offload_codec(kv_offload_codec);
+  o.spec.mode = parse_spec_mode(spec);
+  if (spec_tokens == "auto") {
+    o.spec.tokens = -1;
+  } else {
+    char* end = nullptr;
+    const long k = std::strtol(spec_tokens.c_str(), &end, 10);
+    if (spec_tokens.empty() || *end != '\0' || k < 0 || k > 64) {
+      fail(ErrorCode::kInvalidArgument, "--spec-tokens must be auto or a number 0..64, got '{}'",
+           spec_tokens);
+    }
+    o.spec.tokens = static_cast<int>(k);
+  }
+  if (o.spec.ngram_min > o.spec.ngram_max) {
+    fail(ErrorCode::kInvalidArgument, "--spec-ngram-min ({}) is above --spec-ngram-max ({})",
+         o.spec.ngram_min, o.spec.ngram_max);
+  }
   if (kv_type == "f16") {
     o.kv_type = KvType::kF16;
   } else if (kv_type == "f32") {

@@ -21,6 +21,8 @@ struct EngineFlags {
   std::string kv_type = "f16";
   std::string prefix_cache = "on";
   std::string kv_offload_codec = "lz4";
+  std::string spec = "off";
+  std::string spec_tokens = "auto";
   // Converts the string-valued flags; throws Error(kInvalidArgument) for unknown values.
   EngineOptions resolve(int threads) const;
 };

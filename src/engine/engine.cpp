@@ -48,6 +48,14 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, const EngineOptions& op
       kv_->total_blocks(), options_.kv_block_size, kv_layout_mode_name(options_.kv_layout),
       format_bytes(static_cast<uint64_t>(kv_->total_blocks()) * layout.block_bytes()), max_context_,
       batching_mode_name(options_.batching), options_.max_batch_tokens, options_.max_seqs, threads);
+  if (options_.spec.mode != SpecMode::kOff) {
+    stats_.spec_enabled = true;
+    spdlog::info("engine: speculative decoding {} ({} guesses per step, n-gram {}..{})",
+                 spec_mode_name(options_.spec.mode),
+                 options_.spec.tokens < 0 ? fmt::format("auto up to {}", options_.spec.max_tokens)
+                                          : std::to_string(options_.spec.tokens),
+                 options_.spec.ngram_min, options_.spec.ngram_max);
+  }
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -329,11 +337,13 @@ void Engine::step() {
   st.running = static_cast<int>(scheduler_->running_count());
   st.kv_used_blocks = kv_->used_blocks();
   st.kv_free_blocks = kv_->free_blocks();
+  scheduler_->observe_step_cost(plan.prefill_tokens + plan.decode_tokens, st.seconds);
   {
     // Counted before the events go out: a client that sees its final event sees its blocks
     // freed and its request counted.
     std::lock_guard<std::mutex> lock(mutex_);
     count_finished(finished);
+    if (options_.spec.mode != SpecMode::kOff) stats_.spec = scheduler_->spec_stats();
     stats_.steps++;
     stats_.preemptions += plan.preempted.size();
     stats_.computed_prompt_tokens += static_cast<uint64_t>(plan.prefill_tokens);

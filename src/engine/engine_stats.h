@@ -7,6 +7,7 @@
 
 #include "base/clock.h"
 #include "engine/prefix_miss_record.h"
+#include "engine/speculation.h"
 #include "kv/paged_kv_store.h"
 #include "kv/prefix_cache.h"
 
@@ -47,6 +48,9 @@ struct EngineStats {
   bool prefix_cache_enabled = false;
   PrefixCacheStats prefix_cache;
   std::vector<PrefixMissRecord> recent_misses;  // oldest first
+  // Speculative decoding (all zero when --spec off).
+  bool spec_enabled = false;
+  SpecStats spec;
 };
 
 }  // namespace rapide

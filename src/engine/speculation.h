@@ -60,7 +60,9 @@ struct SpecDecision {
 class SpecController {
  public:
   static constexpr int kReprobeSteps = 32;
-  static constexpr double kMargin = 1.05;   // speculate only when it predicts 5 % or more
+  // Speculate only when the model predicts 10 % or more: what it leaves out (proposing,
+  // verifying in the sampler) is not free either.
+  static constexpr double kMargin = 1.10;
   static constexpr double kForget = 0.9;    // weight of the past per verification
   static constexpr double kPriorAlpha = 0.6;
 

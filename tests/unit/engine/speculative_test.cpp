@@ -1,0 +1,256 @@
+// Speculative decoding (n-gram proposer) is lossless: greedy output with speculation equals
+// output without, token for token, alone and in mixed batches, across KV block boundaries,
+// with EOS, stop strings and max_tokens falling inside accepted runs; rejected guesses leave
+// no KV behind (after rollback, abort and preemption). The models are the real trained
+// TinyStories ones, on prompts that repeat a story so the proposer has something to find.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/speculation.h"
+#include "golden/greedy_runner.h"
+#include "test_paths.h"
+
+namespace rapide::testing {
+namespace {
+
+constexpr const char* kModel = "models/tinystories-656k/TinyStories-656K-F16.gguf";
+
+// A story, then its beginning again: the continuation is likely a copy, the n-gram
+// proposer's best case; and plain prompts, where it rarely finds anything.
+const char* kPrompts[] = {
+    "Once upon a time, there was a little girl named Lily. She loved to play with her toys. "
+    "One day, she saw a big red ball in the park. She wanted to play with it. Once upon a "
+    "time, there was a little girl named Lily. She loved",
+    "Tom had a dog. The dog was big and brown. Tom and the dog ran to the park. Tom had a "
+    "dog. The dog",
+    "The sun was hot and the birds",
+    "Sue had a red ball. She liked the red ball. She liked the",
+};
+
+struct Result {
+  std::vector<int32_t> tokens;
+  std::string text;
+  FinishReason reason = FinishReason::kError;
+};
+
+Result collect(EventQueue& q) {
+  Result r;
+  TokenEvent e;
+  while (q.pop(e, std::chrono::seconds(60))) {
+    if (e.token >= 0) r.tokens.push_back(e.token);
+    r.text += e.text;
+    if (e.finished) {
+      r.reason = e.finish_reason;
+      return r;
+    }
+  }
+  ADD_FAILURE() << "timed out";
+  return r;
+}
+
+class SpeculativeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    RAPIDE_REQUIRE_SHARED(kModel);
+    loaded_ = load_for_test(shared_path(kModel));
+  }
+
+  static EngineOptions options(SpecMode mode, int k = 4) {
+    EngineOptions o;
+    o.threads = 2;
+    o.kv_memory = "32MiB";
+    o.max_context = 512;
+    o.kv_block_size = 16;
+    o.spec.mode = mode;
+    o.spec.tokens = k;
+    return o;
+  }
+
+  Request request(const std::string& prompt, int max_tokens, std::shared_ptr<EventSink> sink,
+                  const std::vector<std::string>& stop = {}, bool ignore_eos = false) {
+    Request r;
+    r.prompt = loaded_.tokenizer->encode(prompt, true);
+    r.sampling.temperature = 0.0f;
+    r.sampling.max_tokens = max_tokens;
+    r.sampling.ignore_eos = ignore_eos;
+    r.sampling.stop = stop;
+    r.sink = std::move(sink);
+    return r;
+  }
+
+  // Every prompt submitted at once (a mixed batch), results in prompt order.
+  std::vector<Result> run(Engine& engine, int max_tokens, bool ignore_eos,
+                          const std::vector<std::string>& stop = {}) {
+    std::vector<Request> requests;
+    std::vector<std::shared_ptr<EventQueue>> queues;
+    for (const char* p : kPrompts) {
+      queues.push_back(std::make_shared<EventQueue>());
+      requests.push_back(request(p, max_tokens, queues.back(), stop, ignore_eos));
+    }
+    engine.submit_all(std::move(requests));
+    std::vector<Result> out;
+    for (auto& q : queues) out.push_back(collect(*q));
+    return out;
+  }
+
+  void expect_no_leak(Engine& engine) {
+    for (int i = 0; i < 200 && engine.stats().kv.used_blocks != 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    EXPECT_EQ(engine.stats().kv.used_blocks, 0);
+  }
+
+  LoadedForTest loaded_;
+};
+
+TEST_F(SpeculativeTest, NgramProposerFindsTheLatestLongestMatch) {
+  const std::vector<int32_t> t = {1, 2, 3, 9, 1, 2, 3, 7, 8, 5, 1, 2, 3};
+  // "1 2 3" occurs at 0 and 4; the latest earlier one (4) continues with 7 8 5.
+  EXPECT_EQ(propose_ngram(t, 3, 1, 3), (std::vector<int32_t>{7, 8, 5}));
+  EXPECT_EQ(propose_ngram(t, 8, 1, 3), (std::vector<int32_t>{7, 8, 5, 1, 2, 3}));
+  EXPECT_TRUE(propose_ngram(std::vector<int32_t>{4, 5, 6}, 3, 1, 3).empty());  // nothing repeats
+  EXPECT_TRUE(propose_ngram(t, 0, 1, 3).empty());
+  // min_n above every match length: nothing.
+  EXPECT_TRUE(propose_ngram(std::vector<int32_t>{1, 2, 9, 1}, 2, 2, 3).empty());
+  EXPECT_EQ(propose_ngram(std::vector<int32_t>{1, 2, 9, 1}, 2, 1, 3), (std::vector<int32_t>{2, 9}));
+}
+
+TEST_F(SpeculativeTest, GreedyOutputIsUnchangedAloneAndInMixedBatches) {
+  std::vector<Result> plain, spec;
+  {
+    Engine engine(*loaded_.model, *loaded_.tokenizer, options(SpecMode::kOff));
+    plain = run(engine, 120, /*ignore_eos=*/true);
+  }
+  for (int k : {1, 3, 7}) {
+    Engine engine(*loaded_.model, *loaded_.tokenizer, options(SpecMode::kNgram, k));
+    spec = run(engine, 120, /*ignore_eos=*/true);
+    for (size_t i = 0; i < plain.size(); ++i) {
+      EXPECT_EQ(spec[i].tokens, plain[i].tokens) << "k=" << k << " prompt " << i;
+      EXPECT_EQ(spec[i].text, plain[i].text) << "k=" << k << " prompt " << i;
+    }
+    const EngineStats st = engine.stats();
+    EXPECT_TRUE(st.spec_enabled);
+    EXPECT_GT(st.spec.proposed, 0u) << "k=" << k;
+    EXPECT_GT(st.spec.accepted, 0u) << "k=" << k << ": the repeated stories must be guessed";
+    // Fewer steps than tokens: guesses were accepted inside single steps.
+    EXPECT_LT(st.steps, 4u * 120u);
+    expect_no_leak(engine);
+  }
+  // One sequence alone, across many 16-position blocks (engines one at a time: they share
+  // the model's scratch buffers).
+  std::vector<int32_t> reference;
+  {
+    Engine engine(*loaded_.model, *loaded_.tokenizer, options(SpecMode::kOff));
+    auto r = std::make_shared<EventQueue>();
+    engine.submit(request(kPrompts[0], 300, r, {}, /*ignore_eos=*/true));
+    reference = collect(*r).tokens;
+  }
+  Engine engine(*loaded_.model, *loaded_.tokenizer, options(SpecMode::kNgram, 5));
+  for (int run = 0; run < 2; ++run) {  // the second run starts from a prefix-cache hit
+    auto q = std::make_shared<EventQueue>();
+    engine.submit(request(kPrompts[0], 300, q, {}, /*ignore_eos=*/true));
+    EXPECT_EQ(collect(*q).tokens, reference) << "run " << run;
+  }
+  expect_no_leak(engine);
+}
+
+TEST_F(SpeculativeTest, StopsInsideAcceptedRunsEndExactlyAsWithout) {
+  std::vector<Result> plain;
+  {
+    Engine engine(*loaded_.model, *loaded_.tokenizer, options(SpecMode::kOff));
+    plain = run(engine, 200, /*ignore_eos=*/false);  // EOS ends the stories
+  }
+  Engine engine(*loaded_.model, *loaded_.tokenizer, options(SpecMode::kNgram, 6));
+  const std::vector<Result> spec = run(engine, 200, /*ignore_eos=*/false);
+  for (size_t i = 0; i < plain.size(); ++i) {
+    EXPECT_EQ(spec[i].tokens, plain[i].tokens) << "EOS, prompt " << i;
+    EXPECT_EQ(spec[i].reason, plain[i].reason) << "prompt " << i;
+  }
+  // max_tokens at every length 1..12: the run is cut at the limit, never past it.
+  for (int n = 1; n <= 12; ++n) {
+    const std::vector<Result> cut = run(engine, n, /*ignore_eos=*/true);
+    for (size_t i = 0; i < plain.size(); ++i) {
+      ASSERT_EQ(cut[i].tokens.size(), static_cast<size_t>(n)) << "max_tokens " << n;
+      EXPECT_EQ(cut[i].reason, FinishReason::kLength);
+      const std::vector<int32_t> head(plain[i].tokens.begin(),
+                                      plain[i].tokens.begin() +
+                                          std::min<size_t>(n, plain[i].tokens.size()));
+      if (plain[i].tokens.size() >= static_cast<size_t>(n)) {
+        EXPECT_EQ(cut[i].tokens, head);
+      }
+    }
+  }
+  // A stop string taken from the middle of the first story's continuation.
+  const std::string& text = plain[0].text;
+  ASSERT_GT(text.size(), 60u);
+  const std::string stop = text.substr(40, 6);
+  const size_t at = text.find(stop);
+  const std::vector<Result> stopped = run(engine, 200, /*ignore_eos=*/false, {stop});
+  EXPECT_EQ(stopped[0].text, text.substr(0, at));
+  EXPECT_EQ(stopped[0].reason, FinishReason::kStop);
+  expect_no_leak(engine);
+}
+
+TEST_F(SpeculativeTest, AbortAndPreemptionLeakNothing) {
+  EngineOptions o = options(SpecMode::kNgram, 6);
+  o.kv_memory = "160KiB";  // 20 blocks of 16 (8 KiB each): under two of these sequences
+  o.prefix_cache = false;
+  std::vector<Result> plain;
+  {
+    EngineOptions off = o;
+    off.spec.mode = SpecMode::kOff;
+    Engine engine(*loaded_.model, *loaded_.tokenizer, off);
+    plain = run(engine, 150, /*ignore_eos=*/true);
+  }
+  Engine engine(*loaded_.model, *loaded_.tokenizer, o);
+  const std::vector<Result> spec = run(engine, 150, /*ignore_eos=*/true);
+  for (size_t i = 0; i < plain.size(); ++i) EXPECT_EQ(spec[i].tokens, plain[i].tokens);
+  EXPECT_GT(engine.stats().preemptions, 0u) << "the budget was meant to force preemption";
+  expect_no_leak(engine);
+
+  // Aborts while sequences speculate.
+  std::vector<std::shared_ptr<EventQueue>> queues;
+  std::vector<RequestId> ids;
+  for (const char* p : kPrompts) {
+    queues.push_back(std::make_shared<EventQueue>());
+    ids.push_back(engine.submit(request(p, 200, queues.back(), {}, true)));
+  }
+  TokenEvent e;
+  ASSERT_TRUE(queues[0]->pop(e, std::chrono::seconds(60)));
+  for (RequestId id : ids) engine.abort(id);
+  for (auto& q : queues) collect(*q);
+  expect_no_leak(engine);
+}
+
+TEST_F(SpeculativeTest, AutoStopsSpeculatingWhenGuessesFail) {
+  SpecController c(SpecOptions{SpecMode::kNgram, -1, 8, 1, 4});
+  // Memory-bound steps: a verification row costs ~1 % of a step.
+  for (int i = 0; i < 32; ++i) c.costs().observe(1 + i % 8, 0.010 + 0.0001 * (1 + i % 8));
+  ASSERT_TRUE(c.costs().fitted());
+  const RequestId good = 1, bad = 2;
+  for (int i = 0; i < 20; ++i) {
+    c.observe(good, 4, 4);
+    c.observe(bad, 4, 0);
+  }
+  const SpecDecision g = c.choose(good, 1);
+  EXPECT_GE(g.k, 4);
+  EXPECT_GT(g.predicted_speedup, 2.0);
+  EXPECT_EQ(c.choose(bad, 1).k, 0);
+  // Off, it re-probes with one guess every kReprobeSteps steps.
+  int probes = 0;
+  for (int i = 0; i < 2 * SpecController::kReprobeSteps; ++i) probes += c.choose(bad, 1).k;
+  EXPECT_EQ(probes, 2);
+  // Compute-bound steps (cost proportional to rows) in a batch of 32: extra rows cost what
+  // they save, so even good guesses are not worth it.
+  SpecController busy(SpecOptions{SpecMode::kNgram, -1, 8, 1, 4});
+  for (int i = 0; i < 32; ++i) busy.costs().observe(16 + i, 0.001 * (16 + i));
+  for (int i = 0; i < 20; ++i) busy.observe(good, 4, 3);
+  EXPECT_EQ(busy.choose(good, 32).k, 0);
+}
+
+}  // namespace
+}  // namespace rapide::testing
