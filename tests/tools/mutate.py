@@ -72,9 +72,35 @@ MUTATIONS = [
       tests="EngineTest|SchedulingPolicy"),
     m("static-admits-busy", "static batching admits new requests into a busy engine",
       [("src/engine/scheduler.cpp",
-        "const bool admitting = continuous ? out.preempted == 0 : running_.empty();",
-        "const bool admitting = continuous ? out.preempted == 0 : true;")],
-      tests="EngineTest|SchedulingPolicy|BatchInvariance"),
+        "const bool admitting = continuous ? plan.preempted.empty() : running_.empty();",
+        "const bool admitting = continuous ? plan.preempted.empty() : true;")],
+      tests="Scheduler|EngineTest|SchedulingPolicy|BatchInvariance"),
+    m("admits-after-preemption", "continuous batching admits new requests in the step that "
+      "just preempted (thrashing)",
+      [("src/engine/scheduler.cpp",
+        "const bool admitting = continuous ? plan.preempted.empty() : running_.empty();",
+        "const bool admitting = continuous ? true : running_.empty();")],
+      tests="Scheduler"),
+    m("static-frees-finished-rows", "static batching frees a finished request's row at once "
+      "instead of keeping it as padding until its batch ends",
+      [("src/engine/scheduler.cpp", "    s.padding = true;  // keeps computing",
+        "    erase(&s);  // keeps computing")],
+      tests="Scheduler|EngineTest"),
+    m("padding-row-not-advanced", "a padded row is not given its repeated token, so it stops "
+      "being computed",
+      [("src/engine/scheduler.cpp",
+        "if (s.padding && p.logits_rows > 0) s.tokens.push_back(s.tokens.back());", "")],
+      tests="Scheduler|EngineTest"),
+    m("spec-accepts-one-more", "speculation keeps the KV of one guess more than was accepted",
+      [("src/engine/scheduler.cpp",
+        "std::clamp(static_cast<int>(out.tokens.size()) - 1, 0, d->second);",
+        "std::clamp(static_cast<int>(out.tokens.size()), 0, d->second);")],
+      tests="Speculative"),
+    m("spec-reject-keeps-draft", "a rejected guess can still be drawn (sampling from p, not "
+      "from p without the draft)",
+      [("src/sampling/sampler.cpp", "      walk_total = total - candidates_[skip].prob;\n",
+        "      walk_total = total;\n      skip = n;\n")],
+      tests="SpeculativeVerify"),
     m("journal-no-fdatasync", "the batch journal never fdatasyncs (a power cut loses "
       "acknowledged records; a SIGKILL does not show it)",
       [("src/batch/record_journal.cpp", "if (unsynced_ > 0 && files_.fdatasync(fd_) != 0) {",
@@ -146,7 +172,7 @@ MUTATIONS = [
       tests="FinishReasonTest|EngineTest|SchedulingPolicy|e2e_serve_curl"),
     m("context-limit-off-by-one", "a request clipped by the context generates one token past "
       "the limit",
-      [("src/engine/engine.cpp", "if (!reason && generated >= s.max_generated)",
+      [("src/engine/output_processor.cpp", "if (!reason && generated >= s.max_generated)",
         "if (!reason && generated > s.max_generated)")],
       tests="EngineTest|SchedulingPolicy"),
     m("stop-holdback-short", "streaming holds back one byte too few of a possible stop string "
