@@ -75,6 +75,18 @@ void run(const RunOptions& options) {
   }
   if (event.finish_reason == FinishReason::kError) fail(ErrorCode::kInternal, "{}", event.error);
   print_figures(event);
+  const EngineStats stats = engine.stats();
+  if (stats.spec_enabled) {
+    const SpecStats& sp = stats.spec;
+    std::fprintf(stderr,
+                 "speculation: %llu guesses verified, %llu accepted (%.1f %%), %.2f accepted per "
+                 "verification, %llu steps for %d tokens, last k %d, auto off %llu times\n",
+                 static_cast<unsigned long long>(sp.proposed),
+                 static_cast<unsigned long long>(sp.accepted), 100.0 * sp.acceptance_rate(),
+                 sp.mean_accepted(), static_cast<unsigned long long>(stats.steps),
+                 event.completion_tokens, sp.last_k,
+                 static_cast<unsigned long long>(sp.off_decisions));
+  }
 }
 
 }  // namespace

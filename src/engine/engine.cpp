@@ -337,7 +337,9 @@ void Engine::step() {
   st.running = static_cast<int>(scheduler_->running_count());
   st.kv_used_blocks = kv_->used_blocks();
   st.kv_free_blocks = kv_->free_blocks();
-  scheduler_->observe_step_cost(plan.prefill_tokens + plan.decode_tokens, st.seconds);
+  // Speculation's cost model learns from decode-only steps: a prefill chunk's many cheap
+  // rows would flatten the per-row cost that verification rows actually pay.
+  if (plan.prefill_tokens == 0) scheduler_->observe_step_cost(plan.decode_tokens, st.seconds);
   {
     // Counted before the events go out: a client that sees its final event sees its blocks
     // freed and its request counted.

@@ -159,6 +159,33 @@ std::string ServeMetrics::render(const EngineStats* engine, int state) const {
   sample(out, "rapide_engine_steps_total", "counter", "forward passes", e.steps);
   sample(out, "rapide_engine_requests_aborted_total", "counter", "requests aborted",
          e.requests_aborted);
+  if (e.spec_enabled) {
+    const SpecStats& sp = e.spec;
+    sample(out, "rapide_spec_verifications_total", "counter",
+           "decode steps of a sequence that verified speculative guesses", sp.verifications);
+    sample(out, "rapide_spec_proposed_tokens_total", "counter", "speculative guesses verified",
+           sp.proposed);
+    sample(out, "rapide_spec_accepted_tokens_total", "counter", "speculative guesses accepted",
+           sp.accepted);
+    sample(out, "rapide_spec_acceptance_rate", "gauge", "accepted / proposed guesses",
+           sp.acceptance_rate());
+    sample(out, "rapide_spec_mean_accepted_length", "gauge",
+           "guesses accepted per verification", sp.mean_accepted());
+    sample(out, "rapide_spec_off_decisions_total", "counter",
+           "decode steps where auto chose no speculation (below break-even)", sp.off_decisions);
+    sample(out, "rapide_spec_chosen_tokens", "gauge", "the latest guess count chosen",
+           sp.last_k);
+    header(out, "rapide_spec_accepted_length", "histogram",
+           "guesses accepted per verification");
+    uint64_t cumulative = 0;
+    for (size_t a = 0; a < sp.accepted_histogram.size(); ++a) {
+      cumulative += sp.accepted_histogram[a];
+      out += fmt::format("rapide_spec_accepted_length_bucket{{le=\"{}\"}} {}\n", a, cumulative);
+    }
+    out += fmt::format("rapide_spec_accepted_length_bucket{{le=\"+Inf\"}} {}\n", cumulative);
+    out += fmt::format("rapide_spec_accepted_length_sum {}\n", sp.accepted);
+    out += fmt::format("rapide_spec_accepted_length_count {}\n", cumulative);
+  }
   return out;
 }
 

@@ -90,5 +90,26 @@ TEST(ServeMetrics, RendersRequestsAndEngineGauges) {
   EXPECT_NE(text.find("# TYPE rapide_time_per_output_token_seconds histogram"), std::string::npos);
 }
 
+TEST(ServeMetrics, RendersSpeculationOnlyWhenOn) {
+  ServeMetrics m;
+  EngineStats e;
+  EXPECT_EQ(m.render(&e, 1).find("rapide_spec_"), std::string::npos);
+  e.spec_enabled = true;
+  e.spec.verifications = 4;
+  e.spec.proposed = 16;
+  e.spec.accepted = 12;
+  e.spec.accepted_histogram = {1, 0, 0, 0, 3};
+  e.spec.last_k = 4;
+  const std::string text = m.render(&e, 1);
+  EXPECT_TRUE(has_line(text, "rapide_spec_proposed_tokens_total 16")) << text;
+  EXPECT_TRUE(has_line(text, "rapide_spec_accepted_tokens_total 12")) << text;
+  EXPECT_TRUE(has_line(text, "rapide_spec_acceptance_rate 0.75")) << text;
+  EXPECT_TRUE(has_line(text, "rapide_spec_mean_accepted_length 3")) << text;
+  EXPECT_TRUE(has_line(text, "rapide_spec_accepted_length_bucket{le=\"0\"} 1")) << text;
+  EXPECT_TRUE(has_line(text, "rapide_spec_accepted_length_bucket{le=\"3\"} 1")) << text;
+  EXPECT_TRUE(has_line(text, "rapide_spec_accepted_length_bucket{le=\"4\"} 4")) << text;
+  EXPECT_TRUE(has_line(text, "rapide_spec_accepted_length_count 4")) << text;
+}
+
 }  // namespace
 }  // namespace rapide::serve
