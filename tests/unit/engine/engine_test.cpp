@@ -11,36 +11,13 @@
 
 #include "base/error.h"
 #include "engine/engine.h"
+#include "engine_outcome.h"
 #include "golden/greedy_runner.h"
 #include "test_paths.h"
 
 namespace rapide::testing {
 namespace {
 
-struct Outcome {
-  std::vector<int32_t> tokens;
-  std::string text;
-  FinishReason reason = FinishReason::kError;
-  int completion_tokens = 0;
-  TimePoint finished;
-};
-
-Outcome collect(EventQueue& queue) {
-  Outcome o;
-  TokenEvent e;
-  while (queue.pop(e, std::chrono::seconds(60))) {
-    if (e.token >= 0) o.tokens.push_back(e.token);
-    o.text += e.text;
-    if (e.finished) {
-      o.reason = e.finish_reason;
-      o.completion_tokens = e.completion_tokens;
-      o.finished = e.timings.finished;
-      return o;
-    }
-  }
-  ADD_FAILURE() << "timed out waiting for the engine";
-  return o;
-}
 
 struct Spec {
   std::string prompt;

@@ -12,31 +12,17 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine_outcome.h"
 #include "golden/greedy_runner.h"
 #include "test_paths.h"
 
 namespace rapide::testing {
 namespace {
 
-struct Outcome {
-  std::vector<int32_t> tokens;
-  std::string text;
-  int cached_prompt_tokens = -1;
-};
-
-Outcome collect(EventQueue& queue) {
-  Outcome o;
-  TokenEvent e;
-  while (queue.pop(e, std::chrono::seconds(120))) {
-    if (e.token >= 0) o.tokens.push_back(e.token);
-    o.text += e.text;
-    if (e.finished) {
-      EXPECT_TRUE(e.error.empty()) << e.error;
-      o.cached_prompt_tokens = e.cached_prompt_tokens;
-      return o;
-    }
-  }
-  ADD_FAILURE() << "timed out waiting for the engine";
+// Every request here must succeed.
+Outcome collect_ok(EventQueue& queue) {
+  Outcome o = collect(queue);
+  EXPECT_TRUE(o.error.empty()) << o.error;
   return o;
 }
 
@@ -87,7 +73,7 @@ class PrefixCacheEngineTest : public ::testing::Test {
   Outcome run_one(Engine& engine, const Prompt& p) const {
     auto q = std::make_shared<EventQueue>();
     engine.submit(request(p, q));
-    return collect(*q);
+    return collect_ok(*q);
   }
   std::vector<Outcome> run_together(Engine& engine, const std::vector<Prompt>& prompts) const {
     std::vector<std::shared_ptr<EventQueue>> queues;
@@ -96,7 +82,7 @@ class PrefixCacheEngineTest : public ::testing::Test {
       engine.submit(request(p, queues.back()));
     }
     std::vector<Outcome> out;
-    for (auto& q : queues) out.push_back(collect(*q));
+    for (auto& q : queues) out.push_back(collect_ok(*q));
     return out;
   }
   // What each prompt gives alone with the cache off: the reference.

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine_outcome.h"
 #include "engine/speculation.h"
 #include "golden/greedy_runner.h"
 #include "test_paths.h"
@@ -31,26 +32,7 @@ const char* kPrompts[] = {
     "Sue had a red ball. She liked the red ball. She liked the",
 };
 
-struct Result {
-  std::vector<int32_t> tokens;
-  std::string text;
-  FinishReason reason = FinishReason::kError;
-};
-
-Result collect(EventQueue& q) {
-  Result r;
-  TokenEvent e;
-  while (q.pop(e, std::chrono::seconds(60))) {
-    if (e.token >= 0) r.tokens.push_back(e.token);
-    r.text += e.text;
-    if (e.finished) {
-      r.reason = e.finish_reason;
-      return r;
-    }
-  }
-  ADD_FAILURE() << "timed out";
-  return r;
-}
+using Result = Outcome;
 
 class SpeculativeTest : public ::testing::Test {
  protected:
