@@ -49,7 +49,8 @@ void run(const RunOptions& options) {
   // One sequence: a KV budget of exactly one full context, not the server default.
   const ModelConfig& c = loaded.model->config();
   const int context = engine_options.max_context > 0 ? engine_options.max_context : c.max_context;
-  const KvLayout layout = KvLayout::for_model(c, engine_options.kv_block_size, engine_options.kv_type);
+  const KvLayout layout =
+      KvLayout::for_model(c, engine_options.kv_block_size, engine_options.kv_type);
   const uint64_t blocks = (context + layout.block_size - 1) / layout.block_size;
   if (options.engine.options.kv_memory == EngineOptions{}.kv_memory) {
     engine_options.kv_memory = std::to_string(blocks * layout.block_bytes());
@@ -98,7 +99,8 @@ void register_run(CLI::App& app) {
   cmd->add_option("-p,--prompt", options->prompt, "prompt text");
   cmd->add_option("-f,--file", options->prompt_file, "read the prompt from a file");
   cmd->add_flag("--no-bos", options->no_bos, "do not prepend the BOS token");
-  cmd->add_flag("--special", options->special, "parse special tokens (e.g. <|im_start|>) in the prompt");
+  cmd->add_flag("--special", options->special,
+                "parse special tokens (e.g. <|im_start|>) in the prompt");
   cmd->add_flag("!--no-print-prompt", options->print_prompt, "print only the generated text");
   add_sampling_flags(*cmd, options->sampling);
   add_engine_flags(*cmd, options->engine);

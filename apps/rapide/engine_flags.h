@@ -33,7 +33,7 @@ void add_engine_flags(CLI::App& command, EngineFlags& flags);
 // --logit-bias, --top-logprobs.
 struct SamplingFlags {
   SamplingParams params;
-  int64_t seed = -1;  // -1 = random
+  int64_t seed = -1;                    // -1 = random
   std::vector<std::string> logit_bias;  // "TOKEN=BIAS" or "TOKEN=-inf"
   SamplingParams resolve() const;
 };

@@ -15,6 +15,8 @@ namespace rapide {
 double percentile_of_sorted(std::span<const double> sorted, double p);
 // Sorts a copy.
 double percentile(std::vector<double> values, double p);
-inline double median(std::vector<double> values) { return percentile(std::move(values), 50.0); }
+inline double median(std::vector<double> values) {
+  return percentile(std::move(values), 50.0);
+}
 
 }  // namespace rapide

@@ -120,7 +120,9 @@ std::vector<RequestId> Engine::submit_all(std::vector<Request> requests) {
   return enqueue(prepared);
 }
 
-void Engine::set_step_observer(StepObserver observer) { observer_ = std::move(observer); }
+void Engine::set_step_observer(StepObserver observer) {
+  observer_ = std::move(observer);
+}
 
 void Engine::check_admissible(std::span<const int32_t> prompt,
                               const SamplingParams& sampling) const {

@@ -64,8 +64,7 @@ class Engine {
   EngineStats stats() const;
   // Called on the engine thread after every step with its plan, result and figures (the
   // advisor's record, replay, tests). Set before the first submit; must not block.
-  using StepObserver =
-      std::function<void(const StepPlan&, const StepResult&, const StepStats&)>;
+  using StepObserver = std::function<void(const StepPlan&, const StepResult&, const StepStats&)>;
   void set_step_observer(StepObserver observer);
   const ModelConfig& config() const { return model_.config(); }
   const Tokenizer& tokenizer() const { return tokenizer_; }

@@ -21,6 +21,8 @@ SpecMode parse_spec_mode(const std::string& text) {
   fail(ErrorCode::kInvalidArgument, "--spec must be 'off' or 'ngram', got '{}'", text);
 }
 
-const char* spec_mode_name(SpecMode mode) { return mode == SpecMode::kNgram ? "ngram" : "off"; }
+const char* spec_mode_name(SpecMode mode) {
+  return mode == SpecMode::kNgram ? "ngram" : "off";
+}
 
 }  // namespace rapide

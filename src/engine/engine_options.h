@@ -30,7 +30,7 @@ const char* spec_mode_name(SpecMode mode);
 
 struct SpecOptions {
   SpecMode mode = SpecMode::kOff;
-  int tokens = -1;  // guesses per step; -1 = auto (chosen per sequence from measured costs)
+  int tokens = -1;     // guesses per step; -1 = auto (chosen per sequence from measured costs)
   int max_tokens = 8;  // the most guesses auto may choose
   int ngram_min = 1;
   int ngram_max = 4;

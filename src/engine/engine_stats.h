@@ -19,9 +19,9 @@ struct StepStats {
   double seconds = 0.0;          // plan to update, the whole step
   double forward_seconds = 0.0;  // plan + forward pass
   double sample_seconds = 0.0;   // sampling, stop rules
-  int sequences = 0;       // sequences in the forward pass
-  int prefill_tokens = 0;  // prompt tokens computed this step
-  int decode_tokens = 0;   // generated tokens fed this step
+  int sequences = 0;             // sequences in the forward pass
+  int prefill_tokens = 0;        // prompt tokens computed this step
+  int decode_tokens = 0;         // generated tokens fed this step
   int preemptions = 0;
   int waiting = 0;  // queue length after the step
   int running = 0;

@@ -54,8 +54,8 @@ StepResult OutputProcessor::process(const StepPlan& plan, std::span<const float>
   return result;
 }
 
-void OutputProcessor::process_row(const Row& row, std::vector<float>& scratch,
-                                  SequenceOutput& out, std::vector<TokenEvent>& events) {
+void OutputProcessor::process_row(const Row& row, std::vector<float>& scratch, SequenceOutput& out,
+                                  std::vector<TokenEvent>& events) {
   out.request_id = row.id;
   const std::vector<int32_t>& drafts = row.planned->draft_tokens;
   Sampler& sampler = *row.state->sampler;
@@ -90,9 +90,9 @@ void OutputProcessor::process_row(const Row& row, std::vector<float>& scratch,
   }
 }
 
-TokenEvent OutputProcessor::token_event(RequestId id, RequestOutputState& state,
-                                        const Sequence& s, const SampleResult& r,
-                                        int32_t generated, std::optional<FinishReason>& reason) {
+TokenEvent OutputProcessor::token_event(RequestId id, RequestOutputState& state, const Sequence& s,
+                                        const SampleResult& r, int32_t generated,
+                                        std::optional<FinishReason>& reason) {
   TokenEvent event;
   event.request_id = id;
   event.token = r.token;
@@ -120,8 +120,7 @@ TokenEvent OutputProcessor::token_event(RequestId id, RequestOutputState& state,
   return event;
 }
 
-void OutputProcessor::emit(const StepResult& result,
-                           const std::vector<FinishedRequest>& finished) {
+void OutputProcessor::emit(const StepResult& result, const std::vector<FinishedRequest>& finished) {
   for (size_t i = 0; i < result.outputs.size(); ++i) {
     const SequenceOutput& out = result.outputs[i];
     const auto state = states_.find(out.request_id);

@@ -228,8 +228,8 @@ void Scheduler::propose(Work& w, int decoding_rows, int& budget, StepPlan& plan)
   const int remaining = s.max_generated - s.generated();
   int k = std::min({d.k, budget, kv_.max_context() - fed_end, remaining - 1});
   if (k <= 0) return;
-  std::vector<int32_t> drafts = propose_ngram(s.tokens, k, options_.spec.ngram_min,
-                                              options_.spec.ngram_max);
+  std::vector<int32_t> drafts =
+      propose_ngram(s.tokens, k, options_.spec.ngram_min, options_.spec.ngram_max);
   while (!drafts.empty() && !kv_.can_reserve(s.kv_id, fed_end + static_cast<int>(drafts.size()))) {
     drafts.pop_back();  // guesses never preempt anyone
   }
@@ -316,8 +316,7 @@ std::vector<FinishedRequest> Scheduler::update(const StepPlan& plan, const StepR
     if (const auto d = drafted.find(out.request_id); d != drafted.end()) {
       // The emitted tokens are the accepted guesses, then the target's own token; a run cut
       // by a stop ends the request anyway.
-      const int accepted =
-          std::clamp(static_cast<int>(out.tokens.size()) - 1, 0, d->second);
+      const int accepted = std::clamp(static_cast<int>(out.tokens.size()) - 1, 0, d->second);
       settle_drafts(*s, d->second, accepted);
       drafted.erase(d);
     }

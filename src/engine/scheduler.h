@@ -87,8 +87,7 @@ class Scheduler {
   void register_blocks(Sequence& s);
   // Admits the front waiting sequence if room allows (prefix hit attached first); false
   // when it must wait. `promised` tracks static batching's whole-prompt promise.
-  bool admit(Sequence& s, int& budget, int32_t& promised, std::vector<Work>& work,
-             StepPlan& plan);
+  bool admit(Sequence& s, int& budget, int32_t& promised, std::vector<Work>& work, StepPlan& plan);
   // Reserves the work's positions and adds it to the plan's bookkeeping.
   void plan_work(Sequence& s, int n, bool is_decode, std::vector<Work>& work, StepPlan& plan,
                  int& budget);

@@ -53,7 +53,9 @@ void StepCostModel::refit() {
   a_ = std::max(0.0, (sy - b_ * sx) / n);
 }
 
-bool StepCostModel::fitted() const { return fitted_; }
+bool StepCostModel::fitted() const {
+  return fitted_;
+}
 
 double expected_tokens(double alpha, int k) {
   if (alpha >= 1.0) return k + 1.0;

@@ -63,7 +63,7 @@ class SpecController {
   // Speculate only when the model predicts 10 % or more: what it leaves out (proposing,
   // verifying in the sampler) is not free either.
   static constexpr double kMargin = 1.10;
-  static constexpr double kForget = 0.9;    // weight of the past per verification
+  static constexpr double kForget = 0.9;  // weight of the past per verification
   static constexpr double kPriorAlpha = 0.6;
 
   explicit SpecController(const SpecOptions& options) : options_(options) {}
@@ -103,8 +103,7 @@ struct SpecStats {
     return proposed ? static_cast<double>(accepted) / static_cast<double>(proposed) : 0.0;
   }
   double mean_accepted() const {
-    return verifications ? static_cast<double>(accepted) / static_cast<double>(verifications)
-                         : 0.0;
+    return verifications ? static_cast<double>(accepted) / static_cast<double>(verifications) : 0.0;
   }
 };
 

@@ -30,8 +30,8 @@ namespace rapide {
 // One sequence's share of a step.
 struct ScheduledSequence {
   RequestId request_id = 0;
-  int32_t kv_id = 0;           // the KV store's sequence id
-  int32_t start_position = 0;  // position of tokens[0]; positions before it are in the KV
+  int32_t kv_id = 0;            // the KV store's sequence id
+  int32_t start_position = 0;   // position of tokens[0]; positions before it are in the KV
   std::vector<int32_t> tokens;  // fed this step: a prefill chunk, or one decode token
   // Proposed continuation fed after `tokens` to be verified in the same pass (speculative
   // decoding); its positions follow tokens'. Empty when nothing is proposed.

@@ -24,7 +24,8 @@ struct Outcome {
 };
 
 // Waits for the request's final event (a test failure after `timeout` without one).
-inline Outcome collect(EventQueue& queue, std::chrono::seconds timeout = std::chrono::seconds(120)) {
+inline Outcome collect(EventQueue& queue,
+                       std::chrono::seconds timeout = std::chrono::seconds(120)) {
   Outcome o;
   TokenEvent e;
   while (queue.pop(e, timeout)) {

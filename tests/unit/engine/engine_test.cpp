@@ -18,7 +18,6 @@
 namespace rapide::testing {
 namespace {
 
-
 struct Spec {
   std::string prompt;
   int max_tokens;
@@ -343,18 +342,18 @@ TEST_F(EngineTest, StepObserverSeesEveryStepAsPlainData) {
   std::map<RequestId, std::vector<int32_t>> produced;
   uint64_t steps = 0, last_step = 0;
   bool in_order = true;
-  engine.set_step_observer([&](const StepPlan& plan, const StepResult& result,
-                               const StepStats& stats) {
-    std::lock_guard<std::mutex> lock(m);
-    ++steps;
-    in_order = in_order && plan.step == last_step + 1 && result.step == plan.step &&
-               stats.step == plan.step && stats.forward_seconds <= stats.seconds;
-    last_step = plan.step;
-    for (const ScheduledSequence& s : plan.sequences) fed[s.request_id] += s.fed();
-    for (const SequenceOutput& out : result.outputs) {
-      for (const SampledToken& t : out.tokens) produced[out.request_id].push_back(t.token);
-    }
-  });
+  engine.set_step_observer(
+      [&](const StepPlan& plan, const StepResult& result, const StepStats& stats) {
+        std::lock_guard<std::mutex> lock(m);
+        ++steps;
+        in_order = in_order && plan.step == last_step + 1 && result.step == plan.step &&
+                   stats.step == plan.step && stats.forward_seconds <= stats.seconds;
+        last_step = plan.step;
+        for (const ScheduledSequence& s : plan.sequences) fed[s.request_id] += s.fed();
+        for (const SequenceOutput& out : result.outputs) {
+          for (const SampledToken& t : out.tokens) produced[out.request_id].push_back(t.token);
+        }
+      });
   std::vector<std::shared_ptr<EventQueue>> queues;
   std::vector<RequestId> ids;
   std::vector<int> prompt_lengths;

@@ -23,7 +23,9 @@ namespace {
 constexpr int kBlock = 4;
 
 // 1 layer x 1 KV head x 4 dims x 4 positions x K,V x f32 = 128 bytes a block.
-KvLayout tiny_layout() { return KvLayout{1, 1, 4, kBlock, KvType::kF32}; }
+KvLayout tiny_layout() {
+  return KvLayout{1, 1, 4, kBlock, KvType::kF32};
+}
 
 EngineOptions options(int batch_tokens = 64, int chunk = 64,
                       BatchingMode mode = BatchingMode::kContinuous) {
@@ -180,7 +182,7 @@ TEST(Scheduler, PreemptsTheYoungestOfTheLowestPriorityAndResumesIt) {
   const Sequence* sc = f.scheduler->get(c);
   ASSERT_NE(sc, nullptr);
   EXPECT_EQ(sc->status, SequenceStatus::kWaiting);
-  EXPECT_EQ(sc->num_computed, 0);  // its KV is gone ...
+  EXPECT_EQ(sc->num_computed, 0);    // its KV is gone ...
   EXPECT_EQ(sc->tokens.size(), 9u);  // ... its prompt and generated token are kept
   EXPECT_EQ(sc->preemptions, 1);
 

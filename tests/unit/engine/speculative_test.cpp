@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "engine/engine.h"
-#include "engine_outcome.h"
 #include "engine/speculation.h"
+#include "engine_outcome.h"
 #include "golden/greedy_runner.h"
 #include "test_paths.h"
 
@@ -158,9 +158,9 @@ TEST_F(SpeculativeTest, StopsInsideAcceptedRunsEndExactlyAsWithout) {
     for (size_t i = 0; i < plain.size(); ++i) {
       ASSERT_EQ(cut[i].tokens.size(), static_cast<size_t>(n)) << "max_tokens " << n;
       EXPECT_EQ(cut[i].reason, FinishReason::kLength);
-      const std::vector<int32_t> head(plain[i].tokens.begin(),
-                                      plain[i].tokens.begin() +
-                                          std::min<size_t>(n, plain[i].tokens.size()));
+      const std::vector<int32_t> head(
+          plain[i].tokens.begin(),
+          plain[i].tokens.begin() + std::min<size_t>(n, plain[i].tokens.size()));
       if (plain[i].tokens.size() >= static_cast<size_t>(n)) {
         EXPECT_EQ(cut[i].tokens, head);
       }
