@@ -3,6 +3,7 @@
 // They read the same packed layout as the SIMD kernels and accumulate in the same order
 // (each output sums its columns, or its blocks, in order, with one fused multiply-add
 // per step), so the F32, F16 and quantized SIMD kernels reproduce them bit for bit.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -144,10 +145,30 @@ void q4_0(const PackedWeights& w, const Activations& a, int64_t p0, int64_t p1, 
 
 }  // namespace scalar
 
+void row_panels(RowDot dot, const PackedWeights& w, const Activations& a, int64_t p0, int64_t p1,
+                int64_t t0, int64_t t1, float* y) {
+  const int64_t row_bytes = w.panel_bytes / kPanel;
+  const int64_t blocks = w.cols / tensor_type_block_size(w.type);
+  const int64_t act_blocks = a.blocks;  // per token
+  for (int64_t p = p0; p < p1; ++p) {
+    const uint8_t* panel = w.panel(p);
+    const int rows = static_cast<int>(std::min<int64_t>(kPanel, w.rows - p * kPanel));
+    for (int64_t t = t0; t < t1; ++t) {
+      const ActRow x{a.q + t * a.stride, a.d + t * act_blocks,
+                     a.s ? a.s + t * act_blocks : nullptr,
+                     a.bsums ? a.bsums + t * act_blocks * 16 : nullptr};
+      for (int r = 0; r < rows; ++r) {
+        y[t * w.rows + p * kPanel + r] = dot(panel + r * row_bytes, blocks, x);
+      }
+    }
+  }
+}
+
 const KernelSet& reference_kernels() {
   static const KernelSet set{scalar::round_f16, scalar::to_bf16, scalar::quantize_q8,
                              scalar::f32,       scalar::f16,     scalar::bf16,
-                             scalar::q8_0,      scalar::q4_0,    0};
+                             scalar::q8_0,      scalar::q4_0,    0,
+                             scalar::row_dot};
   return set;
 }
 
