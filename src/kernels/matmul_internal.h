@@ -77,13 +77,15 @@ struct KernelSet {
   QuantizeKernel quantize_q8;
   PanelKernel f32, f16, bf16, q8_0, q4_0;
   int q8_bias_offset;  // what q8_0 expects in Activations::bias (q4_0 always wants 8)
-  RowDot (*row_dot)(TensorType);  // the row-wise types' dot product of this ISA
+  RowDot (*row_dot)(TensorType);               // the row-wise types' dot products
+  RowDotTokens (*row_dot_tokens)(TensorType);  // of this ISA (see kernels/rowquant.h)
 };
 
-// Panels [p0, p1) x tokens [t0, t1) of a row-wise type with `dot`; each panel's rows are
-// reused from cache by every token of the range.
-void row_panels(RowDot dot, const PackedWeights& w, const Activations& a, int64_t p0, int64_t p1,
-                int64_t t0, int64_t t1, float* y);
+// Panels [p0, p1) x tokens [t0, t1) of a row-wise type with `dot` (and `dots`, when not
+// null, for kRowTokens tokens at a time); each panel's rows are reused from cache by every
+// token of the range.
+void row_panels(RowDot dot, RowDotTokens dots, const PackedWeights& w, const Activations& a,
+                int64_t p0, int64_t p1, int64_t t0, int64_t t1, float* y);
 
 // The kernel family of each ISA level.
 const KernelSet& reference_kernels();

@@ -145,18 +145,31 @@ void q4_0(const PackedWeights& w, const Activations& a, int64_t p0, int64_t p1, 
 
 }  // namespace scalar
 
-void row_panels(RowDot dot, const PackedWeights& w, const Activations& a, int64_t p0, int64_t p1,
-                int64_t t0, int64_t t1, float* y) {
+void row_panels(RowDot dot, RowDotTokens dots, const PackedWeights& w, const Activations& a,
+                int64_t p0, int64_t p1, int64_t t0, int64_t t1, float* y) {
   const int64_t row_bytes = w.panel_bytes / kPanel;
   const int64_t blocks = w.cols / tensor_type_block_size(w.type);
-  const int64_t act_blocks = a.blocks;  // per token
+  auto act = [&](int64_t t) {
+    return ActRow{a.q + t * a.stride, a.d + t * a.blocks, a.s ? a.s + t * a.blocks : nullptr,
+                  a.bsums ? a.bsums + t * a.blocks * 16 : nullptr};
+  };
   for (int64_t p = p0; p < p1; ++p) {
     const uint8_t* panel = w.panel(p);
     const int rows = static_cast<int>(std::min<int64_t>(kPanel, w.rows - p * kPanel));
-    for (int64_t t = t0; t < t1; ++t) {
-      const ActRow x{a.q + t * a.stride, a.d + t * act_blocks,
-                     a.s ? a.s + t * act_blocks : nullptr,
-                     a.bsums ? a.bsums + t * act_blocks * 16 : nullptr};
+    int64_t t = t0;
+    if (dots != nullptr) {
+      for (; t + kRowTokens <= t1; t += kRowTokens) {
+        ActRow xs[kRowTokens];
+        for (int i = 0; i < kRowTokens; ++i) xs[i] = act(t + i);
+        for (int r = 0; r < rows; ++r) {
+          float out[kRowTokens];
+          dots(panel + r * row_bytes, blocks, xs, out);
+          for (int i = 0; i < kRowTokens; ++i) y[(t + i) * w.rows + p * kPanel + r] = out[i];
+        }
+      }
+    }
+    for (; t < t1; ++t) {
+      const ActRow x = act(t);
       for (int r = 0; r < rows; ++r) {
         y[t * w.rows + p * kPanel + r] = dot(panel + r * row_bytes, blocks, x);
       }
@@ -168,7 +181,7 @@ const KernelSet& reference_kernels() {
   static const KernelSet set{scalar::round_f16, scalar::to_bf16, scalar::quantize_q8,
                              scalar::f32,       scalar::f16,     scalar::bf16,
                              scalar::q8_0,      scalar::q4_0,    0,
-                             scalar::row_dot};
+                             scalar::row_dot,   scalar::row_dot_tokens};
   return set;
 }
 

@@ -173,6 +173,8 @@ RowDot row_dot(TensorType type) {
   }
 }
 
+RowDotTokens row_dot_tokens(TensorType) { return nullptr; }
+
 }  // namespace scalar
 
 void dequantize_row_blocks(TensorType type, const void* in, float* out, int64_t n) {

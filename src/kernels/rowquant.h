@@ -41,21 +41,29 @@ struct ActRow {
 
 // Dot product of one weight row (`blocks` GGUF blocks) with one token.
 using RowDot = float (*)(const uint8_t* row, int64_t blocks, const ActRow& x);
+// The same for kRowTokens tokens at once (out[t] for xs[t]), each bit-identical to RowDot:
+// a row's weights are unpacked once for all of them (prefill).
+constexpr int kRowTokens = 4;
+using RowDotTokens = void (*)(const uint8_t* row, int64_t blocks, const ActRow* xs, float* out);
 
 // Activation conversions (llama.cpp's quantize_row_q8_1 on x86, quantize_row_q8_K_ref).
 void quantize_q8_1(const float* x, int64_t cols, int8_t* q, float* d, float* s);
 void quantize_q8_k(const float* x, int64_t cols, int8_t* q, float* d, int16_t* bsums);
 
-// Per-ISA dot products; types without a SIMD kernel get the scalar one.
+// Per-ISA dot products; types without a SIMD kernel get the scalar one (and no
+// multi-token one: nullptr).
 namespace scalar {
 RowDot row_dot(TensorType type);
-}
+RowDotTokens row_dot_tokens(TensorType type);
+}  // namespace scalar
 namespace avx2 {
 RowDot row_dot(TensorType type);
-}
+RowDotTokens row_dot_tokens(TensorType type);
+}  // namespace avx2
 namespace avx512 {
 RowDot row_dot(TensorType type);
-}
+RowDotTokens row_dot_tokens(TensorType type);
+}  // namespace avx512
 
 // Whole-row conversions for these types (the public quantize_row / dequantize_row).
 void dequantize_row_blocks(TensorType type, const void* in, float* out, int64_t n);

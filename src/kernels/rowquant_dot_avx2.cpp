@@ -1,101 +1,29 @@
-// AVX2 dot products of the Q4_K_M pair (Q4_K and Q6_K) with Q8_K activations. Each super-
-// block's integer sums are exact (vpmaddubsw cannot saturate: |w| <= 63, |q| <= 127) and are
-// combined into floats exactly as the scalar reference does (kquant_combine), so results
-// match it bit for bit. The other row-wise types run their scalar kernel at this level.
-#include <immintrin.h>
-
-#include "kernels/rowquant.h"
+// AVX2 dot products of the row-wise types: Q4_K and Q6_K (the Q4_K_M pair) have SIMD
+// kernels (kernels/rowquant_kquant_simd.h, bit-identical to the scalar reference); the
+// other row-wise types run their scalar kernel at this level.
+#include "kernels/rowquant_kquant_simd.h"
 
 namespace rapide::matmul::avx2 {
-namespace {
-
-int32_t hsum(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-  return _mm_cvtsi128_si32(s);
-}
-
-float dot_q4_k(const uint8_t* row, int64_t blocks, const ActRow& x) {
-  const __m256i m4 = _mm256_set1_epi8(0x0f);
-  float acc = 0.0f, accm = 0.0f;
-  for (int64_t i = 0; i < blocks; ++i) {
-    const auto* b = reinterpret_cast<const BlockQ4K*>(row + i * sizeof(BlockQ4K));
-    const int8_t* q = x.q + i * kSuperBlock;
-    const int16_t* bsums = x.bsums + i * 16;
-    int sc[8], mn[8];
-    int32_t msum = 0;
-    for (int j = 0; j < 8; ++j) {
-      kquant_scale_min(j, b->scales, &sc[j], &mn[j]);
-      msum += mn[j] * (bsums[2 * j] + bsums[2 * j + 1]);
-    }
-    __m256i sumi = _mm256_setzero_si256();
-    for (int k = 0; k < 4; ++k) {
-      const __m256i qs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qs + 32 * k));
-      const __m256i lo = _mm256_and_si256(qs, m4);
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qs, 4), m4);
-      const __m256i a0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64 * k));
-      const __m256i a1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64 * k + 32));
-      const __m256i p0 = _mm256_maddubs_epi16(lo, a0);
-      const __m256i p1 = _mm256_maddubs_epi16(hi, a1);
-      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p0, _mm256_set1_epi16(
-                                                              static_cast<int16_t>(sc[2 * k]))));
-      sumi = _mm256_add_epi32(
-          sumi, _mm256_madd_epi16(p1, _mm256_set1_epi16(static_cast<int16_t>(sc[2 * k + 1]))));
-    }
-    kquant_combine(x.d[i], b->d, b->dmin, hsum(sumi), msum, acc, accm);
-  }
-  return acc - accm;
-}
-
-// Weights are taken unsigned (0..63) and the -32 offset is applied once per super-block
-// through bsums: sum sc * (w - 32) q = sum sc * w q - 32 * sum sc * bsum.
-float dot_q6_k(const uint8_t* row, int64_t blocks, const ActRow& x) {
-  const __m256i m4 = _mm256_set1_epi8(0x0f);
-  const __m256i m3 = _mm256_set1_epi8(0x03);
-  float acc = 0.0f, accm = 0.0f;
-  for (int64_t i = 0; i < blocks; ++i) {
-    const auto* b = reinterpret_cast<const BlockQ6K*>(row + i * sizeof(BlockQ6K));
-    const int8_t* q = x.q + i * kSuperBlock;
-    const int16_t* bsums = x.bsums + i * 16;
-    int32_t offset = 0;
-    for (int j = 0; j < 16; ++j) offset += b->scales[j] * bsums[j];
-    __m256i sumi = _mm256_setzero_si256();
-    for (int n = 0; n < 2; ++n) {
-      const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->ql + 64 * n));
-      const __m256i ql1 =
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->ql + 64 * n + 32));
-      const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b->qh + 32 * n));
-      for (int k = 0; k < 4; ++k) {
-        const __m256i l = k & 1 ? ql1 : ql0;
-        const __m256i low = k < 2 ? _mm256_and_si256(l, m4)
-                                  : _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
-        const __m256i high = _mm256_slli_epi16(
-            _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * k)), m3), 4);
-        const __m256i w = _mm256_or_si256(low, high);
-        const __m256i a =
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 128 * n + 32 * k));
-        const int s = 8 * n + 2 * k;
-        const __m256i scales =
-            _mm256_set_m128i(_mm_set1_epi16(b->scales[s + 1]), _mm_set1_epi16(b->scales[s]));
-        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), scales));
-      }
-    }
-    kquant_combine(x.d[i], b->d, 0, hsum(sumi) - 32 * offset, 0, acc, accm);
-  }
-  return acc - accm;
-}
-
-}  // namespace
 
 RowDot row_dot(TensorType type) {
   switch (type) {
     case TensorType::kQ4_K:
-      return dot_q4_k;
+      return q4_k_dot;
     case TensorType::kQ6_K:
-      return dot_q6_k;
+      return q6_k_dot;
     default:
       return scalar::row_dot(type);
+  }
+}
+
+RowDotTokens row_dot_tokens(TensorType type) {
+  switch (type) {
+    case TensorType::kQ4_K:
+      return q4_k_tokens<kRowTokens>;
+    case TensorType::kQ6_K:
+      return q6_k_tokens<kRowTokens>;
+    default:
+      return nullptr;
   }
 }
 
