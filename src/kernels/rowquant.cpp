@@ -98,12 +98,13 @@ namespace {
 
 template <TensorType kType>
 float dot256(const uint8_t* row, int64_t blocks, const ActRow& x) {
-  constexpr int64_t kBytes = static_cast<int64_t>(kType == TensorType::kQ2_K   ? sizeof(BlockQ2K)
-                                                  : kType == TensorType::kQ3_K ? sizeof(BlockQ3K)
-                                                  : kType == TensorType::kQ4_K ? sizeof(BlockQ4K)
-                                                  : kType == TensorType::kQ5_K ? sizeof(BlockQ5K)
-                                                  : kType == TensorType::kQ6_K ? sizeof(BlockQ6K)
-                                                                               : sizeof(BlockIq4Xs));
+  constexpr int64_t kBytes =
+      static_cast<int64_t>(kType == TensorType::kQ2_K   ? sizeof(BlockQ2K)
+                           : kType == TensorType::kQ3_K ? sizeof(BlockQ3K)
+                           : kType == TensorType::kQ4_K ? sizeof(BlockQ4K)
+                           : kType == TensorType::kQ5_K ? sizeof(BlockQ5K)
+                           : kType == TensorType::kQ6_K ? sizeof(BlockQ6K)
+                                                        : sizeof(BlockIq4Xs));
   float acc = 0.0f, accm = 0.0f;
   Unpacked256 u;
   for (int64_t i = 0; i < blocks; ++i) {
@@ -126,10 +127,11 @@ float dot256(const uint8_t* row, int64_t blocks, const ActRow& x) {
 // the types with a minimum, summs += m * s (llama.cpp's vec_dot_q4_1_q8_1 and kin).
 template <TensorType kType>
 float dot32(const uint8_t* row, int64_t blocks, const ActRow& x) {
-  constexpr int64_t kBytes = static_cast<int64_t>(kType == TensorType::kQ4_1   ? sizeof(BlockQ4_1)
-                                                  : kType == TensorType::kQ5_0 ? sizeof(BlockQ5_0)
-                                                  : kType == TensorType::kQ5_1 ? sizeof(BlockQ5_1)
-                                                                               : sizeof(BlockIq4Nl));
+  constexpr int64_t kBytes =
+      static_cast<int64_t>(kType == TensorType::kQ4_1   ? sizeof(BlockQ4_1)
+                           : kType == TensorType::kQ5_0 ? sizeof(BlockQ5_0)
+                           : kType == TensorType::kQ5_1 ? sizeof(BlockQ5_1)
+                                                        : sizeof(BlockIq4Nl));
   constexpr bool kHasMin = kType == TensorType::kQ4_1 || kType == TensorType::kQ5_1;
   float acc = 0.0f, summs = 0.0f;
   Unpacked32 u;
@@ -173,7 +175,9 @@ RowDot row_dot(TensorType type) {
   }
 }
 
-RowDotTokens row_dot_tokens(TensorType) { return nullptr; }
+RowDotTokens row_dot_tokens(TensorType) {
+  return nullptr;
+}
 
 }  // namespace scalar
 

@@ -28,7 +28,9 @@ enum class RowAct { kQ8_0, kQ8_1, kQ8_K };
 bool is_row_type(TensorType type);
 RowAct row_activation(TensorType type);
 // Elements per activation block: 32 or 256.
-inline int row_act_block(RowAct act) { return act == RowAct::kQ8_K ? kSuperBlock : 32; }
+inline int row_act_block(RowAct act) {
+  return act == RowAct::kQ8_K ? kSuperBlock : 32;
+}
 
 // One token's converted activations: q (cols int8), d (one per activation block), s (Q8_1:
 // one per block), bsums (Q8_K: 16 per block).

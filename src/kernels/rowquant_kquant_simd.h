@@ -1,6 +1,7 @@
-// The Q4_K and Q6_K dot products against Q8_K activations, shared by the AVX2 and AVX-512
-// kernel files (compiled with each file's flags; the anonymous namespace keeps the two
-// instantiations apart). Included only by rowquant_dot_avx2.cpp / rowquant_dot_avx512.cpp.
+// The k-quant (Q2_K..Q6_K, IQ4_XS) dot products against Q8_K activations, shared by the
+// AVX2 and AVX-512 kernel files (compiled with each file's flags; the anonymous namespace
+// keeps the two instantiations apart). Included only by rowquant_dot_avx2.cpp and
+// rowquant_dot_avx512.cpp. IQ4_XS's signed table values (|w| <= 127) go through vpsignb.
 //
 // One call takes one weight row and T tokens: each super-block's weights are unpacked into
 // registers once and reused for every token (prefill), T = 1 serves decode. Sub-block
@@ -56,102 +57,301 @@ inline __m256i broadcast_lanes(__m256i src, int lo, int hi) {
   return _mm256_shuffle_epi8(src, mask);
 }
 
-template <int T>
-void q4_k_tokens(const uint8_t* row, int64_t blocks, const ActRow* xs, float* out) {
-  const __m256i m4 = _mm256_set1_epi8(0x0f);
-  float acc[T] = {}, accm[T] = {};
-  for (int64_t i = 0; i < blocks; ++i) {
-    const auto* b = reinterpret_cast<const BlockQ4K*>(row + i * sizeof(BlockQ4K));
-    // kquant_scale_min for all 8 sub-blocks at once: scales to bytes 0-7, mins to 8-15.
-    uint32_t u[4];
-    std::memcpy(u, b->scales, 12);
-    constexpr uint32_t k6 = 0x3f3f3f3f, k4 = 0x0f0f0f0f, k2 = 0x03030303;
-    u[3] = ((u[2] >> 4) & k4) | (((u[1] >> 6) & k2) << 4);
-    const uint32_t mins_lo = u[1] & k6;
-    u[1] = (u[2] & k4) | (((u[0] >> 6) & k2) << 4);
-    u[2] = mins_lo;
-    u[0] &= k6;
-    const __m128i sm = _mm_set_epi32(static_cast<int>(u[3]), static_cast<int>(u[2]),
-                                     static_cast<int>(u[1]), static_cast<int>(u[0]));
-    const __m256i scales = _mm256_permute4x64_epi64(_mm256_cvtepu8_epi16(sm), 0x44);
-    const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm));  // m0 m0 m1 m1 ...
-    __m256i w[8], s[8];
-    for (int k = 0; k < 4; ++k) {
-      const __m256i qs = load256(b->qs + 32 * k);
-      w[2 * k] = _mm256_and_si256(qs, m4);
-      w[2 * k + 1] = _mm256_and_si256(_mm256_srli_epi16(qs, 4), m4);
-    }
-    for (int j = 0; j < 8; ++j) s[j] = broadcast_lanes(scales, j, j);
-    const float dw = _cvtsh_ss(b->d), dminw = _cvtsh_ss(b->dmin);
-    for (int t = 0; t < T; ++t) {
-      const int8_t* q = xs[t].q + i * kSuperBlock;
-      __m256i isum = _mm256_setzero_si256();
-      for (int j = 0; j < 8; ++j) {
-        isum = madd_acc(isum, _mm256_maddubs_epi16(w[j], load256(q + 32 * j)), s[j]);
-      }
-      const __m256i msum = _mm256_madd_epi16(load256(xs[t].bsums + i * 16), mins);
-      int32_t is, ms;
-      hsum2(isum, msum, is, ms);
-      combine(xs[t].d[i], dw, dminw, is, ms, acc[t], accm[t]);
-    }
-  }
-  for (int t = 0; t < T; ++t) out[t] = acc[t] - accm[t];
+// One super-block unpacked into registers: the 256 weights as 8 vectors of 32 bytes (in
+// element order), the scale of each vector's two 16-weight halves broadcast to its 16-bit
+// lanes, and `m`, the 16 int16 multipliers of the activations' bsums (the mins, or for the
+// offset types the scales).
+struct SuperBlock {
+  __m256i w[8];
+  __m256i s[8];
+  __m256i m;
+  float dw, dminw;
+};
+
+// Per type: whether weights are signed (IQ4_XS), and the offset subtracted from the
+// unsigned stored weights (Q3_K: 4, Q6_K: 32), applied through bsums.
+template <TensorType kType>
+struct KTraits;
+template <>
+struct KTraits<TensorType::kQ2_K> {
+  using Block = BlockQ2K;
+  static constexpr bool kSigned = false;
+  static constexpr int kOffset = 0;
+};
+template <>
+struct KTraits<TensorType::kQ3_K> {
+  using Block = BlockQ3K;
+  static constexpr bool kSigned = false;
+  static constexpr int kOffset = 4;
+};
+template <>
+struct KTraits<TensorType::kQ4_K> {
+  using Block = BlockQ4K;
+  static constexpr bool kSigned = false;
+  static constexpr int kOffset = 0;
+};
+template <>
+struct KTraits<TensorType::kQ5_K> {
+  using Block = BlockQ5K;
+  static constexpr bool kSigned = false;
+  static constexpr int kOffset = 0;
+};
+template <>
+struct KTraits<TensorType::kQ6_K> {
+  using Block = BlockQ6K;
+  static constexpr bool kSigned = false;
+  static constexpr int kOffset = 32;
+};
+template <>
+struct KTraits<TensorType::kIQ4_XS> {
+  using Block = BlockIq4Xs;
+  static constexpr bool kSigned = true;
+  static constexpr int kOffset = 0;
+};
+
+// Scales of 16-weight sub-blocks (16 int16 lanes) onto the 8 vectors: vector c covers
+// sub-blocks 2c and 2c + 1.
+inline void scales_per16(__m256i sc16, __m256i* s) {
+  const __m256i lo = _mm256_permute4x64_epi64(sc16, 0x44);  // scales 0-7 in both halves
+  const __m256i hi = _mm256_permute4x64_epi64(sc16, 0xee);  // scales 8-15
+  for (int c = 0; c < 8; ++c) s[c] = broadcast_lanes(c < 4 ? lo : hi, 2 * (c % 4), 2 * (c % 4) + 1);
 }
 
-// Weights are taken unsigned (0..63) and the -32 offset applied once per super-block through
-// bsums: sum sc * (w - 32) q = sum sc * w q - 32 * sum sc * bsum.
-template <int T>
-void q6_k_tokens(const uint8_t* row, int64_t blocks, const ActRow* xs, float* out) {
-  const __m256i m4 = _mm256_set1_epi8(0x0f);
+// Scales of 32-weight sub-blocks (lanes 0-7 of sc8) onto the 8 vectors.
+inline void scales_per32(__m256i sc8, __m256i* s) {
+  const __m256i both = _mm256_permute4x64_epi64(sc8, 0x44);
+  for (int c = 0; c < 8; ++c) s[c] = broadcast_lanes(both, c, c);
+}
+
+// kquant_scale_min for all 8 sub-blocks at once: scales to bytes 0-7, mins to bytes 8-15.
+inline __m128i q45_scales_mins(const uint8_t* packed) {
+  uint32_t u[4];
+  std::memcpy(u, packed, 12);
+  constexpr uint32_t k6 = 0x3f3f3f3f, k4 = 0x0f0f0f0f, k2 = 0x03030303;
+  u[3] = ((u[2] >> 4) & k4) | (((u[1] >> 6) & k2) << 4);
+  const uint32_t mins_lo = u[1] & k6;
+  u[1] = (u[2] & k4) | (((u[0] >> 6) & k2) << 4);
+  u[2] = mins_lo;
+  u[0] &= k6;
+  return _mm_set_epi32(static_cast<int>(u[3]), static_cast<int>(u[2]), static_cast<int>(u[1]),
+                       static_cast<int>(u[0]));
+}
+
+template <TensorType kType>
+void unpack(const uint8_t* p, SuperBlock& u);
+
+template <>
+inline void unpack<TensorType::kQ2_K>(const uint8_t* p, SuperBlock& u) {
+  const auto* b = reinterpret_cast<const BlockQ2K*>(p);
   const __m256i m3 = _mm256_set1_epi8(0x03);
-  float acc[T] = {}, accm[T] = {};
-  for (int64_t i = 0; i < blocks; ++i) {
-    const auto* b = reinterpret_cast<const BlockQ6K*>(row + i * sizeof(BlockQ6K));
-    const __m256i sc16 =
-        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales)));
-    const __m256i sc_lo = _mm256_permute4x64_epi64(sc16, 0x44);  // scales 0-7 in both halves
-    const __m256i sc_hi = _mm256_permute4x64_epi64(sc16, 0xee);  // scales 8-15
-    __m256i w[8], s[8];
-    for (int n = 0; n < 2; ++n) {
-      const __m256i ql0 = load256(b->ql + 64 * n);
-      const __m256i ql1 = load256(b->ql + 64 * n + 32);
-      const __m256i qh = load256(b->qh + 32 * n);
-      for (int k = 0; k < 4; ++k) {
-        const __m256i l = k & 1 ? ql1 : ql0;
-        const __m256i low = k < 2 ? _mm256_and_si256(l, m4)
-                                  : _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
-        const __m256i high = _mm256_slli_epi16(
-            _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * k)), m3), 4);
-        w[4 * n + k] = _mm256_or_si256(low, high);
-        // 32 weights = sub-blocks 8n + 2k (low half) and 8n + 2k + 1 (high half).
-        s[4 * n + k] = broadcast_lanes(n == 0 ? sc_lo : sc_hi, 2 * k, 2 * k + 1);
+  for (int n = 0; n < 2; ++n) {
+    const __m256i qs = load256(b->qs + 32 * n);
+    for (int k = 0; k < 4; ++k) {
+      u.w[4 * n + k] = _mm256_and_si256(_mm256_srl_epi16(qs, _mm_cvtsi32_si128(2 * k)), m3);
+    }
+  }
+  const __m256i sm =
+      _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales)));
+  scales_per16(_mm256_and_si256(sm, _mm256_set1_epi16(0x0f)), u.s);
+  u.m = _mm256_and_si256(_mm256_srli_epi16(sm, 4), _mm256_set1_epi16(0x0f));
+  u.dw = _cvtsh_ss(b->d);
+  u.dminw = _cvtsh_ss(b->dmin);
+}
+
+template <>
+inline void unpack<TensorType::kQ3_K>(const uint8_t* p, SuperBlock& u) {
+  const auto* b = reinterpret_cast<const BlockQ3K*>(p);
+  const __m256i m3 = _mm256_set1_epi8(0x03);
+  const __m256i m1 = _mm256_set1_epi8(0x01);
+  const __m256i hm = load256(b->hmask);
+  for (int n = 0; n < 2; ++n) {
+    const __m256i qs = load256(b->qs + 32 * n);
+    for (int k = 0; k < 4; ++k) {
+      const __m256i low = _mm256_and_si256(_mm256_srl_epi16(qs, _mm_cvtsi32_si128(2 * k)), m3);
+      const __m256i high = _mm256_and_si256(_mm256_srl_epi16(hm, _mm_cvtsi32_si128(4 * n + k)), m1);
+      u.w[4 * n + k] = _mm256_or_si256(low, _mm256_slli_epi16(high, 2));  // stored + 4: 0..7
+    }
+  }
+  // q3k_scales with 32-bit ops: low nibbles from bytes 0-7, 2-bit high parts from 8-11.
+  uint32_t a[4];
+  std::memcpy(a, b->scales, 12);
+  constexpr uint32_t k4 = 0x0f0f0f0f, k2 = 0x03030303;
+  const uint32_t tmp = a[2];
+  a[2] = ((a[0] >> 4) & k4) | (((tmp >> 4) & k2) << 4);
+  a[3] = ((a[1] >> 4) & k4) | (((tmp >> 6) & k2) << 4);
+  a[0] = (a[0] & k4) | ((tmp & k2) << 4);
+  a[1] = (a[1] & k4) | (((tmp >> 2) & k2) << 4);
+  const __m128i sc8 = _mm_sub_epi8(_mm_set_epi32(static_cast<int>(a[3]), static_cast<int>(a[2]),
+                                                 static_cast<int>(a[1]), static_cast<int>(a[0])),
+                                   _mm_set1_epi8(32));
+  u.m = _mm256_cvtepi8_epi16(sc8);
+  scales_per16(u.m, u.s);
+  u.dw = _cvtsh_ss(b->d);
+  u.dminw = 0.0f;
+}
+
+template <bool kFive>
+inline void unpack_q45(const uint8_t* p, SuperBlock& u) {
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  const __m256i m1 = _mm256_set1_epi8(0x01);
+  uint16_t d, dmin;
+  std::memcpy(&d, p, 2);
+  std::memcpy(&dmin, p + 2, 2);
+  const uint8_t* qs = p + (kFive ? 48 : 16);
+  const __m256i qh = kFive ? load256(p + 16) : _mm256_setzero_si256();
+  for (int k = 0; k < 4; ++k) {
+    const __m256i q = load256(qs + 32 * k);
+    u.w[2 * k] = _mm256_and_si256(q, m4);
+    u.w[2 * k + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+    if (kFive) {
+      for (int h = 0; h < 2; ++h) {
+        const __m256i bit =
+            _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * k + h)), m1);
+        u.w[2 * k + h] = _mm256_or_si256(u.w[2 * k + h], _mm256_slli_epi16(bit, 4));
       }
     }
-    const float dw = _cvtsh_ss(b->d);
+  }
+  const __m128i sm = q45_scales_mins(p + 4);
+  scales_per32(_mm256_cvtepu8_epi16(sm), u.s);
+  u.m = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm));  // m0 m0 m1 m1 ...: one per 16
+  u.dw = _cvtsh_ss(d);
+  u.dminw = _cvtsh_ss(dmin);
+}
+
+template <>
+inline void unpack<TensorType::kQ4_K>(const uint8_t* p, SuperBlock& u) {
+  unpack_q45<false>(p, u);
+}
+template <>
+inline void unpack<TensorType::kQ5_K>(const uint8_t* p, SuperBlock& u) {
+  unpack_q45<true>(p, u);
+}
+
+template <>
+inline void unpack<TensorType::kQ6_K>(const uint8_t* p, SuperBlock& u) {
+  const auto* b = reinterpret_cast<const BlockQ6K*>(p);
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  const __m256i m3 = _mm256_set1_epi8(0x03);
+  for (int n = 0; n < 2; ++n) {
+    const __m256i ql0 = load256(b->ql + 64 * n);
+    const __m256i ql1 = load256(b->ql + 64 * n + 32);
+    const __m256i qh = load256(b->qh + 32 * n);
+    for (int k = 0; k < 4; ++k) {
+      const __m256i l = k & 1 ? ql1 : ql0;
+      const __m256i low =
+          k < 2 ? _mm256_and_si256(l, m4) : _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
+      const __m256i high = _mm256_slli_epi16(
+          _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * k)), m3), 4);
+      u.w[4 * n + k] = _mm256_or_si256(low, high);  // stored + 32: 0..63
+    }
+  }
+  u.m = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales)));
+  scales_per16(u.m, u.s);
+  u.dw = _cvtsh_ss(b->d);
+  u.dminw = 0.0f;
+}
+
+template <>
+inline void unpack<TensorType::kIQ4_XS>(const uint8_t* p, SuperBlock& u) {
+  const auto* b = reinterpret_cast<const BlockIq4Xs*>(p);
+  const __m256i table =
+      _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlValues)));
+  const __m128i m4 = _mm_set1_epi8(0x0f);
+  alignas(16) int16_t sc[8];
+  for (int ib = 0; ib < 8; ++ib) {
+    // Sub-block ib: 16 bytes; low nibbles are its weights 0-15, high nibbles 16-31.
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->qs + 16 * ib));
+    const __m256i idx =
+        _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4));
+    u.w[ib] = _mm256_shuffle_epi8(table, idx);
+    sc[ib] = static_cast<int16_t>(iq4xs_scale(*b, ib) - 32);
+  }
+  scales_per32(_mm256_castsi128_si256(_mm_load_si128(reinterpret_cast<const __m128i*>(sc))), u.s);
+  u.m = _mm256_setzero_si256();
+  u.dw = _cvtsh_ss(b->d);
+  u.dminw = 0.0f;
+}
+
+// Row x T tokens for a k-quant type (see the file comment).
+template <TensorType kType, int T>
+void kquant_tokens(const uint8_t* row, int64_t blocks, const ActRow* xs, float* out) {
+  using Traits = KTraits<kType>;
+  float acc[T] = {}, accm[T] = {};
+  SuperBlock u;
+  for (int64_t i = 0; i < blocks; ++i) {
+    unpack<kType>(row + i * sizeof(typename Traits::Block), u);
+    __m256i wabs[8];
+    if constexpr (Traits::kSigned) {
+      for (int c = 0; c < 8; ++c) wabs[c] = _mm256_sign_epi8(u.w[c], u.w[c]);
+    }
     for (int t = 0; t < T; ++t) {
       const int8_t* q = xs[t].q + i * kSuperBlock;
       __m256i isum = _mm256_setzero_si256();
       for (int c = 0; c < 8; ++c) {
-        isum = madd_acc(isum, _mm256_maddubs_epi16(w[c], load256(q + 32 * c)), s[c]);
+        const __m256i a = load256(q + 32 * c);
+        // Signed weights: |w| times a with w's sign (|w|, |a| <= 127: no saturation).
+        const __m256i p = Traits::kSigned
+                              ? _mm256_maddubs_epi16(wabs[c], _mm256_sign_epi8(a, u.w[c]))
+                              : _mm256_maddubs_epi16(u.w[c], a);
+        isum = madd_acc(isum, p, u.s[c]);
       }
-      const __m256i offset = _mm256_madd_epi16(load256(xs[t].bsums + i * 16), sc16);
-      int32_t is, off;
-      hsum2(isum, offset, is, off);
-      combine(xs[t].d[i], dw, 0.0f, is - 32 * off, 0, acc[t], accm[t]);
+      const __m256i mv = _mm256_madd_epi16(load256(xs[t].bsums + i * 16), u.m);
+      int32_t is, ms;
+      hsum2(isum, mv, is, ms);
+      if constexpr (Traits::kOffset != 0) {
+        combine(xs[t].d[i], u.dw, 0.0f, is - Traits::kOffset * ms, 0, acc[t], accm[t]);
+      } else {
+        combine(xs[t].d[i], u.dw, u.dminw, is, ms, acc[t], accm[t]);
+      }
     }
   }
   for (int t = 0; t < T; ++t) out[t] = acc[t] - accm[t];
 }
 
-inline float q4_k_dot(const uint8_t* row, int64_t blocks, const ActRow& x) {
+template <TensorType kType>
+float kquant_dot(const uint8_t* row, int64_t blocks, const ActRow& x) {
   float out;
-  q4_k_tokens<1>(row, blocks, &x, &out);
+  kquant_tokens<kType, 1>(row, blocks, &x, &out);
   return out;
 }
-inline float q6_k_dot(const uint8_t* row, int64_t blocks, const ActRow& x) {
-  float out;
-  q6_k_tokens<1>(row, blocks, &x, &out);
-  return out;
+
+// The k-quant kernels of this ISA (nullptr for other types).
+inline RowDot kquant_row_dot(TensorType type) {
+  switch (type) {
+    case TensorType::kQ2_K:
+      return kquant_dot<TensorType::kQ2_K>;
+    case TensorType::kQ3_K:
+      return kquant_dot<TensorType::kQ3_K>;
+    case TensorType::kQ4_K:
+      return kquant_dot<TensorType::kQ4_K>;
+    case TensorType::kQ5_K:
+      return kquant_dot<TensorType::kQ5_K>;
+    case TensorType::kQ6_K:
+      return kquant_dot<TensorType::kQ6_K>;
+    case TensorType::kIQ4_XS:
+      return kquant_dot<TensorType::kIQ4_XS>;
+    default:
+      return nullptr;
+  }
+}
+
+inline RowDotTokens kquant_row_dot_tokens(TensorType type) {
+  switch (type) {
+    case TensorType::kQ2_K:
+      return kquant_tokens<TensorType::kQ2_K, kRowTokens>;
+    case TensorType::kQ3_K:
+      return kquant_tokens<TensorType::kQ3_K, kRowTokens>;
+    case TensorType::kQ4_K:
+      return kquant_tokens<TensorType::kQ4_K, kRowTokens>;
+    case TensorType::kQ5_K:
+      return kquant_tokens<TensorType::kQ5_K, kRowTokens>;
+    case TensorType::kQ6_K:
+      return kquant_tokens<TensorType::kQ6_K, kRowTokens>;
+    case TensorType::kIQ4_XS:
+      return kquant_tokens<TensorType::kIQ4_XS, kRowTokens>;
+    default:
+      return nullptr;
+  }
 }
 
 }  // namespace

@@ -18,7 +18,9 @@
 namespace rapide::matmul {
 namespace {
 
-int nearest(float v) { return static_cast<int>(std::nearbyintf(v)); }
+int nearest(float v) {
+  return static_cast<int>(std::nearbyintf(v));
+}
 
 // A super-block in plain integers before packing: w[e] per weight, one scale (and min) per
 // 16 weights (pairs equal for 32-weight groups), f32 super-block scales.
@@ -139,7 +141,8 @@ void quantize_q2_k(const float* x, BlockQ2K& b) {
 
 void quantize_q3_k(const float* x, BlockQ3K& b) {
   Plan p;
-  plan_symmetric(x, 16, -4.0f, 32, [](float v) { return std::clamp(nearest(v), -4, 3); }, p);
+  plan_symmetric(
+      x, 16, -4.0f, 32, [](float v) { return std::clamp(nearest(v), -4, 3); }, p);
   std::memset(&b, 0, sizeof(b));
   b.d = p.d;
   for (int j = 0; j < 16; ++j) {  // the inverse of q3k_scales
@@ -178,7 +181,8 @@ void quantize_q45_k(const float* x, bool five, uint8_t* out) {
 
 void quantize_q6_k(const float* x, BlockQ6K& b) {
   Plan p;
-  plan_symmetric(x, 16, -32.0f, 128, [](float v) { return std::clamp(nearest(v), -32, 31); }, p);
+  plan_symmetric(
+      x, 16, -32.0f, 128, [](float v) { return std::clamp(nearest(v), -32, 31); }, p);
   std::memset(&b, 0, sizeof(b));
   b.d = p.d;
   for (int j = 0; j < 16; ++j) b.scales[j] = static_cast<int8_t>(p.scale[j]);

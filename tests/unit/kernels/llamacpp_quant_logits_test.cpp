@@ -9,8 +9,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -105,8 +105,8 @@ TEST_P(LlamaCppQuantLogits, MatchReference) {
   ASSERT_GT(st.rows, 0);
   const double mean = st.sum / static_cast<double>(st.count);
   const double top1 = static_cast<double>(st.top1) / static_cast<double>(st.rows);
-  std::printf("%-18s max |d| %.3g  mean |d| %.3g  top-1 %.4f  (%lld rows)\n", model.c_str(),
-              st.max, mean, top1, static_cast<long long>(st.rows));
+  std::printf("%-18s max |d| %.3g  mean |d| %.3g  top-1 %.4f  (%lld rows)\n", model.c_str(), st.max,
+              mean, top1, static_cast<long long>(st.rows));
   RecordProperty("max_abs_diff", std::to_string(st.max));
   RecordProperty("mean_abs_diff", std::to_string(mean));
   // README §9: with llama.cpp's activation conversion, mean |d| <= 3e-3 and top-1 100 %;

@@ -16,12 +16,14 @@
 namespace rapide {
 namespace {
 
-const TensorType kRowTypes[] = {TensorType::kQ4_1, TensorType::kQ5_0,  TensorType::kQ5_1,
+const TensorType kRowTypes[] = {TensorType::kQ4_1,   TensorType::kQ5_0, TensorType::kQ5_1,
                                 TensorType::kIQ4_NL, TensorType::kQ2_K, TensorType::kQ3_K,
-                                TensorType::kQ4_K, TensorType::kQ5_K,  TensorType::kQ6_K,
+                                TensorType::kQ4_K,   TensorType::kQ5_K, TensorType::kQ6_K,
                                 TensorType::kIQ4_XS};
 
-bool is_k(TensorType t) { return tensor_type_block_size(t) == kSuperBlock; }
+bool is_k(TensorType t) {
+  return tensor_type_block_size(t) == kSuperBlock;
+}
 
 // Byte offsets of each block's f16 fields (ggml-common.h).
 std::vector<int> f16_offsets(TensorType type) {
@@ -217,8 +219,8 @@ TEST(RowQuant, SimdVariantsMatchReference) {
           std::vector<float> y(ref.size(), NAN);
           w.multiply_with(level, x.data(), n, y.data(), pool);
           for (size_t i = 0; i < y.size(); ++i) {
-            ASSERT_EQ(y[i], ref[i]) << tensor_type_name(type) << " " << isa_level_name(level)
-                                    << " " << rows << " rows n" << n << " i" << i;
+            ASSERT_EQ(y[i], ref[i]) << tensor_type_name(type) << " " << isa_level_name(level) << " "
+                                    << rows << " rows n" << n << " i" << i;
           }
         }
       }
