@@ -244,7 +244,8 @@ Activations convert_activations(const KernelSet& ks, TensorType type, const floa
               matmul::quantize_q8_1(xt, cols, q + t * cols, d + t * blocks, sums + t * blocks);
               break;
             case matmul::RowAct::kQ8_K:
-              matmul::quantize_q8_k(xt, cols, q + t * cols, d + t * blocks, bsums + t * blocks * 16);
+              matmul::quantize_q8_k(xt, cols, q + t * cols, d + t * blocks,
+                                    bsums + t * blocks * 16);
               break;
           }
         }

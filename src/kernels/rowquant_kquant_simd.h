@@ -272,40 +272,78 @@ inline void unpack<TensorType::kIQ4_XS>(const uint8_t* p, SuperBlock& u) {
   u.dminw = 0.0f;
 }
 
-// Row x T tokens for a k-quant type (see the file comment).
+// The integer dot products of one unpacked super-block with one token: isum (scaled
+// sub-block sums, 8 lanes to add up) and the bsums products (mins or offsets, 8 lanes).
+template <bool kSigned>
+inline void superblock_sums(const SuperBlock& u, const __m256i* wabs, const int8_t* q,
+                            const int16_t* bsums, __m256i& isum, __m256i& mv) {
+  isum = _mm256_setzero_si256();
+  for (int c = 0; c < 8; ++c) {
+    const __m256i a = load256(q + 32 * c);
+    // Signed weights: |w| times a with w's sign (|w|, |a| <= 127: no saturation).
+    const __m256i p = kSigned ? _mm256_maddubs_epi16(wabs[c], _mm256_sign_epi8(a, u.w[c]))
+                              : _mm256_maddubs_epi16(u.w[c], a);
+    isum = madd_acc(isum, p, u.s[c]);
+  }
+  mv = _mm256_madd_epi16(load256(bsums), u.m);
+}
+
+// Row x T tokens for a k-quant type (see the file comment). With 4 tokens, the horizontal
+// sums of all four are taken by one tree of vphaddd and the float part runs in 4 lanes
+// (the same operations lane by lane, so the same results as T = 1).
 template <TensorType kType, int T>
 void kquant_tokens(const uint8_t* row, int64_t blocks, const ActRow* xs, float* out) {
   using Traits = KTraits<kType>;
+  constexpr int kOffsetShift = Traits::kOffset == 32 ? 5 : 2;
+  static_assert(Traits::kOffset == 0 || Traits::kOffset == 4 || Traits::kOffset == 32);
   float acc[T] = {}, accm[T] = {};
+  __m128 acc4 = _mm_setzero_ps(), accm4 = _mm_setzero_ps();
   SuperBlock u;
+  __m256i wabs[8];
   for (int64_t i = 0; i < blocks; ++i) {
     unpack<kType>(row + i * sizeof(typename Traits::Block), u);
-    __m256i wabs[8];
     if constexpr (Traits::kSigned) {
       for (int c = 0; c < 8; ++c) wabs[c] = _mm256_sign_epi8(u.w[c], u.w[c]);
     }
-    for (int t = 0; t < T; ++t) {
-      const int8_t* q = xs[t].q + i * kSuperBlock;
-      __m256i isum = _mm256_setzero_si256();
-      for (int c = 0; c < 8; ++c) {
-        const __m256i a = load256(q + 32 * c);
-        // Signed weights: |w| times a with w's sign (|w|, |a| <= 127: no saturation).
-        const __m256i p = Traits::kSigned
-                              ? _mm256_maddubs_epi16(wabs[c], _mm256_sign_epi8(a, u.w[c]))
-                              : _mm256_maddubs_epi16(u.w[c], a);
-        isum = madd_acc(isum, p, u.s[c]);
+    if constexpr (T == 4) {
+      __m256i iv[4], mv[4];
+      for (int t = 0; t < 4; ++t) {
+        superblock_sums<Traits::kSigned>(u, wabs, xs[t].q + i * kSuperBlock,
+                                         xs[t].bsums + i * 16, iv[t], mv[t]);
       }
-      const __m256i mv = _mm256_madd_epi16(load256(xs[t].bsums + i * 16), u.m);
-      int32_t is, ms;
-      hsum2(isum, mv, is, ms);
+      const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(iv[0], iv[1]),
+                                          _mm256_hadd_epi32(iv[2], iv[3]));
+      const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(mv[0], mv[1]),
+                                          _mm256_hadd_epi32(mv[2], mv[3]));
+      __m128i is = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
+      __m128i ms = _mm_add_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1));
       if constexpr (Traits::kOffset != 0) {
-        combine(xs[t].d[i], u.dw, 0.0f, is - Traits::kOffset * ms, 0, acc[t], accm[t]);
-      } else {
-        combine(xs[t].d[i], u.dw, u.dminw, is, ms, acc[t], accm[t]);
+        is = _mm_sub_epi32(is, _mm_slli_epi32(ms, kOffsetShift));
+        ms = _mm_setzero_si128();
+      }
+      const __m128 da = _mm_set_ps(xs[3].d[i], xs[2].d[i], xs[1].d[i], xs[0].d[i]);
+      acc4 = _mm_fmadd_ps(_mm_mul_ps(da, _mm_set1_ps(u.dw)), _mm_cvtepi32_ps(is), acc4);
+      accm4 = _mm_fmadd_ps(_mm_mul_ps(da, _mm_set1_ps(u.dminw)), _mm_cvtepi32_ps(ms), accm4);
+    } else {
+      for (int t = 0; t < T; ++t) {
+        __m256i iv, mv;
+        superblock_sums<Traits::kSigned>(u, wabs, xs[t].q + i * kSuperBlock,
+                                         xs[t].bsums + i * 16, iv, mv);
+        int32_t is, ms;
+        hsum2(iv, mv, is, ms);
+        if constexpr (Traits::kOffset != 0) {
+          combine(xs[t].d[i], u.dw, 0.0f, is - Traits::kOffset * ms, 0, acc[t], accm[t]);
+        } else {
+          combine(xs[t].d[i], u.dw, u.dminw, is, ms, acc[t], accm[t]);
+        }
       }
     }
   }
-  for (int t = 0; t < T; ++t) out[t] = acc[t] - accm[t];
+  if constexpr (T == 4) {
+    _mm_storeu_ps(out, _mm_sub_ps(acc4, accm4));
+  } else {
+    for (int t = 0; t < T; ++t) out[t] = acc[t] - accm[t];
+  }
 }
 
 template <TensorType kType>
