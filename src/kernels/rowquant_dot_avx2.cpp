@@ -1,13 +1,15 @@
 // AVX2 dot products of the row-wise types: the k-quants Q2_K..Q6_K and IQ4_XS
-// have SIMD kernels (kernels/rowquant_kquant_simd.h, bit-identical to the scalar
-// reference); Q4_1, Q5_0, Q5_1 and IQ4_NL run their scalar kernel at this level.
+// (kernels/rowquant_kquant_simd.h) and the 32-weight Q4_1, Q5_0, Q5_1 and IQ4_NL
+// (kernels/rowquant_block32_simd.h), all bit-identical to the scalar reference.
+#include "kernels/rowquant_block32_simd.h"
 #include "kernels/rowquant_kquant_simd.h"
 
 namespace rapide::matmul::avx2 {
 
 RowDot row_dot(TensorType type) {
-  const RowDot simd = kquant_row_dot(type);
-  return simd != nullptr ? simd : scalar::row_dot(type);
+  if (const RowDot simd = kquant_row_dot(type)) return simd;
+  if (const RowDot simd = block32_row_dot(type)) return simd;
+  return scalar::row_dot(type);
 }
 
 RowDotTokens row_dot_tokens(TensorType type) {
