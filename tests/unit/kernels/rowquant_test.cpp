@@ -11,6 +11,7 @@
 
 #include "base/cpu_features.h"
 #include "base/fp16.h"
+#include "base/thread_pool.h"
 #include "kernels/matmul.h"
 
 namespace rapide {
@@ -226,6 +227,43 @@ TEST(RowQuant, SimdVariantsMatchReference) {
       }
     }
   }
+}
+
+// Q/K/V-style groups of one row-wise type share one activation conversion: each output
+// must equal the matrix's own multiply, whatever the thread count and token count; a
+// Q4_K_M-style mix (Q4_K with Q6_K) falls back to one multiply per matrix.
+TEST(RowQuant, GroupMultiplyEqualsEachMultiply) {
+  for (TensorType type : {TensorType::kQ4_K, TensorType::kQ6_K, TensorType::kQ5_1}) {
+    const Matrix a = random_blocks(type, 40, 512, 1), b = random_blocks(type, 33, 512, 2);
+    const WeightMatrix wa = WeightMatrix::prepare(a.view), wb = WeightMatrix::prepare(b.view);
+    for (int64_t n : {1, 5, 40}) {
+      const std::vector<float> x = random_activations(n * 512, 7);
+      for (int threads : {1, 2, 3}) {
+        ThreadPool pool(threads);
+        std::vector<float> ya(n * 40), yb(n * 33), ea(ya.size()), eb(yb.size());
+        wa.multiply(x.data(), n, ea.data(), pool);
+        wb.multiply(x.data(), n, eb.data(), pool);
+        const WeightMatrix* ws[] = {&wa, &wb};
+        float* const ys[] = {ya.data(), yb.data()};
+        WeightMatrix::multiply_group(ws, x.data(), n, ys, pool);
+        EXPECT_EQ(ya, ea) << tensor_type_name(type) << " n=" << n << " threads=" << threads;
+        EXPECT_EQ(yb, eb) << tensor_type_name(type) << " n=" << n << " threads=" << threads;
+      }
+    }
+  }
+  const Matrix k4 = random_blocks(TensorType::kQ4_K, 24, 256, 3),
+               k6 = random_blocks(TensorType::kQ6_K, 16, 256, 4);
+  const WeightMatrix w4 = WeightMatrix::prepare(k4.view), w6 = WeightMatrix::prepare(k6.view);
+  const std::vector<float> x = random_activations(3 * 256, 8);
+  ThreadPool pool(2);
+  std::vector<float> y4(3 * 24), y6(3 * 16), e4(y4.size()), e6(y6.size());
+  w4.multiply_reference(x.data(), 3, e4.data());
+  w6.multiply_reference(x.data(), 3, e6.data());
+  const WeightMatrix* ws[] = {&w4, &w6};
+  float* const ys[] = {y4.data(), y6.data()};
+  WeightMatrix::multiply_group(ws, x.data(), 3, ys, pool);
+  EXPECT_EQ(y4, e4);
+  EXPECT_EQ(y6, e6);
 }
 
 TEST(RowQuant, DequantizeRowOfPreparedMatrix) {
