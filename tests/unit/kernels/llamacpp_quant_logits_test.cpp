@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "kernels/matmul.h"
 #include "formats/model_file.h"
 #include "model/contiguous_kv_store.h"
 #include "model/model.h"
@@ -115,6 +116,34 @@ TEST_P(LlamaCppQuantLogits, MatchReference) {
   EXPECT_LE(mean, 3e-3);
   EXPECT_EQ(top1, 1.0);
   EXPECT_LE(st.max, 0.25);
+}
+
+// llama-quantize without an importance matrix uses llama.cpp's reference quantizers; for
+// the types whose quantize_row follows them exactly, quantizing llama-q-F32's weights must
+// give the bytes of llama-q-<TYPE>.gguf, tensor by tensor.
+TEST(LlamaCppQuantize, RoundToNearestTypesMatchLlamaQuantizeBytes) {
+  const std::string dir = shared_path("reference/llamacpp/models/");
+  const ModelFile f32 = load_model(dir + "llama-q-F32.gguf", {});
+  for (const char* name : {"Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1"}) {
+    SCOPED_TRACE(name);
+    const ModelFile q = load_model(dir + "llama-q-" + name + ".gguf", {});
+    int matrices = 0;
+    for (const TensorView& t : f32.tensors) {
+      if (t.shape.size() != 2) continue;
+      const TensorView& qt = q.get(t.name);
+      const int64_t cols = t.shape[0], rows = t.shape[1];
+      const int64_t row_bytes = tensor_row_bytes(qt.type, cols);
+      std::vector<uint8_t> mine(static_cast<size_t>(row_bytes * rows));
+      for (int64_t r = 0; r < rows; ++r) {
+        quantize_row(qt.type, reinterpret_cast<const float*>(t.data) + r * cols,
+                     mine.data() + r * row_bytes, cols);
+      }
+      ASSERT_EQ(qt.size_bytes, mine.size()) << t.name;
+      EXPECT_EQ(0, std::memcmp(mine.data(), qt.data, mine.size())) << t.name;
+      ++matrices;
+    }
+    EXPECT_EQ(matrices, 9);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, LlamaCppQuantLogits,
