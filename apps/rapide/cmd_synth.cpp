@@ -111,8 +111,8 @@ void run_synth(const SynthOptions& o) {
   const std::optional<TensorType> type = tensor_type_from_name(o.type);
   if (!type)
     fail(ErrorCode::kInvalidArgument,
-         "--type '{}': use f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, "
-         "q6_k, iq4_nl or iq4_xs",
+         "--type '{}': use f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q4_K, q5_K, "
+         "q6_K, iq4_nl or iq4_xs (any case)",
          o.type);
   const int64_t block = tensor_type_block_size(*type);
   if (s.dim % block != 0 || s.ffn % block != 0) {
@@ -199,8 +199,9 @@ void register_synth(CLI::App& app) {
   cmd->add_option("--shape", o->shape,
                   "synth100m, or dim=768,layers=12,heads=12,kv_heads=4,ffn=2048,ctx=2048")
       ->capture_default_str();
-  cmd->add_option("--type", o->type, "weight type: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, "
-                  "iq4_nl, iq4_xs")
+  cmd->add_option("--type", o->type,
+                  "weight type: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q4_K, "
+                  "q5_K, q6_K, iq4_nl, iq4_xs (any case)")
       ->capture_default_str();
   cmd->add_option("--vocab-from", o->vocab_from, "GGUF whose vocabulary and tokenizer to copy")
       ->required();

@@ -23,15 +23,15 @@ std::string_view tensor_type_name(TensorType type) {
     case TensorType::kQ5_1:
       return "q5_1";
     case TensorType::kQ2_K:
-      return "q2_k";
+      return "q2_K";
     case TensorType::kQ3_K:
-      return "q3_k";
+      return "q3_K";
     case TensorType::kQ4_K:
-      return "q4_k";
+      return "q4_K";
     case TensorType::kQ5_K:
-      return "q5_k";
+      return "q5_K";
     case TensorType::kQ6_K:
-      return "q6_k";
+      return "q6_K";
     case TensorType::kIQ4_NL:
       return "iq4_nl";
     case TensorType::kIQ4_XS:
@@ -41,8 +41,13 @@ std::string_view tensor_type_name(TensorType type) {
 }
 
 std::optional<TensorType> tensor_type_from_name(std::string_view name) {
+  // Case-insensitive: "q4_k", "Q4_K" and ggml's own "q4_K" all name Q4_K.
+  auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
   for (TensorType t : kAllTensorTypes) {
-    if (tensor_type_name(t) == name) return t;
+    const std::string_view n = tensor_type_name(t);
+    bool same = n.size() == name.size();
+    for (size_t i = 0; same && i < n.size(); ++i) same = lower(n[i]) == lower(name[i]);
+    if (same) return t;
   }
   return std::nullopt;
 }

@@ -44,7 +44,8 @@ struct BlockQ4_0 {
 static_assert(sizeof(BlockQ8_0) == 34);
 static_assert(sizeof(BlockQ4_0) == 18);
 
-std::string_view tensor_type_name(TensorType type);  // "f32", "q8_0", ...
+// ggml's spelling: "f32", "q8_0", "q4_K", "iq4_xs", ...; lookups ignore case.
+std::string_view tensor_type_name(TensorType type);
 std::optional<TensorType> tensor_type_from_name(std::string_view name);
 // Whether rapide can compute with this GGUF type id (others are rejected with a clear error).
 bool is_supported_tensor_type(uint32_t ggml_type);

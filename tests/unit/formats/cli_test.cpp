@@ -78,7 +78,7 @@ TEST(Cli, SynthWritesEveryQuantizedType) {
   testing::TempDir dir;
   const std::string vocab = testing::shared_path("models/stories260K/stories260K.gguf");
   for (const char* type :
-       {"q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "iq4_nl", "iq4_xs"}) {
+       {"q4_1", "q5_0", "q5_1", "q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "iq4_nl", "iq4_xs"}) {
     SCOPED_TRACE(type);
     const std::string file = dir.file(std::string(type) + ".gguf");
     std::string out;
@@ -94,7 +94,7 @@ TEST(Cli, SynthWritesEveryQuantizedType) {
   }
   std::string out;
   EXPECT_NE(run(rapide + " synth --shape dim=64,layers=1,heads=4,kv_heads=2,ffn=128,ctx=64 " +
-                    "--type q4_k --vocab-from " + vocab + " -o " + dir.file("x.gguf") + " 2>&1",
+                    "--type Q4_K --vocab-from " + vocab + " -o " + dir.file("x.gguf") + " 2>&1",
                 &out),
             0);
   EXPECT_NE(out.find("multiples of 256"), std::string::npos) << out;

@@ -128,6 +128,9 @@ TEST(RowQuant, BlockSizes) {
     EXPECT_EQ(tensor_type_from_name(tensor_type_name(t)), t);
     EXPECT_TRUE(is_supported_tensor_type(static_cast<uint32_t>(t)));
   }
+  EXPECT_EQ(tensor_type_from_name("q6_k"), TensorType::kQ6_K);
+  EXPECT_EQ(tensor_type_from_name("Q4_K"), TensorType::kQ4_K);
+  EXPECT_EQ(tensor_type_name(TensorType::kQ4_K), "q4_K");  // ggml's spelling
   EXPECT_EQ(static_cast<uint32_t>(TensorType::kQ6_K), 14u);
   EXPECT_EQ(static_cast<uint32_t>(TensorType::kIQ4_XS), 23u);
 }
