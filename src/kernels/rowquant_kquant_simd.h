@@ -124,17 +124,19 @@ inline void scales_per32(__m256i sc8, __m256i* s) {
 }
 
 // kquant_scale_min for all 8 sub-blocks at once: scales to bytes 0-7, mins to bytes 8-15.
+// With the 12 packed bytes as 32-bit words u0 u1 u2: scales 0-3 = u0 & 0x3f.., scales 4-7 =
+// (u2 & 0x0f..) | ((u0 >> 6) & 3..) << 4, mins 0-3 = u1 & 0x3f.., mins 4-7 = ((u2 >> 4) &
+// 0x0f..) | ((u1 >> 6) & 3..) << 4. `packed` may be read 16 bytes wide (qs follows it).
 inline __m128i q45_scales_mins(const uint8_t* packed) {
-  uint32_t u[4];
-  std::memcpy(u, packed, 12);
-  constexpr uint32_t k6 = 0x3f3f3f3f, k4 = 0x0f0f0f0f, k2 = 0x03030303;
-  u[3] = ((u[2] >> 4) & k4) | (((u[1] >> 6) & k2) << 4);
-  const uint32_t mins_lo = u[1] & k6;
-  u[1] = (u[2] & k4) | (((u[0] >> 6) & k2) << 4);
-  u[2] = mins_lo;
-  u[0] &= k6;
-  return _mm_set_epi32(static_cast<int>(u[3]), static_cast<int>(u[2]), static_cast<int>(u[1]),
-                       static_cast<int>(u[0]));
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(packed));
+  const __m128i a = _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0));  // u0 u2 u1 u2
+  const __m128i b = _mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0));  // u0 u0 u1 u1
+  const __m128i low6 = _mm_and_si128(a, _mm_set1_epi32(0x3f3f3f3f));
+  const __m128i nib = _mm_and_si128(_mm_srlv_epi32(a, _mm_setr_epi32(0, 0, 0, 4)),
+                                    _mm_set1_epi32(0x0f0f0f0f));
+  const __m128i top = _mm_slli_epi32(
+      _mm_and_si128(_mm_srli_epi32(b, 6), _mm_set1_epi32(0x03030303)), 4);
+  return _mm_blend_epi32(low6, _mm_or_si128(nib, top), 0b1010);
 }
 
 template <TensorType kType>
