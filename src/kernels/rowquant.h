@@ -7,11 +7,12 @@
 // llama.cpp's CPU backend converts them (its vec_dot_type), so logits match its own:
 //   Q5_0, IQ4_NL            -> Q8_0: 32 int8 per block, f16-rounded scale d
 //   Q4_1, Q5_1              -> Q8_1: Q8_0 plus s = f16(d * sum q) with the unrounded d
-//   k-quants, IQ4_XS        -> Q8_K: 256 int8 per block, f32 d = 1 / (-127 / x_maxabs),
-//                              plus bsums, the sum of each 16 q
+//   k-quants, IQ4_XS        -> Q8_K: 256 int8 per block, f32 d = 1 / (-127 / xm) where xm
+//                              is the x of largest |x|, plus bsums, the sum of each 16 q
 // The integer part of each block's dot product is exact, so every SIMD kernel computes the
 // same integers as its scalar twin and combines them into floats with the same operations
-// (row_dot_combine below): the variants agree bit for bit.
+// (kquant_combine below; the 32-weight types' order is dot32 in rowquant.cpp): the
+// variants agree bit for bit.
 #pragma once
 
 #include <cmath>
