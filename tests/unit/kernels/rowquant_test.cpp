@@ -269,6 +269,25 @@ TEST(RowQuant, GroupMultiplyEqualsEachMultiply) {
   EXPECT_EQ(y6, e6);
 }
 
+TEST(RowQuant, PrepareRowsIsAShard) {
+  for (TensorType type : {TensorType::kQ4_K, TensorType::kQ5_0}) {
+    const Matrix m = random_blocks(type, 70, 256, 6);
+    const WeightMatrix full = WeightMatrix::prepare(m.view);
+    const WeightMatrix shard = WeightMatrix::prepare_rows(m.view, 21, 50);
+    ASSERT_EQ(shard.rows(), 29);
+    const std::vector<float> x = random_activations(5 * 256, 1);
+    std::vector<float> yf(5 * 70), ys(5 * 29);
+    ThreadPool pool(2);
+    full.multiply(x.data(), 5, yf.data(), pool);
+    shard.multiply(x.data(), 5, ys.data(), pool);
+    for (int t = 0; t < 5; ++t) {
+      for (int r = 0; r < 29; ++r) {
+        ASSERT_EQ(ys[t * 29 + r], yf[t * 70 + 21 + r]) << tensor_type_name(type);
+      }
+    }
+  }
+}
+
 TEST(RowQuant, DequantizeRowOfPreparedMatrix) {
   for (TensorType type : kRowTypes) {
     const int64_t cols = 512;
