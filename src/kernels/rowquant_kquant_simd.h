@@ -49,12 +49,30 @@ inline __m256i load256(const void* p) {
   return _mm256_loadu_si256(static_cast<const __m256i*>(p));
 }
 
-// A vector whose low 8 int16 lanes are lane lo of src's low half and whose high 8 are lane
-// hi of its high half.
-inline __m256i broadcast_lanes(__m256i src, int lo, int hi) {
-  const __m256i mask = _mm256_set_m128i(_mm_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * hi)),
-                                        _mm_set1_epi16(static_cast<int16_t>(0x0100 + 0x0202 * lo)));
-  return _mm256_shuffle_epi8(src, mask);
+// vpshufb masks: vector c's low 8 int16 lanes take lane lo(c) of the source's low half,
+// its high 8 lanes lane hi(c) of the high half. Per-32 scales: lo = hi = c; per-16 scales
+// (two sub-blocks per vector): lo = 2 (c % 4), hi = lo + 1. Kept in memory so the shuffles
+// read them through the load ports instead of rebuilding them with shuffle-port ops.
+struct alignas(32) ShuffleMasks {
+  uint8_t bytes[8][32];
+};
+constexpr ShuffleMasks make_masks(bool per16) {
+  ShuffleMasks m{};
+  for (int c = 0; c < 8; ++c) {
+    const int lo = per16 ? 2 * (c % 4) : c, hi = per16 ? lo + 1 : c;
+    for (int i = 0; i < 32; ++i) {
+      const int lane = i < 16 ? lo : hi;
+      m.bytes[c][i] = static_cast<uint8_t>(2 * lane + (i & 1));
+    }
+  }
+  return m;
+}
+inline constexpr ShuffleMasks kPer32Masks = make_masks(false);
+inline constexpr ShuffleMasks kPer16Masks = make_masks(true);
+
+inline __m256i shuffle_with(__m256i src, const ShuffleMasks& masks, int c) {
+  return _mm256_shuffle_epi8(src,
+                             _mm256_load_si256(reinterpret_cast<const __m256i*>(masks.bytes[c])));
 }
 
 // One super-block unpacked into registers: the 256 weights as 8 vectors of 32 bytes (in
@@ -114,13 +132,13 @@ struct KTraits<TensorType::kIQ4_XS> {
 inline void scales_per16(__m256i sc16, __m256i* s) {
   const __m256i lo = _mm256_permute4x64_epi64(sc16, 0x44);  // scales 0-7 in both halves
   const __m256i hi = _mm256_permute4x64_epi64(sc16, 0xee);  // scales 8-15
-  for (int c = 0; c < 8; ++c) s[c] = broadcast_lanes(c < 4 ? lo : hi, 2 * (c % 4), 2 * (c % 4) + 1);
+  for (int c = 0; c < 8; ++c) s[c] = shuffle_with(c < 4 ? lo : hi, kPer16Masks, c);
 }
 
 // Scales of 32-weight sub-blocks (lanes 0-7 of sc8) onto the 8 vectors.
 inline void scales_per32(__m256i sc8, __m256i* s) {
   const __m256i both = _mm256_permute4x64_epi64(sc8, 0x44);
-  for (int c = 0; c < 8; ++c) s[c] = broadcast_lanes(both, c, c);
+  for (int c = 0; c < 8; ++c) s[c] = shuffle_with(both, kPer32Masks, c);
 }
 
 // kquant_scale_min for all 8 sub-blocks at once: scales to bytes 0-7, mins to bytes 8-15.
@@ -132,10 +150,10 @@ inline __m128i q45_scales_mins(const uint8_t* packed) {
   const __m128i a = _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0));  // u0 u2 u1 u2
   const __m128i b = _mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0));  // u0 u0 u1 u1
   const __m128i low6 = _mm_and_si128(a, _mm_set1_epi32(0x3f3f3f3f));
-  const __m128i nib = _mm_and_si128(_mm_srlv_epi32(a, _mm_setr_epi32(0, 0, 0, 4)),
-                                    _mm_set1_epi32(0x0f0f0f0f));
-  const __m128i top = _mm_slli_epi32(
-      _mm_and_si128(_mm_srli_epi32(b, 6), _mm_set1_epi32(0x03030303)), 4);
+  const __m128i nib =
+      _mm_and_si128(_mm_srlv_epi32(a, _mm_setr_epi32(0, 0, 0, 4)), _mm_set1_epi32(0x0f0f0f0f));
+  const __m128i top =
+      _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(b, 6), _mm_set1_epi32(0x03030303)), 4);
   return _mm_blend_epi32(low6, _mm_or_si128(nib, top), 0b1010);
 }
 
@@ -310,13 +328,13 @@ void kquant_tokens(const uint8_t* row, int64_t blocks, const ActRow* xs, float* 
     if constexpr (T == 4) {
       __m256i iv[4], mv[4];
       for (int t = 0; t < 4; ++t) {
-        superblock_sums<Traits::kSigned>(u, wabs, xs[t].q + i * kSuperBlock,
-                                         xs[t].bsums + i * 16, iv[t], mv[t]);
+        superblock_sums<Traits::kSigned>(u, wabs, xs[t].q + i * kSuperBlock, xs[t].bsums + i * 16,
+                                         iv[t], mv[t]);
       }
-      const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(iv[0], iv[1]),
-                                          _mm256_hadd_epi32(iv[2], iv[3]));
-      const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(mv[0], mv[1]),
-                                          _mm256_hadd_epi32(mv[2], mv[3]));
+      const __m256i a =
+          _mm256_hadd_epi32(_mm256_hadd_epi32(iv[0], iv[1]), _mm256_hadd_epi32(iv[2], iv[3]));
+      const __m256i b =
+          _mm256_hadd_epi32(_mm256_hadd_epi32(mv[0], mv[1]), _mm256_hadd_epi32(mv[2], mv[3]));
       __m128i is = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
       __m128i ms = _mm_add_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1));
       if constexpr (Traits::kOffset != 0) {
@@ -329,8 +347,8 @@ void kquant_tokens(const uint8_t* row, int64_t blocks, const ActRow* xs, float* 
     } else {
       for (int t = 0; t < T; ++t) {
         __m256i iv, mv;
-        superblock_sums<Traits::kSigned>(u, wabs, xs[t].q + i * kSuperBlock,
-                                         xs[t].bsums + i * 16, iv, mv);
+        superblock_sums<Traits::kSigned>(u, wabs, xs[t].q + i * kSuperBlock, xs[t].bsums + i * 16,
+                                         iv, mv);
         int32_t is, ms;
         hsum2(iv, mv, is, ms);
         if constexpr (Traits::kOffset != 0) {
