@@ -30,7 +30,7 @@ const KernelSet& avx2_kernels() {
   static const KernelSet set{
       avx2::round_f16, avx2::to_bf16, avx2::quantize_q8, avx2::f32, avx2::f16,
       avx2::bf16,      avx2::q8_0,    avx2::q4_0,        0,  // sign trick: no offset to correct
-      avx2::row_dot,   avx2::row_dot_tokens};
+      avx2::row_dot,   avx2::row_dot_tokens, avx2::row_dot_rows};
   return set;
 }
 
@@ -38,7 +38,8 @@ const KernelSet& avx512_kernels() {
   static const KernelSet set{avx512::round_f16, avx512::to_bf16, avx512::quantize_q8,
                              avx512::f32,       avx512::f16,     avx512::bf16,
                              avx512::q8_0,      avx512::q4_0,    128,  // weights + 128
-                             avx512::row_dot,   avx512::row_dot_tokens};
+                             avx512::row_dot,   avx512::row_dot_tokens,
+                             avx512::row_dot_rows};
   return set;
 }
 
@@ -393,8 +394,8 @@ void WeightMatrix::multiply_same_shape(IsaLevel level, std::span<const WeightMat
       });
   const matmul::PanelKernel kernel = panel_kernel(ks, first.type);
   const bool row_type = matmul::is_row_type(first.type);
-  const matmul::RowDot row_dot = row_type ? ks.row_dot(first.type) : nullptr;
-  const matmul::RowDotTokens row_dots = row_type ? ks.row_dot_tokens(first.type) : nullptr;
+  const matmul::RowKernels row_kernels =
+      row_type ? matmul::row_kernels(ks, first.type) : matmul::RowKernels{};
   // Panels [p0, p1) of the matrices laid end to end.
   auto run_panels = [&](int64_t p0, int64_t p1, int64_t t0, int64_t t1) {
     int64_t base = 0;
@@ -402,8 +403,8 @@ void WeightMatrix::multiply_same_shape(IsaLevel level, std::span<const WeightMat
       const PackedWeights& w = ws[i]->impl_->packed;
       const int64_t begin = std::max(p0, base) - base, end = std::min(p1, base + w.panels) - base;
       if (begin < end) {
-        if (row_dot) {
-          matmul::row_panels(row_dot, row_dots, w, a, begin, end, t0, t1, ys[i]);
+        if (row_type) {
+          matmul::row_panels(row_kernels, w, a, begin, end, t0, t1, ys[i]);
         } else {
           kernel(w, a, begin, end, t0, t1, ys[i]);
         }
@@ -437,7 +438,7 @@ void WeightMatrix::multiply_reference(const float* x, int64_t n, float* y) const
   const Activations a = convert_activations(ks, w.type, x, n, w.cols, thread_scratch(),
                                             [&](auto&& convert) { convert(int64_t{0}, n); });
   if (matmul::is_row_type(w.type)) {
-    return matmul::row_panels(ks.row_dot(w.type), nullptr, w, a, 0, w.panels, 0, n, y);
+    return matmul::row_panels(matmul::row_kernels(ks, w.type), w, a, 0, w.panels, 0, n, y);
   }
   panel_kernel(ks, w.type)(w, a, 0, w.panels, 0, n, y);
 }

@@ -79,13 +79,25 @@ struct KernelSet {
   int q8_bias_offset;  // what q8_0 expects in Activations::bias (q4_0 always wants 8)
   RowDot (*row_dot)(TensorType);               // the row-wise types' dot products
   RowDotTokens (*row_dot_tokens)(TensorType);  // of this ISA (see kernels/rowquant.h)
+  RowDotRows (*row_dot_rows)(TensorType);
 };
 
-// Panels [p0, p1) x tokens [t0, t1) of a row-wise type with `dot` (and `dots`, when not
-// null, for kRowTokens tokens at a time); each panel's rows are reused from cache by every
-// token of the range.
-void row_panels(RowDot dot, RowDotTokens dots, const PackedWeights& w, const Activations& a,
-                int64_t p0, int64_t p1, int64_t t0, int64_t t1, float* y);
+// One row-wise type's kernels: `dot` always; `tokens` (kRowTokens tokens x 1 row) and
+// `rows` (kRowTile rows x 1 token) where the ISA has them, else null.
+struct RowKernels {
+  RowDot dot = nullptr;
+  RowDotTokens tokens = nullptr;
+  RowDotRows rows = nullptr;
+};
+inline RowKernels row_kernels(const KernelSet& ks, TensorType type) {
+  return {ks.row_dot(type), ks.row_dot_tokens(type), ks.row_dot_rows(type)};
+}
+
+// Panels [p0, p1) x tokens [t0, t1) of a row-wise type: groups of kRowTokens tokens row by
+// row, the rest token by token in tiles of kRowTile rows; each panel's rows are reused from
+// cache by every token of the range.
+void row_panels(const RowKernels& k, const PackedWeights& w, const Activations& a, int64_t p0,
+                int64_t p1, int64_t t0, int64_t t1, float* y);
 
 // The kernel family of each ISA level.
 const KernelSet& reference_kernels();

@@ -145,8 +145,8 @@ void q4_0(const PackedWeights& w, const Activations& a, int64_t p0, int64_t p1, 
 
 }  // namespace scalar
 
-void row_panels(RowDot dot, RowDotTokens dots, const PackedWeights& w, const Activations& a,
-                int64_t p0, int64_t p1, int64_t t0, int64_t t1, float* y) {
+void row_panels(const RowKernels& k, const PackedWeights& w, const Activations& a, int64_t p0,
+                int64_t p1, int64_t t0, int64_t t1, float* y) {
   const int64_t row_bytes = w.panel_bytes / kPanel;
   const int64_t blocks = w.cols / tensor_type_block_size(w.type);
   auto act = [&](int64_t t) {
@@ -155,24 +155,29 @@ void row_panels(RowDot dot, RowDotTokens dots, const PackedWeights& w, const Act
   };
   for (int64_t p = p0; p < p1; ++p) {
     const uint8_t* panel = w.panel(p);
+    float* yp = y + p * kPanel;
     const int rows = static_cast<int>(std::min<int64_t>(kPanel, w.rows - p * kPanel));
     int64_t t = t0;
-    if (dots != nullptr) {
+    if (k.tokens != nullptr) {
       for (; t + kRowTokens <= t1; t += kRowTokens) {
         ActRow xs[kRowTokens];
         for (int i = 0; i < kRowTokens; ++i) xs[i] = act(t + i);
         for (int r = 0; r < rows; ++r) {
           float out[kRowTokens];
-          dots(panel + r * row_bytes, blocks, xs, out);
-          for (int i = 0; i < kRowTokens; ++i) y[(t + i) * w.rows + p * kPanel + r] = out[i];
+          k.tokens(panel + r * row_bytes, blocks, xs, out);
+          for (int i = 0; i < kRowTokens; ++i) yp[(t + i) * w.rows + r] = out[i];
         }
       }
     }
     for (; t < t1; ++t) {
       const ActRow x = act(t);
-      for (int r = 0; r < rows; ++r) {
-        y[t * w.rows + p * kPanel + r] = dot(panel + r * row_bytes, blocks, x);
+      int r = 0;
+      if (k.rows != nullptr) {
+        for (; r + kRowTile <= rows; r += kRowTile) {
+          k.rows(panel + r * row_bytes, row_bytes, blocks, x, yp + t * w.rows + r);
+        }
       }
+      for (; r < rows; ++r) yp[t * w.rows + r] = k.dot(panel + r * row_bytes, blocks, x);
     }
   }
 }
@@ -181,7 +186,8 @@ const KernelSet& reference_kernels() {
   static const KernelSet set{scalar::round_f16, scalar::to_bf16, scalar::quantize_q8,
                              scalar::f32,       scalar::f16,     scalar::bf16,
                              scalar::q8_0,      scalar::q4_0,    0,
-                             scalar::row_dot,   scalar::row_dot_tokens};
+                             scalar::row_dot,   scalar::row_dot_tokens,
+                             scalar::row_dot_rows};
   return set;
 }
 

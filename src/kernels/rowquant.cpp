@@ -178,6 +178,9 @@ RowDot row_dot(TensorType type) {
 RowDotTokens row_dot_tokens(TensorType) {
   return nullptr;
 }
+RowDotRows row_dot_rows(TensorType) {
+  return nullptr;
+}
 
 }  // namespace scalar
 

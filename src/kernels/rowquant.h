@@ -48,24 +48,31 @@ using RowDot = float (*)(const uint8_t* row, int64_t blocks, const ActRow& x);
 // a row's weights are unpacked once for all of them (prefill).
 constexpr int kRowTokens = 4;
 using RowDotTokens = void (*)(const uint8_t* row, int64_t blocks, const ActRow* xs, float* out);
+// The same for kRowTile rows (row_bytes apart) and one token (decode): out[r] for row r.
+constexpr int kRowTile = 4;
+using RowDotRows = void (*)(const uint8_t* rows, int64_t row_bytes, int64_t blocks,
+                            const ActRow& x, float* out);
 
 // Activation conversions (llama.cpp's quantize_row_q8_1 on x86, quantize_row_q8_K_ref).
 void quantize_q8_1(const float* x, int64_t cols, int8_t* q, float* d, float* s);
 void quantize_q8_k(const float* x, int64_t cols, int8_t* q, float* d, int16_t* bsums);
 
 // Per-ISA dot products; types without a SIMD kernel get the scalar one (and no
-// multi-token one: nullptr).
+// multi-token or multi-row one: nullptr).
 namespace scalar {
 RowDot row_dot(TensorType type);
 RowDotTokens row_dot_tokens(TensorType type);
+RowDotRows row_dot_rows(TensorType type);
 }  // namespace scalar
 namespace avx2 {
 RowDot row_dot(TensorType type);
 RowDotTokens row_dot_tokens(TensorType type);
+RowDotRows row_dot_rows(TensorType type);
 }  // namespace avx2
 namespace avx512 {
 RowDot row_dot(TensorType type);
 RowDotTokens row_dot_tokens(TensorType type);
+RowDotRows row_dot_rows(TensorType type);
 }  // namespace avx512
 
 // Whole-row conversions for these types (the public quantize_row / dequantize_row).

@@ -16,4 +16,8 @@ RowDotTokens row_dot_tokens(TensorType type) {
   return kquant_row_dot_tokens(type);
 }
 
+RowDotRows row_dot_rows(TensorType type) {
+  return kquant_row_dot_rows(type);
+}
+
 }  // namespace rapide::matmul::avx512

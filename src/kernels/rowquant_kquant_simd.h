@@ -308,13 +308,28 @@ inline void superblock_sums(const SuperBlock& u, const __m256i* wabs, const int8
   mv = _mm256_madd_epi16(load256(bsums), u.m);
 }
 
+// Four (isum, bsums products) pairs summed to 4 lanes each with one vphaddd tree; for the
+// offset types the offset is applied and the min sums zeroed, as the scalar path does.
+template <int kOffset>
+inline void reduce4(const __m256i* iv, const __m256i* mv, __m128i& is, __m128i& ms) {
+  const __m256i a =
+      _mm256_hadd_epi32(_mm256_hadd_epi32(iv[0], iv[1]), _mm256_hadd_epi32(iv[2], iv[3]));
+  const __m256i b =
+      _mm256_hadd_epi32(_mm256_hadd_epi32(mv[0], mv[1]), _mm256_hadd_epi32(mv[2], mv[3]));
+  is = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
+  ms = _mm_add_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1));
+  if constexpr (kOffset != 0) {
+    is = _mm_sub_epi32(is, _mm_slli_epi32(ms, kOffset == 32 ? 5 : 2));
+    ms = _mm_setzero_si128();
+  }
+}
+
 // Row x T tokens for a k-quant type (see the file comment). With 4 tokens, the horizontal
 // sums of all four are taken by one tree of vphaddd and the float part runs in 4 lanes
 // (the same operations lane by lane, so the same results as T = 1).
 template <TensorType kType, int T>
 void kquant_tokens(const uint8_t* row, int64_t blocks, const ActRow* xs, float* out) {
   using Traits = KTraits<kType>;
-  constexpr int kOffsetShift = Traits::kOffset == 32 ? 5 : 2;
   static_assert(Traits::kOffset == 0 || Traits::kOffset == 4 || Traits::kOffset == 32);
   float acc[T] = {}, accm[T] = {};
   __m128 acc4 = _mm_setzero_ps(), accm4 = _mm_setzero_ps();
@@ -331,16 +346,8 @@ void kquant_tokens(const uint8_t* row, int64_t blocks, const ActRow* xs, float* 
         superblock_sums<Traits::kSigned>(u, wabs, xs[t].q + i * kSuperBlock, xs[t].bsums + i * 16,
                                          iv[t], mv[t]);
       }
-      const __m256i a =
-          _mm256_hadd_epi32(_mm256_hadd_epi32(iv[0], iv[1]), _mm256_hadd_epi32(iv[2], iv[3]));
-      const __m256i b =
-          _mm256_hadd_epi32(_mm256_hadd_epi32(mv[0], mv[1]), _mm256_hadd_epi32(mv[2], mv[3]));
-      __m128i is = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
-      __m128i ms = _mm_add_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1));
-      if constexpr (Traits::kOffset != 0) {
-        is = _mm_sub_epi32(is, _mm_slli_epi32(ms, kOffsetShift));
-        ms = _mm_setzero_si128();
-      }
+      __m128i is, ms;
+      reduce4<Traits::kOffset>(iv, mv, is, ms);
       const __m128 da = _mm_set_ps(xs[3].d[i], xs[2].d[i], xs[1].d[i], xs[0].d[i]);
       acc4 = _mm_fmadd_ps(_mm_mul_ps(da, _mm_set1_ps(u.dw)), _mm_cvtepi32_ps(is), acc4);
       accm4 = _mm_fmadd_ps(_mm_mul_ps(da, _mm_set1_ps(u.dminw)), _mm_cvtepi32_ps(ms), accm4);
@@ -364,6 +371,39 @@ void kquant_tokens(const uint8_t* row, int64_t blocks, const ActRow* xs, float* 
   } else {
     for (int t = 0; t < T; ++t) out[t] = acc[t] - accm[t];
   }
+}
+
+// Four rows (row_bytes apart) x one token: decode's tile. The rows' sums share one
+// reduction tree and the float part runs in 4 lanes, one per row (the same operations lane
+// by lane as the one-row path).
+template <TensorType kType>
+void kquant_rows4(const uint8_t* rows, int64_t row_bytes, int64_t blocks, const ActRow& x,
+                  float* out) {
+  using Traits = KTraits<kType>;
+  static_assert(Traits::kOffset == 0 || Traits::kOffset == 4 || Traits::kOffset == 32);
+  __m128 acc4 = _mm_setzero_ps(), accm4 = _mm_setzero_ps();
+  SuperBlock u;
+  __m256i wabs[8];
+  for (int64_t i = 0; i < blocks; ++i) {
+    __m256i iv[4], mv[4];
+    alignas(16) float dw[4], dmin[4];
+    for (int r = 0; r < 4; ++r) {
+      unpack<kType>(rows + r * row_bytes + i * sizeof(typename Traits::Block), u);
+      if constexpr (Traits::kSigned) {
+        for (int c = 0; c < 8; ++c) wabs[c] = _mm256_sign_epi8(u.w[c], u.w[c]);
+      }
+      superblock_sums<Traits::kSigned>(u, wabs, x.q + i * kSuperBlock, x.bsums + i * 16, iv[r],
+                                       mv[r]);
+      dw[r] = u.dw;
+      dmin[r] = Traits::kOffset != 0 ? 0.0f : u.dminw;
+    }
+    __m128i is, ms;
+    reduce4<Traits::kOffset>(iv, mv, is, ms);
+    const __m128 da = _mm_set1_ps(x.d[i]);
+    acc4 = _mm_fmadd_ps(_mm_mul_ps(da, _mm_load_ps(dw)), _mm_cvtepi32_ps(is), acc4);
+    accm4 = _mm_fmadd_ps(_mm_mul_ps(da, _mm_load_ps(dmin)), _mm_cvtepi32_ps(ms), accm4);
+  }
+  _mm_storeu_ps(out, _mm_sub_ps(acc4, accm4));
 }
 
 template <TensorType kType>
@@ -407,6 +447,25 @@ inline RowDotTokens kquant_row_dot_tokens(TensorType type) {
       return kquant_tokens<TensorType::kQ6_K, kRowTokens>;
     case TensorType::kIQ4_XS:
       return kquant_tokens<TensorType::kIQ4_XS, kRowTokens>;
+    default:
+      return nullptr;
+  }
+}
+
+inline RowDotRows kquant_row_dot_rows(TensorType type) {
+  switch (type) {
+    case TensorType::kQ2_K:
+      return kquant_rows4<TensorType::kQ2_K>;
+    case TensorType::kQ3_K:
+      return kquant_rows4<TensorType::kQ3_K>;
+    case TensorType::kQ4_K:
+      return kquant_rows4<TensorType::kQ4_K>;
+    case TensorType::kQ5_K:
+      return kquant_rows4<TensorType::kQ5_K>;
+    case TensorType::kQ6_K:
+      return kquant_rows4<TensorType::kQ6_K>;
+    case TensorType::kIQ4_XS:
+      return kquant_rows4<TensorType::kIQ4_XS>;
     default:
       return nullptr;
   }
