@@ -71,7 +71,7 @@ LlamaShape parse_shape(const std::string& text) {
 }
 
 uint32_t gguf_file_type(TensorType type) {
-  switch (type) {  // llama_ftype: ALL_F32, MOSTLY_F16, MOSTLY_Q4_0, MOSTLY_Q8_0, MOSTLY_BF16
+  switch (type) {  // llama_ftype (MOSTLY_*; a k-quant as its _S variant, every tensor one type)
     case TensorType::kF32:
       return 0;
     case TensorType::kF16:
@@ -82,6 +82,26 @@ uint32_t gguf_file_type(TensorType type) {
       return 7;
     case TensorType::kBF16:
       return 32;
+    case TensorType::kQ4_1:
+      return 3;
+    case TensorType::kQ5_0:
+      return 8;
+    case TensorType::kQ5_1:
+      return 9;
+    case TensorType::kQ2_K:
+      return 10;
+    case TensorType::kQ3_K:
+      return 11;
+    case TensorType::kQ4_K:
+      return 14;
+    case TensorType::kQ5_K:
+      return 16;
+    case TensorType::kQ6_K:
+      return 18;
+    case TensorType::kIQ4_NL:
+      return 25;
+    case TensorType::kIQ4_XS:
+      return 30;
   }
   return 0;
 }
@@ -90,12 +110,14 @@ void run_synth(const SynthOptions& o) {
   LlamaShape s = parse_shape(o.shape);
   const std::optional<TensorType> type = tensor_type_from_name(o.type);
   if (!type)
-    fail(ErrorCode::kInvalidArgument, "--type '{}': use f32, f16, bf16, q8_0 or q4_0", o.type);
-  if (s.dim % kQuantBlock != 0 || s.ffn % kQuantBlock != 0) {
-    if (tensor_type_block_size(*type) != 1) {
-      fail(ErrorCode::kInvalidArgument, "--type {} needs dim and ffn to be multiples of {}", o.type,
-           kQuantBlock);
-    }
+    fail(ErrorCode::kInvalidArgument,
+         "--type '{}': use f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q4_K, q5_K, "
+         "q6_K, iq4_nl or iq4_xs (any case)",
+         o.type);
+  const int64_t block = tensor_type_block_size(*type);
+  if (s.dim % block != 0 || s.ffn % block != 0) {
+    fail(ErrorCode::kInvalidArgument, "--type {} needs dim and ffn to be multiples of {}", o.type,
+         block);
   }
   const GgufFile vocab = GgufFile::open(o.vocab_from);
   const int64_t n_vocab =
@@ -177,7 +199,9 @@ void register_synth(CLI::App& app) {
   cmd->add_option("--shape", o->shape,
                   "synth100m, or dim=768,layers=12,heads=12,kv_heads=4,ffn=2048,ctx=2048")
       ->capture_default_str();
-  cmd->add_option("--type", o->type, "weight type: f32, f16, bf16, q8_0, q4_0")
+  cmd->add_option("--type", o->type,
+                  "weight type: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q4_K, "
+                  "q5_K, q6_K, iq4_nl, iq4_xs (any case)")
       ->capture_default_str();
   cmd->add_option("--vocab-from", o->vocab_from, "GGUF whose vocabulary and tokenizer to copy")
       ->required();

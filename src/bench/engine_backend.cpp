@@ -17,7 +17,8 @@ class RecordingSink final : public EventSink {
       : io_(io), start_(start), record_(std::move(record)), done_(std::move(done)) {}
 
   void on_event(TokenEvent&& event) override {
-    const double now = seconds_between(start_, Clock::now());
+    // The engine's own timestamp of the token (when it was sampled), not when this sink ran.
+    const double now = seconds_between(start_, event.time);
     if (event.token >= 0) {
       record_.token_times.push_back(now);
       record_.output_text += event.text;

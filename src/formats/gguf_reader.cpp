@@ -207,7 +207,8 @@ GgufFile GgufFile::parse(const uint8_t* data, size_t size, std::string name,
     if (!is_supported_tensor_type(ggml_type)) {
       fail(ErrorCode::kUnsupported,
            "'{}': tensor '{}' has ggml type {} ({}), which rapide does not support (supported: "
-           "f32, f16, bf16, q8_0, q4_0)",
+           "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, "
+           "iq4_xs)",
            file, t.name, ggml_type_name(ggml_type), ggml_type);
     }
     t.type = static_cast<TensorType>(ggml_type);

@@ -29,14 +29,17 @@ namespace matmul {
 const KernelSet& avx2_kernels() {
   static const KernelSet set{
       avx2::round_f16, avx2::to_bf16, avx2::quantize_q8, avx2::f32, avx2::f16,
-      avx2::bf16,      avx2::q8_0,    avx2::q4_0,        0};  // sign trick: no offset to correct
+      avx2::bf16,      avx2::q8_0,    avx2::q4_0,        0,  // sign trick: no offset to correct
+      avx2::row_dot,   avx2::row_dot_tokens, avx2::row_dot_rows};
   return set;
 }
 
 const KernelSet& avx512_kernels() {
   static const KernelSet set{avx512::round_f16, avx512::to_bf16, avx512::quantize_q8,
                              avx512::f32,       avx512::f16,     avx512::bf16,
-                             avx512::q8_0,      avx512::q4_0,    128};  // weights + 128
+                             avx512::q8_0,      avx512::q4_0,    128,  // weights + 128
+                             avx512::row_dot,   avx512::row_dot_tokens,
+                             avx512::row_dot_rows};
   return set;
 }
 
@@ -66,6 +69,16 @@ void pack(const TensorView& view, int64_t row_begin, int64_t row_end, PackedWeig
   const int64_t row_bytes = tensor_row_bytes(view.type, cols);
   const uint8_t* src = view.data + row_begin * row_bytes;
   const int64_t rows = row_end - row_begin;
+  if (matmul::is_row_type(out.type)) {
+    // Whole rows as in the file; the padding rows of the last panel stay zero.
+    for (int64_t p = 0; p < out.panels; ++p) {
+      uint8_t* panel = out.data.data() + p * out.panel_bytes;
+      const int64_t n = std::min<int64_t>(kPanel, rows - p * kPanel);
+      std::memset(panel, 0, static_cast<size_t>(out.panel_bytes));
+      std::memcpy(panel, src + p * kPanel * row_bytes, static_cast<size_t>(n * row_bytes));
+    }
+    return;
+  }
   for (int64_t p = 0; p < out.panels; ++p) {
     uint8_t* panel = out.data.data() + p * out.panel_bytes;
     std::memset(panel, 0, static_cast<size_t>(out.panel_bytes));
@@ -101,6 +114,8 @@ void pack(const TensorView& view, int64_t row_begin, int64_t row_end, PackedWeig
             }
           }
           break;
+        default:  // row-wise types are copied above
+          break;
         case TensorType::kQ4_0:
           for (int64_t b = 0; b < out.blocks(); ++b) {
             BlockQ4_0 block;
@@ -130,8 +145,9 @@ int64_t panel_bytes(TensorType type, int64_t cols) {
       return cols / kQuantBlock * matmul::kQ8PanelBlockBytes;
     case TensorType::kQ4_0:
       return cols / kQuantBlock * matmul::kQ4PanelBlockBytes;
+    default:
+      return kPanel * tensor_row_bytes(type, cols);
   }
-  return 0;
 }
 
 // Grow-only buffers for converted activations, one set per calling thread, so a warmed-up
@@ -142,6 +158,8 @@ struct Scratch {
   AlignedBuffer<int8_t> q;
   AlignedBuffer<float> d;
   AlignedBuffer<int32_t> bias;
+  AlignedBuffer<float> s;
+  AlignedBuffer<int16_t> bsums;
 
   template <typename T>
   static T* ensure(AlignedBuffer<T>& buf, int64_t count) {
@@ -207,6 +225,40 @@ Activations convert_activations(const KernelSet& ks, TensorType type, const floa
       a.blocks = blocks;
       break;
     }
+    default: {  // row-wise types (kernels/rowquant.h)
+      const matmul::RowAct act = matmul::row_activation(type);
+      const int64_t blocks = cols / matmul::row_act_block(act);
+      int8_t* q = Scratch::ensure(s.q, n * cols);
+      float* d = Scratch::ensure(s.d, n * blocks);
+      float* sums = act == matmul::RowAct::kQ8_1 ? Scratch::ensure(s.s, n * blocks) : nullptr;
+      int16_t* bsums =
+          act == matmul::RowAct::kQ8_K ? Scratch::ensure(s.bsums, n * blocks * 16) : nullptr;
+      int32_t* bias = act == matmul::RowAct::kQ8_0 ? Scratch::ensure(s.bias, n * blocks) : nullptr;
+      for_tokens([&](int64_t t0, int64_t t1) {
+        for (int64_t t = t0; t < t1; ++t) {
+          const float* xt = x + t * cols;
+          switch (act) {
+            case matmul::RowAct::kQ8_0:
+              ks.quantize_q8(xt, cols, 0, q + t * cols, d + t * blocks, bias + t * blocks);
+              break;
+            case matmul::RowAct::kQ8_1:
+              matmul::quantize_q8_1(xt, cols, q + t * cols, d + t * blocks, sums + t * blocks);
+              break;
+            case matmul::RowAct::kQ8_K:
+              matmul::quantize_q8_k(xt, cols, q + t * cols, d + t * blocks,
+                                    bsums + t * blocks * 16);
+              break;
+          }
+        }
+      });
+      a.q = q;
+      a.d = d;
+      a.s = sums;
+      a.bsums = bsums;
+      a.stride = cols;
+      a.blocks = blocks;
+      break;
+    }
   }
   return a;
 }
@@ -223,8 +275,9 @@ matmul::PanelKernel panel_kernel(const KernelSet& ks, TensorType type) {
       return ks.q8_0;
     case TensorType::kQ4_0:
       return ks.q4_0;
+    default:
+      return nullptr;  // row-wise types: run_kernel() below
   }
-  return nullptr;
 }
 
 }  // namespace
@@ -340,13 +393,22 @@ void WeightMatrix::multiply_same_shape(IsaLevel level, std::span<const WeightMat
         pool.parallel_for(n, 1, [&](int64_t t0, int64_t t1, int) { convert(t0, t1); });
       });
   const matmul::PanelKernel kernel = panel_kernel(ks, first.type);
+  const bool row_type = matmul::is_row_type(first.type);
+  const matmul::RowKernels row_kernels =
+      row_type ? matmul::row_kernels(ks, first.type) : matmul::RowKernels{};
   // Panels [p0, p1) of the matrices laid end to end.
   auto run_panels = [&](int64_t p0, int64_t p1, int64_t t0, int64_t t1) {
     int64_t base = 0;
     for (size_t i = 0; i < ws.size() && base < p1; ++i) {
       const PackedWeights& w = ws[i]->impl_->packed;
       const int64_t begin = std::max(p0, base) - base, end = std::min(p1, base + w.panels) - base;
-      if (begin < end) kernel(w, a, begin, end, t0, t1, ys[i]);
+      if (begin < end) {
+        if (row_type) {
+          matmul::row_panels(row_kernels, w, a, begin, end, t0, t1, ys[i]);
+        } else {
+          kernel(w, a, begin, end, t0, t1, ys[i]);
+        }
+      }
       base += w.panels;
     }
   };
@@ -375,6 +437,9 @@ void WeightMatrix::multiply_reference(const float* x, int64_t n, float* y) const
   const KernelSet& ks = matmul::reference_kernels();
   const Activations a = convert_activations(ks, w.type, x, n, w.cols, thread_scratch(),
                                             [&](auto&& convert) { convert(int64_t{0}, n); });
+  if (matmul::is_row_type(w.type)) {
+    return matmul::row_panels(matmul::row_kernels(ks, w.type), w, a, 0, w.panels, 0, n, y);
+  }
   panel_kernel(ks, w.type)(w, a, 0, w.panels, 0, n, y);
 }
 
@@ -385,6 +450,10 @@ void WeightMatrix::dequantize_row(int64_t r, float* out) const {
   const PackedWeights& w = impl_->packed;
   const uint8_t* panel = w.panel(r / kPanel);
   const int pr = static_cast<int>(r % kPanel);
+  if (matmul::is_row_type(w.type)) {
+    const int64_t row_bytes = w.panel_bytes / kPanel;
+    return matmul::dequantize_row_blocks(w.type, panel + pr * row_bytes, out, w.cols);
+  }
   switch (w.type) {
     case TensorType::kF32:
       for (int64_t c = 0; c < w.cols; ++c) {
@@ -415,6 +484,8 @@ void WeightMatrix::dequantize_row(int64_t r, float* out) const {
       }
       return;
     }
+    default:
+      return;
   }
 }
 

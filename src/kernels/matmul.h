@@ -7,6 +7,9 @@
 //   Q8_0 / Q4_0 weights: activations quantized to Q8_0 as llama.cpp's x86 quantize_row_q8_0
 //                        does (scale 127/amax, round half to even, f16 block scale), exact
 //                        integer dot products per block, scaled and summed in f32
+//   Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K..Q6_K, IQ4_XS: llama.cpp's vec_dot structure over the
+//                        file's own blocks, activations as Q8_0 / Q8_1 / Q8_K
+//                        (kernels/rowquant.h)
 // Each kernel family has a scalar reference (tests compare every SIMD variant against it);
 // the SIMD variants (AVX2; AVX-512 with VNNI and BF16) follow the reference's summation
 // order, so all but BF16's vdpbf16ps reproduce it bit for bit. prepare() repacks the

@@ -16,11 +16,13 @@
 //         byte j of group g holds col 4g+j in its low nibble, col 16+4g+j in its high one,
 //         so one load yields two 64-byte operands for VNNI after masking/shifting.
 // Groups of 4 columns match vpdpbusd, which sums 4 byte products into each 32-bit lane.
+//   Row-wise types (kernels/rowquant.h): [16 rows][GGUF row bytes], the rows as in the file.
 #pragma once
 
 #include <cstdint>
 
 #include "formats/tensor_type.h"
+#include "kernels/rowquant.h"
 #include "kernels/weight_memory.h"
 
 namespace rapide::matmul {
@@ -53,6 +55,8 @@ struct Activations {
   const int8_t* q = nullptr;
   const float* d = nullptr;
   const int32_t* bias = nullptr;
+  const float* s = nullptr;         // row-wise types with Q8_1 activations, per block
+  const int16_t* bsums = nullptr;   // row-wise types with Q8_K activations, 16 per block
   int64_t stride = 0;
   int64_t blocks = 0;
 };
@@ -73,7 +77,27 @@ struct KernelSet {
   QuantizeKernel quantize_q8;
   PanelKernel f32, f16, bf16, q8_0, q4_0;
   int q8_bias_offset;  // what q8_0 expects in Activations::bias (q4_0 always wants 8)
+  RowDot (*row_dot)(TensorType);               // the row-wise types' dot products
+  RowDotTokens (*row_dot_tokens)(TensorType);  // of this ISA (see kernels/rowquant.h)
+  RowDotRows (*row_dot_rows)(TensorType);
 };
+
+// One row-wise type's kernels: `dot` always; `tokens` (kRowTokens tokens x 1 row) and
+// `rows` (kRowTile rows x 1 token) where the ISA has them, else null.
+struct RowKernels {
+  RowDot dot = nullptr;
+  RowDotTokens tokens = nullptr;
+  RowDotRows rows = nullptr;
+};
+inline RowKernels row_kernels(const KernelSet& ks, TensorType type) {
+  return {ks.row_dot(type), ks.row_dot_tokens(type), ks.row_dot_rows(type)};
+}
+
+// Panels [p0, p1) x tokens [t0, t1) of a row-wise type: groups of kRowTokens tokens row by
+// row, the rest token by token in tiles of kRowTile rows; each panel's rows are reused from
+// cache by every token of the range.
+void row_panels(const RowKernels& k, const PackedWeights& w, const Activations& a, int64_t p0,
+                int64_t p1, int64_t t0, int64_t t1, float* y);
 
 // The kernel family of each ISA level.
 const KernelSet& reference_kernels();

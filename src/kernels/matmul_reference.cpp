@@ -3,6 +3,7 @@
 // They read the same packed layout as the SIMD kernels and accumulate in the same order
 // (each output sums its columns, or its blocks, in order, with one fused multiply-add
 // per step), so the F32, F16 and quantized SIMD kernels reproduce them bit for bit.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -144,10 +145,49 @@ void q4_0(const PackedWeights& w, const Activations& a, int64_t p0, int64_t p1, 
 
 }  // namespace scalar
 
+void row_panels(const RowKernels& k, const PackedWeights& w, const Activations& a, int64_t p0,
+                int64_t p1, int64_t t0, int64_t t1, float* y) {
+  const int64_t row_bytes = w.panel_bytes / kPanel;
+  const int64_t blocks = w.cols / tensor_type_block_size(w.type);
+  auto act = [&](int64_t t) {
+    return ActRow{a.q + t * a.stride, a.d + t * a.blocks, a.s ? a.s + t * a.blocks : nullptr,
+                  a.bsums ? a.bsums + t * a.blocks * 16 : nullptr};
+  };
+  for (int64_t p = p0; p < p1; ++p) {
+    const uint8_t* panel = w.panel(p);
+    float* yp = y + p * kPanel;
+    const int rows = static_cast<int>(std::min<int64_t>(kPanel, w.rows - p * kPanel));
+    int64_t t = t0;
+    if (k.tokens != nullptr) {
+      for (; t + kRowTokens <= t1; t += kRowTokens) {
+        ActRow xs[kRowTokens];
+        for (int i = 0; i < kRowTokens; ++i) xs[i] = act(t + i);
+        for (int r = 0; r < rows; ++r) {
+          float out[kRowTokens];
+          k.tokens(panel + r * row_bytes, blocks, xs, out);
+          for (int i = 0; i < kRowTokens; ++i) yp[(t + i) * w.rows + r] = out[i];
+        }
+      }
+    }
+    for (; t < t1; ++t) {
+      const ActRow x = act(t);
+      int r = 0;
+      if (k.rows != nullptr) {
+        for (; r + kRowTile <= rows; r += kRowTile) {
+          k.rows(panel + r * row_bytes, row_bytes, blocks, x, yp + t * w.rows + r);
+        }
+      }
+      for (; r < rows; ++r) yp[t * w.rows + r] = k.dot(panel + r * row_bytes, blocks, x);
+    }
+  }
+}
+
 const KernelSet& reference_kernels() {
   static const KernelSet set{scalar::round_f16, scalar::to_bf16, scalar::quantize_q8,
                              scalar::f32,       scalar::f16,     scalar::bf16,
-                             scalar::q8_0,      scalar::q4_0,    0};
+                             scalar::q8_0,      scalar::q4_0,    0,
+                             scalar::row_dot,   scalar::row_dot_tokens,
+                             scalar::row_dot_rows};
   return set;
 }
 

@@ -7,6 +7,7 @@
 #include "base/error.h"
 #include "base/fp16.h"
 #include "kernels/matmul.h"
+#include "kernels/rowquant.h"
 
 namespace rapide {
 
@@ -87,6 +88,8 @@ void quantize_row(TensorType type, const float* in, void* out, int64_t n) {
     case TensorType::kQ4_0:
       quantize_q4_0(in, static_cast<BlockQ4_0*>(out), n / kQuantBlock);
       return;
+    default:
+      return matmul::quantize_row_blocks(type, in, out, n);
   }
   fail(ErrorCode::kUnsupported, "cannot quantize to tensor type {}", static_cast<uint32_t>(type));
 }
@@ -128,6 +131,8 @@ void dequantize_row(TensorType type, const void* in, float* out, int64_t n) {
       }
       return;
     }
+    default:
+      return matmul::dequantize_row_blocks(type, in, out, n);
   }
   fail(ErrorCode::kUnsupported, "cannot dequantize tensor type {}", static_cast<uint32_t>(type));
 }

@@ -37,9 +37,23 @@
 // README's 0.12 for Q8_0/Q4_0. row_mean_tol about 2x the worst row. The top-1 check then
 // covers every position whose margin is clear.
 //
-// Models rapide does not load today (K-quants, Q4_1/Q5_x/IQ4, gemma2, phi3 and the MoE
-// models) must be refused with kUnsupported naming the reason; the loader work that adds
-// them turns their rows of kModels into comparisons with tolerances of their own.
+// The row-wise types (Q4_1, Q5_0, Q5_1, IQ4_NL with Q8_0/Q8_1 activations; the k-quants and
+// IQ4_XS with Q8_K activations), measured the same way (worst of scalar/AVX2/AVX-512):
+//
+//   model       seq mean |d|   row max |d|  worst row mean  | tolerances (max, row, seq)
+//   Q3_K, Q6_K  <= 1.6e-7      <= 2.9e-6    <= 5.8e-7       | as llama F32: 5e-3, 1e-3, 6e-5
+//   Q4_1 Q5_0 Q5_1 Q2_K        <= 0.099     <= 0.025        | the README's emulated-conversion
+//   IQ4_NL IQ4_XS  <= 2.1e-3                                |   bounds: 0.12, 3e-2, 3e-3
+//   Q4_K Q5_K Q4_K_M <= 2.5e-3 <= 0.155     <= 0.030        | 0.2, 5e-2, 5e-3
+//
+// Q3_K and Q6_K reproduce llama.cpp to float rounding (exact integer sums on Q8_K). Q4_K and
+// Q5_K's largest single gaps (0.155, 0.149) exceed the README's emulation max (0.112, 0.125):
+// single activations rounding to the other 8-bit level, as for Q8_0; their means stay within
+// the README's 3e-3, so their max bound is 0.2 and the sequence bound 5e-3.
+//
+// Models rapide does not load today (gemma2, phi3 and the MoE models) must be refused with
+// kUnsupported naming the reason; the loader work that adds them turns their rows of kModels
+// into comparisons with tolerances of their own.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -85,17 +99,17 @@ const std::vector<ModelCase> kModels = {
     compared("llama-q-BF16", 4e-2f, 1e-2f, 1.2e-3f),
     compared("llama-q-Q8_0", 0.12f, 3e-2f, 3e-3f),
     compared("llama-q-Q4_0", 0.12f, 3e-2f, 2e-3f),
-    refused("llama-q-Q4_1", "type q4_1"),
-    refused("llama-q-Q5_0", "type q5_0"),
-    refused("llama-q-Q5_1", "type q5_1"),
-    refused("llama-q-Q2_K", "type q2_K"),
-    refused("llama-q-Q3_K", "type q3_K"),
-    refused("llama-q-Q4_K", "type q4_K"),
-    refused("llama-q-Q5_K", "type q5_K"),
-    refused("llama-q-Q6_K", "type q6_K"),
-    refused("llama-q-Q4_K_M", "type q6_K"),
-    refused("llama-q-IQ4_NL", "type iq4_nl"),
-    refused("llama-q-IQ4_XS", "type iq4_xs"),
+    compared("llama-q-Q4_1", 0.12f, 3e-2f, 3e-3f),
+    compared("llama-q-Q5_0", 0.12f, 3e-2f, 3e-3f),
+    compared("llama-q-Q5_1", 0.12f, 3e-2f, 3e-3f),
+    compared("llama-q-Q2_K", 0.12f, 3e-2f, 3e-3f),
+    compared("llama-q-Q3_K", 5e-3f, 1e-3f, 6e-5f),
+    compared("llama-q-Q4_K", 0.2f, 5e-2f, 5e-3f),
+    compared("llama-q-Q5_K", 0.2f, 5e-2f, 5e-3f),
+    compared("llama-q-Q6_K", 5e-3f, 1e-3f, 6e-5f),
+    compared("llama-q-Q4_K_M", 0.2f, 5e-2f, 5e-3f),
+    compared("llama-q-IQ4_NL", 0.12f, 3e-2f, 3e-3f),
+    compared("llama-q-IQ4_XS", 0.12f, 3e-2f, 3e-3f),
     refused("gemma2-F32", "architecture 'gemma2'"),
     refused("phi3-F32", "architecture 'phi3'"),
     refused("qwen2moe-F32", "architecture 'qwen2moe'"),

@@ -71,6 +71,36 @@ TEST(Cli, SynthWritesALoadableRandomModel) {
   EXPECT_NE(out.find("--shape"), std::string::npos) << out;
 }
 
+// Every quantized type synth can write loads back with that type on its matrices; a
+// 256-weight k-quant needs dim and ffn to be multiples of 256.
+TEST(Cli, SynthWritesEveryQuantizedType) {
+  const std::string rapide = binary_or_skip();
+  if (rapide.empty()) GTEST_SKIP() << "rapide binary not built";
+  testing::TempDir dir;
+  const std::string vocab = testing::shared_path("models/stories260K/stories260K.gguf");
+  for (const char* type :
+       {"q4_1", "q5_0", "q5_1", "q2_K", "q3_K", "q4_K", "q5_K", "q6_K", "iq4_nl", "iq4_xs"}) {
+    SCOPED_TRACE(type);
+    const std::string file = dir.file(std::string(type) + ".gguf");
+    std::string out;
+    ASSERT_EQ(
+        run(rapide + " synth --shape dim=256,layers=1,heads=4,kv_heads=2,ffn=512,ctx=64 --type " +
+                type + " --vocab-from " + vocab + " -o " + file + " 2>/dev/null",
+            &out),
+        0)
+        << out;
+    const ModelFile m = load_model(file);
+    EXPECT_EQ(std::string(tensor_type_name(m.get("blk.0.ffn_down.weight").type)), type);
+    EXPECT_EQ(std::string(tensor_type_name(m.get("output.weight").type)), type);
+  }
+  std::string out;
+  EXPECT_NE(run(rapide + " synth --shape dim=64,layers=1,heads=4,kv_heads=2,ffn=128,ctx=64 " +
+                    "--type Q4_K --vocab-from " + vocab + " -o " + dir.file("x.gguf") + " 2>&1",
+                &out),
+            0);
+  EXPECT_NE(out.find("multiples of 256"), std::string::npos) << out;
+}
+
 TEST(Cli, InspectDescribesModels) {
   RAPIDE_REQUIRE_SHARED("models/tinystories-656k");
   RAPIDE_REQUIRE_SHARED("models/stories260K");

@@ -97,8 +97,9 @@ std::vector<Case> corpus() {
   });
   add("row_not_block_multiple", corrupt, "not a multiple of the q8_0 block size",
       [&](auto& b) { poke<uint64_t>(b, after_name(b, up) + 4, 33); });
-  add("unsupported_type", unsupported, "ggml type q4_K (12)",
-      [&](auto& b) { poke<uint32_t>(b, after_name(b, up) + 20, 12); });
+  // A real ggml type rapide does not read (q4_K was the example until it was added).
+  add("unsupported_type", unsupported, "ggml type iq2_xxs (16)",
+      [&](auto& b) { poke<uint32_t>(b, after_name(b, up) + 20, 16); });
   add("unknown_type", unsupported, "ggml type unknown (1000)",
       [&](auto& b) { poke<uint32_t>(b, after_name(b, up) + 20, 1000); });
   add("misaligned_offset", corrupt, "not a multiple of the alignment", [&](auto& b) {

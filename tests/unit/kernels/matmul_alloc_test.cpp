@@ -30,8 +30,7 @@ namespace {
 
 TEST(WeightMatrixAllocation, WarmMultiplyDoesNotAllocate) {
   ThreadPool pool(2);
-  for (TensorType type : {TensorType::kF32, TensorType::kF16, TensorType::kBF16, TensorType::kQ8_0,
-                          TensorType::kQ4_0}) {
+  for (TensorType type : kAllTensorTypes) {
     const int64_t rows = 96, cols = 256;
     std::vector<float> row(cols, 0.5f);
     std::vector<uint8_t> data(static_cast<size_t>(rows * tensor_row_bytes(type, cols)));

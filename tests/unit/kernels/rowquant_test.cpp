@@ -1,0 +1,340 @@
+// The row-wise quantized types (kernels/rowquant.h: Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K..Q6_K,
+// IQ4_XS): block layouts, the scalar reference against a naive product of the dequantized
+// weights and activations, every SIMD variant against the reference bit for bit, and the
+// round-to-nearest quantizers.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "base/cpu_features.h"
+#include "base/fp16.h"
+#include "base/thread_pool.h"
+#include "kernels/matmul.h"
+
+namespace rapide {
+namespace {
+
+const TensorType kRowTypes[] = {TensorType::kQ4_1,   TensorType::kQ5_0, TensorType::kQ5_1,
+                                TensorType::kIQ4_NL, TensorType::kQ2_K, TensorType::kQ3_K,
+                                TensorType::kQ4_K,   TensorType::kQ5_K, TensorType::kQ6_K,
+                                TensorType::kIQ4_XS};
+
+bool is_k(TensorType t) {
+  return tensor_type_block_size(t) == kSuperBlock;
+}
+
+// Byte offsets of each block's f16 fields (ggml-common.h).
+std::vector<int> f16_offsets(TensorType type) {
+  switch (type) {
+    case TensorType::kQ4_1:
+    case TensorType::kQ5_1:
+    case TensorType::kQ4_K:
+    case TensorType::kQ5_K:
+      return {0, 2};
+    case TensorType::kQ2_K:
+      return {80, 82};
+    case TensorType::kQ3_K:
+      return {108};
+    case TensorType::kQ6_K:
+      return {208};
+    default:
+      return {0};
+  }
+}
+
+struct Matrix {
+  std::vector<uint8_t> bytes;
+  TensorView view;
+};
+
+// Random bytes everywhere (every sub-block scale, min, sign and bit pattern occurs: odd
+// 6-bit scales, negative Q6_K scales, the top bits of packed Q4_K/Q3_K scales) except the
+// f16 scales, which get finite values of either sign.
+Matrix random_blocks(TensorType type, int64_t rows, int64_t cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> byte(0, 255);
+  std::uniform_real_distribution<float> scale(-0.02f, 0.02f);
+  Matrix m;
+  const int64_t row_bytes = tensor_row_bytes(type, cols);
+  const int64_t block_bytes = tensor_type_block_bytes(type);
+  m.bytes.resize(static_cast<size_t>(rows * row_bytes));
+  for (uint8_t& b : m.bytes) b = static_cast<uint8_t>(byte(rng));
+  for (size_t off = 0; off < m.bytes.size(); off += static_cast<size_t>(block_bytes)) {
+    for (int f : f16_offsets(type)) {
+      const uint16_t h = fp32_to_fp16(scale(rng));
+      std::memcpy(m.bytes.data() + off + f, &h, 2);
+    }
+  }
+  m.view.name = std::string("w");
+  m.view.type = type;
+  m.view.shape = {cols, rows};
+  m.view.data = m.bytes.data();
+  m.view.size_bytes = m.bytes.size();
+  return m;
+}
+
+std::vector<float> random_activations(int64_t count, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(count));
+  for (float& v : x) v = dist(rng);
+  return x;
+}
+
+// The activations as llama.cpp's conversion for `type` leaves them (Q8_K for the k-quants,
+// Q8_0 otherwise; Q8_1's q and d are Q8_0's).
+std::vector<float> converted(TensorType type, const float* x, int64_t cols) {
+  std::vector<float> out(static_cast<size_t>(cols));
+  const int block = is_k(type) ? kSuperBlock : 32;
+  for (int64_t b = 0; b < cols; b += block) {
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < block; ++j) {
+      if (std::fabs(x[b + j]) > amax) {
+        amax = std::fabs(x[b + j]);
+        max = x[b + j];
+      }
+    }
+    for (int j = 0; j < block; ++j) {
+      if (is_k(type)) {
+        const float iscale = amax != 0.0f ? -127.0f / max : 0.0f;
+        const float q = std::fmin(127.0f, std::nearbyintf(iscale * x[b + j]));
+        out[b + j] = amax != 0.0f ? q / iscale : 0.0f;
+      } else {
+        const float d = fp16_to_fp32(fp32_to_fp16(amax / 127.0f));
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        out[b + j] = d * std::nearbyintf(x[b + j] * id);
+      }
+    }
+  }
+  return out;
+}
+
+TEST(RowQuant, BlockSizes) {
+  EXPECT_EQ(tensor_type_block_bytes(TensorType::kQ6_K), 210);
+  EXPECT_EQ(tensor_type_block_bytes(TensorType::kQ4_K), 144);
+  EXPECT_EQ(tensor_type_block_bytes(TensorType::kQ5_K), 176);
+  EXPECT_EQ(tensor_type_block_bytes(TensorType::kQ3_K), 110);
+  EXPECT_EQ(tensor_type_block_bytes(TensorType::kQ2_K), 84);
+  EXPECT_EQ(tensor_type_block_bytes(TensorType::kIQ4_XS), 136);
+  EXPECT_EQ(tensor_type_block_bytes(TensorType::kQ4_1), 20);
+  EXPECT_EQ(tensor_type_block_bytes(TensorType::kQ5_0), 22);
+  EXPECT_EQ(tensor_type_block_bytes(TensorType::kQ5_1), 24);
+  EXPECT_EQ(tensor_type_block_bytes(TensorType::kIQ4_NL), 18);
+  EXPECT_EQ(tensor_row_bytes(TensorType::kQ6_K, 512), 420);
+  for (TensorType t : kRowTypes) {
+    EXPECT_EQ(tensor_type_from_name(tensor_type_name(t)), t);
+    EXPECT_TRUE(is_supported_tensor_type(static_cast<uint32_t>(t)));
+  }
+  EXPECT_EQ(tensor_type_from_name("q6_k"), TensorType::kQ6_K);
+  EXPECT_EQ(tensor_type_from_name("Q4_K"), TensorType::kQ4_K);
+  EXPECT_EQ(tensor_type_name(TensorType::kQ4_K), "q4_K");  // ggml's spelling
+  EXPECT_EQ(static_cast<uint32_t>(TensorType::kQ6_K), 14u);
+  EXPECT_EQ(static_cast<uint32_t>(TensorType::kIQ4_XS), 23u);
+}
+
+// Hand-built blocks with known values pin each bit layout to llama.cpp's.
+TEST(RowQuant, DequantizeKnownBlocks) {
+  {  // Q6_K: weight 128n + 32k + l: ql nibble, qh 2 bits, minus 32, times d * scale[e / 16].
+    BlockQ6K b{};
+    b.d = fp32_to_fp16(0.5f);
+    for (int j = 0; j < 16; ++j) b.scales[j] = static_cast<int8_t>(j - 8);
+    b.ql[0] = 0x21;   // e0: low 1; e64: low 2
+    b.qh[0] = 0x9c;   // e0: hi 0; e32: hi 3; e64: hi 1; e96: hi 2
+    b.ql[32] = 0x04;  // e32: low 4; e96: low 0
+    float out[256];
+    dequantize_row(TensorType::kQ6_K, &b, out, 256);
+    EXPECT_EQ(out[0], 0.5f * -8 * (1 - 32));
+    EXPECT_EQ(out[32], 0.5f * -6 * ((4 | 3 << 4) - 32));
+    EXPECT_EQ(out[64], 0.5f * -4 * ((2 | 1 << 4) - 32));
+    EXPECT_EQ(out[96], 0.5f * -2 * ((0 | 2 << 4) - 32));
+  }
+  {  // Q4_K: sub-block 5 takes its scale from byte 9's low nibble + byte 1's top bits.
+    BlockQ4K b{};
+    b.d = fp32_to_fp16(1.0f);
+    b.dmin = fp32_to_fp16(0.25f);
+    b.scales[1] = 0x40 | 3;  // sub-block 1: scale 3; sub-block 5: scale high bits 01
+    b.scales[5] = 0x80 | 2;  // sub-block 1: min 2; sub-block 5: min high bits 10
+    b.scales[9] = 0x76;      // sub-block 5: scale low 6, min low 7
+    b.qs[0] = 0x00;
+    b.qs[64 + 5] = 0xa0;  // weight 128 + 32 + 5 (sub-block 5): nibble 0xa
+    b.qs[5] = 0x0f;       // weight 5 (sub-block 0): nibble 15, scale 0 -> -min*dmin = 0
+    float out[256];
+    dequantize_row(TensorType::kQ4_K, &b, out, 256);
+    EXPECT_EQ(out[32], 1.0f * 3 * 0 - 0.25f * 2);
+    EXPECT_EQ(out[165], 1.0f * (6 | 1 << 4) * 0xa - 0.25f * (7 | 2 << 4));
+  }
+  {  // Q5_0: the 5th bit of weight j + 16 is bit j + 16 of qh.
+    BlockQ5_0 b{};
+    b.d = fp32_to_fp16(2.0f);
+    b.qs[3] = 0x5a;
+    const uint32_t qh = 1u << 19;
+    std::memcpy(b.qh, &qh, 4);
+    float out[32];
+    dequantize_row(TensorType::kQ5_0, &b, out, 32);
+    EXPECT_EQ(out[3], 2.0f * (0xa - 16));
+    EXPECT_EQ(out[19], 2.0f * ((0x5 | 0x10) - 16));
+  }
+}
+
+TEST(RowQuant, ReferenceMatchesNaiveProduct) {
+  for (TensorType type : kRowTypes) {
+    const int64_t cols = 512, rows = 37, n = 3;
+    const Matrix m = random_blocks(type, rows, cols, 17);
+    const WeightMatrix w = WeightMatrix::prepare(m.view);
+    const std::vector<float> x = random_activations(n * cols, 4);
+    std::vector<float> y(static_cast<size_t>(n * rows));
+    w.multiply_reference(x.data(), n, y.data());
+    std::vector<float> wr(static_cast<size_t>(cols));
+    for (int64_t t = 0; t < n; ++t) {
+      const std::vector<float> xr = converted(type, x.data() + t * cols, cols);
+      for (int64_t r = 0; r < rows; ++r) {
+        dequantize_row(type, m.bytes.data() + r * tensor_row_bytes(type, cols), wr.data(), cols);
+        double sum = 0, mag = 0;
+        for (int64_t c = 0; c < cols; ++c) {
+          sum += static_cast<double>(wr[c]) * xr[c];
+          mag += std::fabs(static_cast<double>(wr[c]) * xr[c]);
+        }
+        // Q8_1's block sum s is f16-rounded (as llama.cpp's): ~1e-3 relative on the min term.
+        EXPECT_NEAR(y[t * rows + r], sum, 2e-3 * mag + 1e-5)
+            << tensor_type_name(type) << " t" << t << " r" << r;
+      }
+    }
+  }
+}
+
+TEST(RowQuant, SimdVariantsMatchReference) {
+  std::vector<IsaLevel> levels;
+  if (cpu_features().best_level() >= IsaLevel::kAvx2) levels.push_back(IsaLevel::kAvx2);
+  if (cpu_features().best_level() >= IsaLevel::kAvx512) levels.push_back(IsaLevel::kAvx512);
+  ThreadPool pool(2);
+  for (TensorType type : kRowTypes) {
+    for (int64_t rows : {5, 16, 37, 100}) {
+      const int64_t cols = is_k(type) ? 768 : 96;
+      const Matrix m = random_blocks(type, rows, cols, static_cast<uint32_t>(rows));
+      const WeightMatrix w = WeightMatrix::prepare(m.view);
+      for (int64_t n : {1, 2, 7, 33}) {
+        const std::vector<float> x = random_activations(n * cols, 9);
+        std::vector<float> ref(static_cast<size_t>(n * rows));
+        w.multiply_reference(x.data(), n, ref.data());
+        for (IsaLevel level : levels) {
+          std::vector<float> y(ref.size(), NAN);
+          w.multiply_with(level, x.data(), n, y.data(), pool);
+          for (size_t i = 0; i < y.size(); ++i) {
+            ASSERT_EQ(y[i], ref[i]) << tensor_type_name(type) << " " << isa_level_name(level) << " "
+                                    << rows << " rows n" << n << " i" << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Q/K/V-style groups of one row-wise type share one activation conversion: each output
+// must equal the matrix's own multiply, whatever the thread count and token count; a
+// Q4_K_M-style mix (Q4_K with Q6_K) falls back to one multiply per matrix.
+TEST(RowQuant, GroupMultiplyEqualsEachMultiply) {
+  for (TensorType type : {TensorType::kQ4_K, TensorType::kQ6_K, TensorType::kQ5_1}) {
+    const Matrix a = random_blocks(type, 40, 512, 1), b = random_blocks(type, 33, 512, 2);
+    const WeightMatrix wa = WeightMatrix::prepare(a.view), wb = WeightMatrix::prepare(b.view);
+    for (int64_t n : {1, 5, 40}) {
+      const std::vector<float> x = random_activations(n * 512, 7);
+      for (int threads : {1, 2, 3}) {
+        ThreadPool pool(threads);
+        std::vector<float> ya(n * 40), yb(n * 33), ea(ya.size()), eb(yb.size());
+        wa.multiply(x.data(), n, ea.data(), pool);
+        wb.multiply(x.data(), n, eb.data(), pool);
+        const WeightMatrix* ws[] = {&wa, &wb};
+        float* const ys[] = {ya.data(), yb.data()};
+        WeightMatrix::multiply_group(ws, x.data(), n, ys, pool);
+        EXPECT_EQ(ya, ea) << tensor_type_name(type) << " n=" << n << " threads=" << threads;
+        EXPECT_EQ(yb, eb) << tensor_type_name(type) << " n=" << n << " threads=" << threads;
+      }
+    }
+  }
+  const Matrix k4 = random_blocks(TensorType::kQ4_K, 24, 256, 3),
+               k6 = random_blocks(TensorType::kQ6_K, 16, 256, 4);
+  const WeightMatrix w4 = WeightMatrix::prepare(k4.view), w6 = WeightMatrix::prepare(k6.view);
+  const std::vector<float> x = random_activations(3 * 256, 8);
+  ThreadPool pool(2);
+  std::vector<float> y4(3 * 24), y6(3 * 16), e4(y4.size()), e6(y6.size());
+  w4.multiply_reference(x.data(), 3, e4.data());
+  w6.multiply_reference(x.data(), 3, e6.data());
+  const WeightMatrix* ws[] = {&w4, &w6};
+  float* const ys[] = {y4.data(), y6.data()};
+  WeightMatrix::multiply_group(ws, x.data(), 3, ys, pool);
+  EXPECT_EQ(y4, e4);
+  EXPECT_EQ(y6, e6);
+}
+
+TEST(RowQuant, PrepareRowsIsAShard) {
+  for (TensorType type : {TensorType::kQ4_K, TensorType::kQ5_0}) {
+    const Matrix m = random_blocks(type, 70, 256, 6);
+    const WeightMatrix full = WeightMatrix::prepare(m.view);
+    const WeightMatrix shard = WeightMatrix::prepare_rows(m.view, 21, 50);
+    ASSERT_EQ(shard.rows(), 29);
+    const std::vector<float> x = random_activations(5 * 256, 1);
+    std::vector<float> yf(5 * 70), ys(5 * 29);
+    ThreadPool pool(2);
+    full.multiply(x.data(), 5, yf.data(), pool);
+    shard.multiply(x.data(), 5, ys.data(), pool);
+    for (int t = 0; t < 5; ++t) {
+      for (int r = 0; r < 29; ++r) {
+        ASSERT_EQ(ys[t * 29 + r], yf[t * 70 + 21 + r]) << tensor_type_name(type);
+      }
+    }
+  }
+}
+
+TEST(RowQuant, DequantizeRowOfPreparedMatrix) {
+  for (TensorType type : kRowTypes) {
+    const int64_t cols = 512;
+    const Matrix m = random_blocks(type, 21, cols, 3);
+    const WeightMatrix w = WeightMatrix::prepare(m.view);
+    std::vector<float> a(cols), b(cols);
+    for (int64_t r = 0; r < 21; ++r) {
+      w.dequantize_row(r, a.data());
+      dequantize_row(type, m.bytes.data() + r * tensor_row_bytes(type, cols), b.data(), cols);
+      ASSERT_EQ(a, b) << tensor_type_name(type) << " row " << r;
+    }
+  }
+}
+
+// Round-to-nearest: the error of each weight is bounded by the type's step at the row's
+// scale (generous bounds: the point is that the packing and unpacking agree).
+TEST(RowQuant, QuantizeRoundTrips) {
+  struct Case {
+    TensorType type;
+    float tol;  // relative to the block's max |x|
+  };
+  for (Case c : {Case{TensorType::kQ4_1, 0.07f}, Case{TensorType::kQ5_0, 0.04f},
+                 Case{TensorType::kQ5_1, 0.04f}, Case{TensorType::kIQ4_NL, 0.12f},
+                 Case{TensorType::kQ2_K, 0.45f}, Case{TensorType::kQ3_K, 0.2f},
+                 Case{TensorType::kQ4_K, 0.1f}, Case{TensorType::kQ5_K, 0.05f},
+                 Case{TensorType::kQ6_K, 0.03f}, Case{TensorType::kIQ4_XS, 0.12f}}) {
+    const int64_t n = 1024;
+    const std::vector<float> x = random_activations(n, 21);
+    std::vector<uint8_t> q(static_cast<size_t>(tensor_row_bytes(c.type, n)));
+    quantize_row(c.type, x.data(), q.data(), n);
+    std::vector<float> back(n);
+    dequantize_row(c.type, q.data(), back.data(), n);
+    float amax = 0.0f;
+    for (float v : x) amax = std::fmax(amax, std::fabs(v));
+    double err = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      EXPECT_LE(std::fabs(back[i] - x[i]), c.tol * amax) << tensor_type_name(c.type) << " " << i;
+      err += std::fabs(back[i] - x[i]);
+    }
+    std::printf("%-7s mean |err| %.4f\n", std::string(tensor_type_name(c.type)).c_str(), err / n);
+    // A zero row stays zero.
+    std::vector<float> zeros(n, 0.0f), out(n, 1.0f);
+    quantize_row(c.type, zeros.data(), q.data(), n);
+    dequantize_row(c.type, q.data(), out.data(), n);
+    for (float v : out) ASSERT_EQ(v, 0.0f) << tensor_type_name(c.type);
+  }
+}
+
+}  // namespace
+}  // namespace rapide
