@@ -61,8 +61,13 @@ TEST_F(SchedulingPolicyTest, UnderKvPressureTheYoungestGivesWay) {
   o.kv_memory = "160KiB";
   Engine engine(*loaded_.model, *loaded_.tokenizer, o);
   auto older = std::make_shared<EventQueue>(), younger = std::make_shared<EventQueue>();
-  engine.submit(request("Once upon a time", 200, older));
-  engine.submit(request("Lily and Tom went", 200, younger));
+  // Submitted together (one arrival batch, older first): one by one, a descheduled test
+  // thread could let the older request finish alone (the run takes ~20 ms) before the
+  // younger arrived, and nothing would be preempted.
+  std::vector<Request> both;
+  both.push_back(request("Once upon a time", 200, older));
+  both.push_back(request("Lily and Tom went", 200, younger));
+  engine.submit_all(std::move(both));
   const Finished a = wait_finished(*older), b = wait_finished(*younger);
   EXPECT_EQ(a.completion_tokens, 200);
   EXPECT_EQ(b.completion_tokens, 200);
