@@ -141,12 +141,15 @@ void run_bench(BenchOptions& o) {
   }
 
   boost::asio::io_context io;
+  std::unique_ptr<LoadedDraft> draft;
   std::unique_ptr<Engine> engine;
   std::unique_ptr<Backend> backend;
   if (o.engine) {
     const EngineOptions engine_options = o.engine_flags.resolve(loaded.pool->size());
     loaded.pool.reset();  // the engine builds its own pool
-    engine = std::make_unique<Engine>(*loaded.model, *loaded.tokenizer, engine_options);
+    draft = load_draft_model(o.engine_flags.draft_model);
+    engine = std::make_unique<Engine>(*loaded.model, *loaded.tokenizer, engine_options,
+                                      draft ? draft->ref.get() : nullptr);
     SamplingParams sampling;
     sampling.temperature = static_cast<float>(o.temperature);
     sampling.seed = o.seed;

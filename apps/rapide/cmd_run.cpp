@@ -56,7 +56,8 @@ void run(const RunOptions& options) {
     engine_options.kv_memory = std::to_string(blocks * layout.block_bytes());
   }
   loaded.pool.reset();  // the engine builds its own pool
-  Engine engine(*loaded.model, tokenizer, engine_options);
+  const auto draft = load_draft_model(options.engine.draft_model);
+  Engine engine(*loaded.model, tokenizer, engine_options, draft ? draft->ref.get() : nullptr);
 
   auto queue = std::make_shared<EventQueue>();
   Request request;

@@ -58,7 +58,9 @@ void serve_main(ServeOptions& o) {
   LoadedModel loaded = demo ? load_demo_model(o.model, o.demo_seed) : load_for_inference(o.model);
   const int threads = o.model.threads > 0 ? o.model.threads : physical_core_count();
   loaded.pool.reset();  // the engine builds its own pool
-  Engine engine(*loaded.model, *loaded.tokenizer, o.engine.resolve(threads));
+  const auto draft = load_draft_model(o.engine.draft_model);
+  Engine engine(*loaded.model, *loaded.tokenizer, o.engine.resolve(threads),
+                draft ? draft->ref.get() : nullptr);
 
   serve::ServedModel served;
   served.id = model_id_for(o);

@@ -43,14 +43,20 @@ void add_engine_flags(CLI::App& command, EngineFlags& flags) {
       ->capture_default_str();
   command.add_option("--spec", flags.spec,
                      "speculative decoding: off | ngram (guesses from the sequence's own prompt "
-                     "and output, verified in the same forward pass)")
-      ->capture_default_str();
+                     "and output) | draft (--draft-model's); default off, draft with a draft model");
+  command.add_option("--draft-model", flags.draft_model,
+                     "a smaller model with the same vocabulary that proposes tokens for the "
+                     "target to verify (any format rapide loads)");
   command.add_option("--spec-tokens", flags.spec_tokens,
                      "guesses per step: a number, or auto (chosen per sequence from measured "
                      "acceptance and step costs; 0 below break-even)")
       ->capture_default_str();
   command.add_option("--spec-max-tokens", o.spec.max_tokens, "the most guesses auto may choose")
       ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  command.add_option("--draft-p-min", o.spec.draft_min_confidence,
+                     "the draft model stops guessing at a token it gives less probability")
+      ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   command.add_option("--spec-ngram-min", o.spec.ngram_min, "shortest n-gram to match")
       ->check(CLI::Range(1, 64))
@@ -76,7 +82,15 @@ EngineOptions EngineFlags::resolve(int threads) const {
     fail(ErrorCode::kInvalidArgument, "--prefix-cache must be on or off, got '{}'", prefix_cache);
   }
   o.kv_offload_codec = parse_offload_codec(kv_offload_codec);
-  o.spec.mode = parse_spec_mode(spec);
+  o.spec.mode = spec.empty() ? (draft_model.empty() ? SpecMode::kOff : SpecMode::kDraft)
+                             : parse_spec_mode(spec);
+  if (o.spec.mode == SpecMode::kDraft && draft_model.empty()) {
+    fail(ErrorCode::kInvalidArgument, "--spec draft needs --draft-model PATH");
+  }
+  if (o.spec.mode != SpecMode::kDraft && !draft_model.empty()) {
+    fail(ErrorCode::kInvalidArgument, "--draft-model is used only with --spec draft (got --spec {})",
+         spec);
+  }
   if (spec_tokens == "auto") {
     o.spec.tokens = -1;
   } else {

@@ -21,7 +21,8 @@ struct EngineFlags {
   std::string kv_type = "f16";
   std::string prefix_cache = "on";
   std::string kv_offload_codec = "lz4";
-  std::string spec = "off";
+  std::string spec;  // empty: off, or draft when --draft-model is given
+  std::string draft_model;
   std::string spec_tokens = "auto";
   // Converts the string-valued flags; throws Error(kInvalidArgument) for unknown values.
   EngineOptions resolve(int threads) const;

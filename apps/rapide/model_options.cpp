@@ -8,8 +8,9 @@
 namespace rapide::cli {
 
 void add_model_options(CLI::App& command, ModelOptions& options) {
-  command.add_option("-m,--model", options.model_path,
-                     "model: a GGUF file, a llama2.c checkpoint, or a Hugging Face folder")
+  command
+      .add_option("-m,--model", options.model_path,
+                  "model: a GGUF file, a llama2.c checkpoint, or a Hugging Face folder")
       ->required();
   command.add_option("--tokenizer", options.tokenizer_path,
                      "tokenizer.bin for llama2.c checkpoints (default: next to the checkpoint)");
@@ -30,9 +31,23 @@ LoadedModel load_for_inference(const ModelOptions& options) {
   const ModelConfig& c = loaded.model->config();
   spdlog::info("loaded {} ({}, {} layers, dim {}, vocab {}, {:.1f} MiB of weights) in {:.0f} ms",
                options.model_path, loaded.file->format, c.n_layers, c.dim, c.vocab_size,
-               loaded.model->weight_bytes() / 1048576.0, seconds_between(start, Clock::now()) * 1e3);
+               loaded.model->weight_bytes() / 1048576.0,
+               seconds_between(start, Clock::now()) * 1e3);
   spdlog::info("{} threads, kernels: {}", threads, isa_level_name(active_isa_level()));
   return loaded;
+}
+
+std::unique_ptr<LoadedDraft> load_draft_model(const std::string& path) {
+  if (path.empty()) return nullptr;
+  ModelOptions options;
+  options.model_path = path;
+  options.threads = 1;  // the draft runs on the engine's pool
+  auto draft = std::make_unique<LoadedDraft>();
+  draft->loaded = load_for_inference(options);
+  draft->loaded.pool.reset();
+  draft->ref =
+      std::make_unique<DraftModel>(DraftModel{*draft->loaded.model, *draft->loaded.tokenizer});
+  return draft;
 }
 
 }  // namespace rapide::cli

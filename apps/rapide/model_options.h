@@ -7,6 +7,7 @@
 #include <string>
 
 #include "base/thread_pool.h"
+#include "engine/proposer.h"
 #include "formats/model_file.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -30,5 +31,12 @@ struct LoadedModel {
 
 // Loads and prepares the model, logging what was loaded and how long it took.
 LoadedModel load_for_inference(const ModelOptions& options);
+
+// --draft-model, loaded when given: the Engine's draft argument points into it.
+struct LoadedDraft {
+  LoadedModel loaded;
+  std::unique_ptr<DraftModel> ref;
+};
+std::unique_ptr<LoadedDraft> load_draft_model(const std::string& path);
 
 }  // namespace rapide::cli

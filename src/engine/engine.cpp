@@ -16,7 +16,8 @@ constexpr size_t kRecentSteps = 256;
 constexpr size_t kRecentMisses = 32;
 }  // namespace
 
-Engine::Engine(Model& model, const Tokenizer& tokenizer, const EngineOptions& options)
+Engine::Engine(Model& model, const Tokenizer& tokenizer, const EngineOptions& options,
+               const DraftModel* draft)
     : model_(model), tokenizer_(tokenizer), options_(options) {
   const ModelConfig& c = model_.config();
   max_context_ = options_.max_context > 0 ? options_.max_context : c.max_context;
@@ -39,7 +40,8 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, const EngineOptions& op
   kv_ = PagedKvStore::with_budget(layout, parse_memory_budget(options_.kv_memory), max_context_,
                                   options_.kv_layout);
   prefix_cache_ = make_prefix_cache(layout);
-  scheduler_ = std::make_unique<Scheduler>(options_, *kv_, prefix_cache_.get());
+  proposer_ = make_proposer(draft);
+  scheduler_ = std::make_unique<Scheduler>(options_, *kv_, prefix_cache_.get(), proposer_.get());
   runner_ = std::make_unique<ModelRunner>(model_, *kv_, *pool_);
   outputs_ = std::make_unique<OutputProcessor>(tokenizer_, c.vocab_size, *pool_);
   spdlog::info(
@@ -48,15 +50,38 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, const EngineOptions& op
       kv_->total_blocks(), options_.kv_block_size, kv_layout_mode_name(options_.kv_layout),
       format_bytes(static_cast<uint64_t>(kv_->total_blocks()) * layout.block_bytes()), max_context_,
       batching_mode_name(options_.batching), options_.max_batch_tokens, options_.max_seqs, threads);
-  if (options_.spec.mode != SpecMode::kOff) {
+  if (proposer_ != nullptr) {
     stats_.spec_enabled = true;
-    spdlog::info("engine: speculative decoding {} ({} guesses per step, n-gram {}..{})",
-                 spec_mode_name(options_.spec.mode),
-                 options_.spec.tokens < 0 ? fmt::format("auto up to {}", options_.spec.max_tokens)
-                                          : std::to_string(options_.spec.tokens),
-                 options_.spec.ngram_min, options_.spec.ngram_max);
+    spdlog::info(
+        "engine: speculative decoding, {} proposer ({} guesses per step{})", proposer_->name(),
+        options_.spec.tokens < 0 ? fmt::format("auto up to {}", options_.spec.max_tokens)
+                                 : std::to_string(options_.spec.tokens),
+        options_.spec.mode == SpecMode::kNgram
+            ? fmt::format(", n-gram {}..{}", options_.spec.ngram_min, options_.spec.ngram_max)
+            : std::string());
   }
   thread_ = std::thread([this] { loop(); });
+}
+
+std::unique_ptr<Proposer> Engine::make_proposer(const DraftModel* draft) {
+  if (draft != nullptr && options_.spec.mode == SpecMode::kOff)
+    options_.spec.mode = SpecMode::kDraft;
+  switch (options_.spec.mode) {
+    case SpecMode::kOff:
+      return nullptr;
+    case SpecMode::kNgram:
+      return std::make_unique<NgramProposer>(options_.spec.ngram_min, options_.spec.ngram_max);
+    case SpecMode::kDraft:
+      if (draft == nullptr) {
+        fail(ErrorCode::kInvalidArgument, "--spec draft needs a draft model (--draft-model)");
+      }
+      check_same_vocabulary(tokenizer_, draft->tokenizer);
+      // As many blocks as the target's KV: every sequence the target holds fits the draft.
+      return std::make_unique<DraftModelProposer>(
+          draft->model, *pool_, kv_->total_blocks(), options_.kv_block_size, max_context_,
+          options_.kv_type, options_.spec.draft_min_confidence);
+  }
+  return nullptr;
 }
 
 std::unique_ptr<PrefixCache> Engine::make_prefix_cache(const KvLayout& layout) {
@@ -347,7 +372,7 @@ void Engine::step() {
     // freed and its request counted.
     std::lock_guard<std::mutex> lock(mutex_);
     count_finished(finished);
-    if (options_.spec.mode != SpecMode::kOff) stats_.spec = scheduler_->spec_stats();
+    if (proposer_ != nullptr) stats_.spec = scheduler_->spec_stats();
     stats_.steps++;
     stats_.preemptions += plan.preempted.size();
     stats_.computed_prompt_tokens += static_cast<uint64_t>(plan.prefill_tokens);

@@ -35,8 +35,11 @@ namespace rapide {
 
 class Engine {
  public:
-  // The model and tokenizer must outlive the engine. Starts the engine thread.
-  Engine(Model& model, const Tokenizer& tokenizer, const EngineOptions& options);
+  // The model and tokenizer must outlive the engine. Starts the engine thread. `draft`, a
+  // smaller model with the same vocabulary (checked: Error(kInvalidArgument) naming the first
+  // differing token), turns on speculation with it (--spec draft, the default with one).
+  Engine(Model& model, const Tokenizer& tokenizer, const EngineOptions& options,
+         const DraftModel* draft = nullptr);
   ~Engine();  // aborts whatever is still queued or running, then joins the thread
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
@@ -85,6 +88,8 @@ class Engine {
   // Counts requests that ended into stats_ and sends their final events.
   void finish_outside_step(const std::vector<FinishedRequest>& finished);
   void count_finished(const std::vector<FinishedRequest>& finished);  // mutex_ held
+  // The proposer --spec asks for (null when off).
+  std::unique_ptr<Proposer> make_proposer(const DraftModel* draft);
   // Builds the prefix cache and its offload tier from the options (null when off).
   std::unique_ptr<PrefixCache> make_prefix_cache(const KvLayout& layout);
   // Copies the prefix cache's counters into stats_ and explains new partial misses
@@ -99,6 +104,7 @@ class Engine {
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<PagedKvStore> kv_;
   std::unique_ptr<PrefixCache> prefix_cache_;  // after kv_: it listens to kv_'s pool
+  std::unique_ptr<Proposer> proposer_;         // null with speculation off
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<ModelRunner> runner_;
   std::unique_ptr<OutputProcessor> outputs_;

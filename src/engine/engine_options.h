@@ -24,6 +24,7 @@ const char* batching_mode_name(BatchingMode mode);
 enum class SpecMode {
   kOff,
   kNgram,  // prompt lookup in the sequence's own prompt and output
+  kDraft,  // a smaller model with the same vocabulary (Engine's draft argument)
 };
 SpecMode parse_spec_mode(const std::string& text);
 const char* spec_mode_name(SpecMode mode);
@@ -34,6 +35,7 @@ struct SpecOptions {
   int max_tokens = 8;  // the most guesses auto may choose
   int ngram_min = 1;
   int ngram_max = 4;
+  double draft_min_confidence = 0.75;  // the draft stops guessing below this probability
 };
 
 struct EngineOptions {

@@ -16,8 +16,13 @@ bool runs_before(const Sequence& a, const Sequence& b) {
 
 }  // namespace
 
-Scheduler::Scheduler(const EngineOptions& options, PagedKvStore& kv, PrefixCache* prefix_cache)
-    : options_(options), kv_(kv), prefix_cache_(prefix_cache), spec_(options.spec) {
+Scheduler::Scheduler(const EngineOptions& options, PagedKvStore& kv, PrefixCache* prefix_cache,
+                     Proposer* proposer)
+    : options_(options),
+      kv_(kv),
+      prefix_cache_(prefix_cache),
+      proposer_(proposer),
+      spec_(options.spec) {
   spec_stats_.accepted_histogram.assign(static_cast<size_t>(options.spec.max_tokens) + 1, 0);
   if (options.spec.tokens > options.spec.max_tokens) {
     spec_stats_.accepted_histogram.assign(static_cast<size_t>(options.spec.tokens) + 1, 0);
@@ -62,7 +67,7 @@ Sequence* Scheduler::pick_victim() const {
 }
 
 void Scheduler::drop_padding(Sequence* sequence) {
-  kv_.release(sequence->kv_id);
+  release_kv(*sequence);
   sequence->status = SequenceStatus::kFinished;
 }
 
@@ -72,7 +77,7 @@ void Scheduler::end_batch_if_only_padding() {
     if (!s->padding) return;
   }
   for (const auto& s : running_) {
-    kv_.release(s->kv_id);
+    release_kv(*s);
     by_id_.erase(s->id);
   }
   running_.clear();
@@ -95,7 +100,7 @@ void Scheduler::preempt(Sequence* victim, std::vector<Work>& work, StepPlan& pla
     return;
   }
   register_blocks(*victim);  // its full blocks stay cached: re-admission reuses them
-  kv_.release(victim->kv_id);
+  release_kv(*victim);
   victim->num_computed = 0;
   victim->registered_blocks = 0;
   victim->status = SequenceStatus::kWaiting;
@@ -148,13 +153,7 @@ StepPlan Scheduler::schedule(TimePoint now) {
   }
 
   // Speculation last: guesses only take what the plain work left of the budget and blocks.
-  if (options_.spec.mode != SpecMode::kOff) {
-    int decoding = 0;
-    for (const Work& w : work) decoding += w.is_decode && !w.sequence->padding;
-    for (Work& w : work) {
-      if (w.is_decode && !w.sequence->padding && budget > 0) propose(w, decoding, budget, plan);
-    }
-  }
+  if (proposer_ != nullptr) propose(work, budget, plan);
 
   // Preempted sequences go back to the queue (ahead of newer arrivals by their order);
   // dropped padding just goes.
@@ -213,37 +212,56 @@ StepPlan Scheduler::build_plan(const std::vector<Work>& work, StepPlan plan, Tim
   return plan;
 }
 
-void Scheduler::propose(Work& w, int decoding_rows, int& budget, StepPlan& plan) {
-  Sequence& s = *w.sequence;
-  const SpecDecision d = spec_.choose(s.id, decoding_rows);
-  spec_stats_.last_k = d.k;
-  spec_stats_.last_predicted_speedup = d.predicted_speedup;
-  if (d.k == 0) {
-    if (options_.spec.tokens < 0) spec_stats_.off_decisions++;
-    return;
+void Scheduler::propose(std::vector<Work>& work, int& budget, StepPlan& plan) {
+  int decoding = 0;
+  for (const Work& w : work) decoding += w.is_decode && !w.sequence->padding;
+  std::vector<ProposalRequest> requests;
+  std::vector<Work*> owners;
+  for (Work& w : work) {
+    if (!w.is_decode || w.sequence->padding) continue;
+    Sequence& s = *w.sequence;
+    const SpecDecision d = spec_.choose(s.id, decoding);
+    spec_stats_.last_k = d.k;
+    spec_stats_.last_predicted_speedup = d.predicted_speedup;
+    if (d.k == 0) {
+      if (options_.spec.tokens < 0) spec_stats_.off_decisions++;
+      continue;
+    }
+    // The decode token and its guesses must stay within the context and the request: the
+    // last guess is worth feeding only if a token can still follow it.
+    const int fed_end = s.num_computed + w.n_tokens;
+    const int remaining = s.max_generated - s.generated();
+    const int k = std::min({d.k, budget, kv_.max_context() - fed_end, remaining - 1});
+    if (k <= 0) continue;
+    requests.push_back({s.id, s.kv_id, s.tokens, k, {}});
+    owners.push_back(&w);
   }
-  // The decode token and its guesses must stay within the context and the request: the
-  // last guess is worth feeding only if a token can still follow it.
-  const int fed_end = s.num_computed + w.n_tokens;
-  const int remaining = s.max_generated - s.generated();
-  int k = std::min({d.k, budget, kv_.max_context() - fed_end, remaining - 1});
-  if (k <= 0) return;
-  std::vector<int32_t> drafts =
-      propose_ngram(s.tokens, k, options_.spec.ngram_min, options_.spec.ngram_max);
-  while (!drafts.empty() && !kv_.can_reserve(s.kv_id, fed_end + static_cast<int>(drafts.size()))) {
-    drafts.pop_back();  // guesses never preempt anyone
+  if (requests.empty()) return;
+  proposer_->propose(requests);
+  for (size_t i = 0; i < requests.size(); ++i) {
+    Work& w = *owners[i];
+    Sequence& s = *w.sequence;
+    std::vector<int32_t>& drafts = requests[i].guesses;
+    if (drafts.empty() && proposer_->costly()) spec_.observe(s.id, 1, 0);
+    const int fed_end = s.num_computed + w.n_tokens;
+    if (static_cast<int>(drafts.size()) > budget) drafts.resize(static_cast<size_t>(budget));
+    while (!drafts.empty() &&
+           !kv_.can_reserve(s.kv_id, fed_end + static_cast<int>(drafts.size()))) {
+      drafts.pop_back();  // guesses never preempt anyone
+    }
+    if (drafts.empty()) continue;
+    const int n = static_cast<int>(drafts.size());
+    kv_.reserve(s.kv_id, fed_end + n);
+    plan.decode_tokens += n;
+    budget -= n;
+    w.drafts = std::move(drafts);
   }
-  if (drafts.empty()) return;
-  const int n = static_cast<int>(drafts.size());
-  kv_.reserve(s.kv_id, fed_end + n);
-  plan.decode_tokens += n;
-  budget -= n;
-  w.drafts = std::move(drafts);
 }
 
 void Scheduler::settle_drafts(Sequence& s, int proposed, int accepted) {
   s.num_computed += accepted;
   kv_.truncate(s.kv_id, s.num_computed);  // rejected guesses leave no KV behind
+  proposer_->rollback(s.kv_id, s.num_computed);
   spec_.observe(s.id, proposed, accepted);
   spec_stats_.verifications++;
   spec_stats_.proposed += static_cast<uint64_t>(proposed);
@@ -374,8 +392,13 @@ std::vector<FinishedRequest> Scheduler::finish_all(FinishReason reason, TimePoin
   return out;
 }
 
+void Scheduler::release_kv(const Sequence& s) {
+  kv_.release(s.kv_id);
+  if (proposer_ != nullptr) proposer_->release(s.kv_id);
+}
+
 void Scheduler::erase(Sequence* sequence) {
-  kv_.release(sequence->kv_id);
+  release_kv(*sequence);
   spec_.forget(sequence->id);
   by_id_.erase(sequence->id);
   for (auto it = running_.begin(); it != running_.end(); ++it) {

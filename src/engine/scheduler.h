@@ -29,6 +29,7 @@
 
 #include "base/clock.h"
 #include "engine/engine_options.h"
+#include "engine/proposer.h"
 #include "engine/sequence.h"
 #include "engine/speculation.h"
 #include "engine/step.h"
@@ -39,8 +40,10 @@ namespace rapide {
 
 class Scheduler {
  public:
-  // `prefix_cache` may be null (prefix caching off); it must outlive the scheduler.
-  Scheduler(const EngineOptions& options, PagedKvStore& kv, PrefixCache* prefix_cache = nullptr);
+  // `prefix_cache` may be null (prefix caching off), and `proposer` (speculation off); both
+  // must outlive the scheduler.
+  Scheduler(const EngineOptions& options, PagedKvStore& kv, PrefixCache* prefix_cache = nullptr,
+            Proposer* proposer = nullptr);
 
   void add_waiting(std::unique_ptr<Sequence> sequence);
   // Plans the next step and reserves its KV blocks; `now` stamps first scheduling.
@@ -92,9 +95,12 @@ class Scheduler {
   void plan_work(Sequence& s, int n, bool is_decode, std::vector<Work>& work, StepPlan& plan,
                  int& budget);
   StepPlan build_plan(const std::vector<Work>& work, StepPlan plan, TimePoint now);
-  // Speculation for a decode just planned: guesses that fit the budget, the context, the
-  // request's remaining tokens and the free blocks (never preempting for them).
-  void propose(Work& w, int decoding_rows, int& budget, StepPlan& plan);
+  // Speculation for the decodes just planned, asked of the proposer at once: guesses that fit
+  // the budget, the context, the request's remaining tokens and the free blocks (never
+  // preempting for them).
+  void propose(std::vector<Work>& work, int& budget, StepPlan& plan);
+  // Frees a sequence's KV blocks, and the proposer's state for it.
+  void release_kv(const Sequence& s);
   // After a verification: keeps the accepted guesses' KV, rolls back the rest.
   void settle_drafts(Sequence& s, int proposed, int accepted);
   // The request's end: its figures, and its sequence leaves (or becomes padding).
@@ -106,6 +112,7 @@ class Scheduler {
   EngineOptions options_;
   PagedKvStore& kv_;
   PrefixCache* prefix_cache_;
+  Proposer* proposer_;
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<std::unique_ptr<Sequence>> running_;
   std::unordered_map<RequestId, Sequence*> by_id_;  // every sequence above

@@ -87,13 +87,17 @@ SpecDecision SpecController::choose(RequestId id, int rows) {
   }
   PerSequence& s = sequences_[id];
   if (best.predicted_speedup < kMargin) {
-    // Below break-even: plain decoding, with a cheap probe now and then so a sequence whose
-    // text turned predictable (a quote, a list) can turn speculation back on.
-    if (++s.steps_off < kReprobeSteps) return {};
+    // Below break-even: plain decoding, with a probe now and then so a sequence whose text
+    // turned predictable (a quote, a list) can turn speculation back on. Probes grow rarer
+    // while they keep failing: a draft model's probe first catches up on every token it
+    // skipped, which is not free.
+    if (++s.steps_off < s.reprobe_after) return {};
     s.steps_off = 0;
+    s.reprobe_after = std::min(s.reprobe_after * 2, kMaxReprobeSteps);
     return {1, best.predicted_speedup};
   }
   s.steps_off = 0;
+  s.reprobe_after = kReprobeSteps;
   return best;
 }
 

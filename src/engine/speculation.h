@@ -15,7 +15,8 @@
 // step; a step of R decoding rows that all speculate costs T + b * k * R instead of T, so k
 // maximizes E(k) * T / (T + b * k * R);
 // k = 0 (speculation off for the sequence) when no k beats plain decoding by the margin.
-// A sequence with speculation off re-probes with k = 1 every kReprobeSteps steps.
+// A sequence with speculation off re-probes with k = 1 after kReprobeSteps steps, then after
+// twice as many each time the probe does not turn it back on.
 #pragma once
 
 #include <cstdint>
@@ -59,7 +60,8 @@ struct SpecDecision {
 
 class SpecController {
  public:
-  static constexpr int kReprobeSteps = 32;
+  static constexpr int kReprobeSteps = 32;  // the first probe; each failed one doubles it
+  static constexpr int kMaxReprobeSteps = 1024;
   // Speculate only when the model predicts 10 % or more: what it leaves out (proposing,
   // verifying in the sampler) is not free either.
   static constexpr double kMargin = 1.10;
@@ -82,6 +84,7 @@ class SpecController {
     double successes = 0.0;
     double trials = 0.0;
     int steps_off = 0;
+    int reprobe_after = kReprobeSteps;
   };
   SpecOptions options_;
   StepCostModel costs_;

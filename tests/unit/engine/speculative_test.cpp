@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "base/error.h"
 #include "engine/engine.h"
 #include "engine/speculation.h"
 #include "engine_outcome.h"
@@ -222,16 +223,66 @@ TEST_F(SpeculativeTest, AutoStopsSpeculatingWhenGuessesFail) {
   EXPECT_GE(g.k, 4);
   EXPECT_GT(g.predicted_speedup, 2.0);
   EXPECT_EQ(c.choose(bad, 1).k, 0);
-  // Off, it re-probes with one guess every kReprobeSteps steps.
+  // Off, it re-probes with one guess after kReprobeSteps steps, then ever more rarely.
   int probes = 0;
-  for (int i = 0; i < 2 * SpecController::kReprobeSteps; ++i) probes += c.choose(bad, 1).k;
-  EXPECT_EQ(probes, 2);
+  for (int i = 0; i < 7 * SpecController::kReprobeSteps; ++i) probes += c.choose(bad, 1).k;
+  EXPECT_EQ(probes, 3);  // after 32, 32 + 64 and 32 + 64 + 128 steps
   // Compute-bound steps (cost proportional to rows) in a batch of 32: extra rows cost what
   // they save, so even good guesses are not worth it.
   SpecController busy(SpecOptions{SpecMode::kNgram, -1, 8, 1, 4});
   for (int i = 0; i < 32; ++i) busy.costs().observe(16 + i, 0.001 * (16 + i));
   for (int i = 0; i < 20; ++i) busy.observe(good, 4, 3);
   EXPECT_EQ(busy.choose(good, 32).k, 0);
+}
+
+// A draft model: the Q8_0 copy of the target drafts for the F16 target (and the target for
+// itself, where every guess must be accepted). Greedy output is the target's, token for token.
+TEST_F(SpeculativeTest, DraftModelIsLosslessAndAgreesWithItself) {
+  const char* kDraft = "models/tinystories-656k/TinyStories-656K-Q8_0.gguf";
+  RAPIDE_REQUIRE_SHARED(kDraft);
+  LoadedForTest q8 = load_for_test(shared_path(kDraft));
+  std::vector<Result> plain;
+  {
+    Engine engine(*loaded_.model, *loaded_.tokenizer, options(SpecMode::kOff));
+    plain = run(engine, 100, /*ignore_eos=*/false);
+  }
+  const DraftModel copy{*q8.model, *q8.tokenizer};
+  for (int k : {2, 5}) {
+    Engine engine(*loaded_.model, *loaded_.tokenizer, options(SpecMode::kDraft, k), &copy);
+    const std::vector<Result> spec = run(engine, 100, /*ignore_eos=*/false);
+    for (size_t i = 0; i < plain.size(); ++i) {
+      EXPECT_EQ(spec[i].tokens, plain[i].tokens) << "k=" << k << " prompt " << i;
+      EXPECT_EQ(spec[i].reason, plain[i].reason);
+    }
+    EXPECT_GT(engine.stats().spec.accepted, 0u);
+    expect_no_leak(engine);
+  }
+  // The target as its own draft (a separate Model over the same file): without EOS bans,
+  // greedy guesses are the target's own argmax, so all but guesses past a stop are accepted.
+  LoadedForTest self = load_for_test(shared_path(kModel));
+  const DraftModel same{*self.model, *self.tokenizer};
+  EngineOptions o = options(SpecMode::kDraft, 4);
+  o.spec.draft_min_confidence = 0.0;
+  Engine engine(*loaded_.model, *loaded_.tokenizer, o, &same);
+  const std::vector<Result> spec = run(engine, 100, /*ignore_eos=*/false);
+  for (size_t i = 0; i < plain.size(); ++i) EXPECT_EQ(spec[i].tokens, plain[i].tokens);
+  const SpecStats st = engine.stats().spec;
+  EXPECT_GE(st.acceptance_rate(), 0.95) << st.accepted << " of " << st.proposed;
+}
+
+TEST_F(SpeculativeTest, ADraftWithAnotherVocabularyIsRefused) {
+  RAPIDE_REQUIRE_SHARED("models/stories260K/stories260K.gguf");
+  LoadedForTest other = load_for_test(shared_path("models/stories260K/stories260K.gguf"));
+  const DraftModel draft{*other.model, *other.tokenizer};
+  try {
+    Engine engine(*loaded_.model, *loaded_.tokenizer, options(SpecMode::kDraft, 4), &draft);
+    FAIL() << "a draft with 512 tokens was accepted for a 2048-token target";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("512"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("2048"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(Engine(*loaded_.model, *loaded_.tokenizer, options(SpecMode::kDraft, 4)), Error);
 }
 
 }  // namespace

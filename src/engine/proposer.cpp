@@ -1,0 +1,126 @@
+#include "engine/proposer.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "base/clock.h"
+#include "base/error.h"
+#include "engine/speculation.h"
+
+namespace rapide {
+
+void NgramProposer::propose(std::span<ProposalRequest> requests) {
+  for (ProposalRequest& r : requests) r.guesses = propose_ngram(r.tokens, r.k, min_n_, max_n_);
+}
+
+DraftModelProposer::DraftModelProposer(Model& draft, ThreadPool& pool, int32_t blocks,
+                                       int block_size, int max_context, KvType kv_type,
+                                       double min_confidence)
+    : model_(draft), pool_(pool), min_confidence_(min_confidence) {
+  const KvLayout layout = KvLayout::for_model(draft.config(), block_size, kv_type);
+  kv_ = std::make_unique<PagedKvStore>(layout, blocks, max_context);
+}
+
+namespace {
+
+int32_t argmax(const float* row, int n) {
+  int32_t best = 0;
+  for (int i = 1; i < n; ++i) {
+    if (row[i] > row[best]) best = i;
+  }
+  return best;
+}
+
+// The probability softmax(row) gives its best token.
+double top_probability(const float* row, int n, int32_t best) {
+  double sum = 0.0;
+  for (int i = 0; i < n; ++i) sum += std::exp(static_cast<double>(row[i] - row[best]));
+  return 1.0 / sum;
+}
+
+}  // namespace
+
+void DraftModelProposer::propose(std::span<ProposalRequest> requests) {
+  const TimePoint start = Clock::now();
+  const int vocab = model_.config().vocab_size;
+  // Round 0 feeds what each sequence's draft KV lacks of its verified tokens and reads the
+  // first guess from the last row; round j > 0 feeds guess j and reads guess j + 1. The last
+  // guess is never fed, so a sequence ends a step holding length + k - 1 draft positions.
+  std::vector<size_t> active;
+  batch_.clear();
+  for (size_t i = 0; i < requests.size(); ++i) {
+    ProposalRequest& r = requests[i];
+    r.guesses.clear();
+    if (r.k <= 0) continue;
+    const int length = static_cast<int>(r.tokens.size());
+    const int have = std::min(kv_->positions(r.kv_id), length - 1);
+    if (kv_->positions(r.kv_id) > have) kv_->truncate(r.kv_id, have);
+    if (length - have > kMaxCatchUp) {
+      // A long prompt: one piece per step, guesses once the draft has seen all of it.
+      if (!kv_->try_reserve(r.kv_id, have + kMaxCatchUp)) continue;
+      for (int p = have; p < have + kMaxCatchUp; ++p) batch_.add(r.tokens[p], r.kv_id, p, false);
+      continue;
+    }
+    if (!kv_->try_reserve(r.kv_id, length + r.k - 1)) continue;  // the draft's KV is full
+    for (int p = have; p < length; ++p) batch_.add(r.tokens[p], r.kv_id, p, p + 1 == length);
+    active.push_back(i);
+  }
+  while (!batch_.empty()) {
+    const std::span<const float> logits = model_.forward(batch_, *kv_, pool_);
+    size_t row = 0;
+    std::vector<size_t> confident;
+    for (size_t i : active) {
+      const float* l = logits.data() + row * vocab;
+      ++row;
+      const int32_t best = argmax(l, vocab);
+      // An unsure draft stops guessing (llama.cpp's --draft-p-min): its guess would mostly be
+      // rejected, and every guess costs a draft pass and a verification row.
+      if (top_probability(l, vocab, best) < min_confidence_) continue;
+      requests[i].guesses.push_back(best);
+      confident.push_back(i);
+    }
+    batch_.clear();
+    std::vector<size_t> next;
+    for (size_t i : confident) {
+      ProposalRequest& r = requests[i];
+      const int guessed = static_cast<int>(r.guesses.size());
+      if (guessed >= r.k) continue;
+      const int position = static_cast<int>(r.tokens.size()) - 1 + guessed;
+      batch_.add(r.guesses.back(), r.kv_id, position, true);
+      next.push_back(i);
+    }
+    active.swap(next);
+  }
+  draft_seconds_ += seconds_between(start, Clock::now());
+}
+
+void DraftModelProposer::rollback(int32_t kv_id, int positions) {
+  if (kv_->has_sequence(kv_id) && kv_->positions(kv_id) > positions) {
+    kv_->truncate(kv_id, positions);
+  }
+}
+
+void DraftModelProposer::release(int32_t kv_id) {
+  kv_->release(kv_id);
+}
+
+void check_same_vocabulary(const Tokenizer& target, const Tokenizer& draft) {
+  if (target.vocab_size() != draft.vocab_size()) {
+    fail(ErrorCode::kInvalidArgument,
+         "--draft-model: its vocabulary has {} tokens, the target's {}; speculation needs the "
+         "same vocabulary",
+         draft.vocab_size(), target.vocab_size());
+  }
+  const std::vector<std::string>& a = target.data().tokens;
+  const std::vector<std::string>& b = draft.data().tokens;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] != b[i]) {
+      fail(ErrorCode::kInvalidArgument,
+           "--draft-model: token {} is '{}' in the draft but '{}' in the target; speculation "
+           "needs the same vocabulary",
+           i, b[i], a[i]);
+    }
+  }
+}
+
+}  // namespace rapide

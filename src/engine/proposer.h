@@ -1,0 +1,100 @@
+// Proposers for speculative decoding: who guesses the next tokens of a decoding sequence.
+//
+// The Scheduler decides how many guesses each decoding sequence may have this step (k, from
+// the SpecController and what the budget, context and request leave) and asks its Proposer
+// for all of them at once; guesses come back as plain token ids and are verified by the
+// target model in the step's forward pass (engine/step.h). A proposer may keep state per KV
+// sequence (a draft model's own KV cache): the scheduler tells it how far each sequence's
+// verified tokens reach after every verification (rollback) and when a sequence's KV is gone
+// (release: finished, aborted, preempted).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "base/thread_pool.h"
+#include "engine/request.h"
+#include "kv/paged_kv_store.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace rapide {
+
+struct ProposalRequest {
+  RequestId request_id = 0;
+  int32_t kv_id = 0;
+  std::span<const int32_t> tokens;  // the sequence so far (prompt + generated)
+  int k = 0;                        // at most this many guesses
+  std::vector<int32_t> guesses;     // filled by propose()
+};
+
+class Proposer {
+ public:
+  virtual ~Proposer() = default;
+  virtual const char* name() const = 0;
+  // Whether asking costs real work even when nothing comes back (a draft model's passes):
+  // then an empty answer counts as a failed guess, so auto stops asking.
+  virtual bool costly() const { return false; }
+  virtual void propose(std::span<ProposalRequest> requests) = 0;
+  // The sequence's first `positions` tokens are verified; anything guessed past them is not.
+  virtual void rollback(int32_t /*kv_id*/, int /*positions*/) {}
+  virtual void release(int32_t /*kv_id*/) {}
+};
+
+// Prompt lookup (propose_ngram in engine/speculation.h): no state, no model.
+class NgramProposer final : public Proposer {
+ public:
+  NgramProposer(int min_n, int max_n) : min_n_(min_n), max_n_(max_n) {}
+  const char* name() const override { return "ngram"; }
+  void propose(std::span<ProposalRequest> requests) override;
+
+ private:
+  int min_n_, max_n_;
+};
+
+// A smaller model with the target's vocabulary, run greedily by the engine thread with its own
+// paged KV for the same sequences: each step it catches up on the sequence's verified tokens
+// it has not seen (the whole prompt the first time, then the last accepted tokens) and then
+// generates k guesses one token per forward pass, all proposing sequences in one batch.
+class DraftModelProposer final : public Proposer {
+ public:
+  // Tokens a sequence may catch up on in one step (a long prompt is taken in pieces, and the
+  // sequence proposes nothing until the draft has seen it whole).
+  static constexpr int kMaxCatchUp = 512;
+
+  // `blocks` KV blocks of `block_size` positions for the draft; the model and pool must
+  // outlive the proposer. Guessing stops at a token the draft gives less than
+  // `min_confidence` probability.
+  DraftModelProposer(Model& draft, ThreadPool& pool, int32_t blocks, int block_size,
+                     int max_context, KvType kv_type, double min_confidence);
+  const char* name() const override { return "draft"; }
+  bool costly() const override { return true; }
+  void propose(std::span<ProposalRequest> requests) override;
+  void rollback(int32_t kv_id, int positions) override;
+  void release(int32_t kv_id) override;
+  // Seconds spent in the draft model's forward passes so far.
+  double draft_seconds() const { return draft_seconds_; }
+  const PagedKvStore& kv() const { return *kv_; }
+
+ private:
+  Model& model_;
+  ThreadPool& pool_;
+  std::unique_ptr<PagedKvStore> kv_;
+  double min_confidence_;
+  Batch batch_;
+  double draft_seconds_ = 0.0;
+};
+
+// A draft model as the engine is given it (both must outlive the engine).
+struct DraftModel {
+  Model& model;
+  const Tokenizer& tokenizer;
+};
+
+// Refuses a draft model whose vocabulary differs from the target's, naming the first
+// differing token (or the sizes).
+void check_same_vocabulary(const Tokenizer& target, const Tokenizer& draft);
+
+}  // namespace rapide
