@@ -37,8 +37,9 @@ void Server::start() {
   watch_signals();
   const int n = std::max(1, options_.io_threads);
   for (int i = 0; i < n; ++i) threads_.emplace_back([this] { io_.run(); });
-  spdlog::info("listening on http://{}:{} ({} io thread{})", options_.http.host, http_->port(), n,
-               n == 1 ? "" : "s");
+  spdlog::info("listening on http://{}:{} ({} io thread{}; API key authentication {})",
+               options_.http.host, http_->port(), n, n == 1 ? "" : "s",
+               router_->auth_enabled() ? "on" : "off");
 }
 
 void Server::watch_signals() {
