@@ -87,6 +87,17 @@ def test_wrong_files():
         proc = run(inp, out, err)
         check(proc.returncode == 0 and len(read_records(out)) == 4,
               f"the input grown by a line resumes and runs it ({proc.stderr[-200:]})")
+        # An input edited between runs (a line changed, none appended): its answers would be
+        # attached to the wrong requests, so the old output is refused (issue 18 item 5).
+        with open(inp) as f:
+            lines = f.readlines()
+        lines[1] = lines[1].replace("Once upon a time", "The little dog")
+        with open(inp, "w") as f:
+            f.writelines(lines)
+        before = read_bytes(out)
+        proc = run(inp, out, err)
+        check(proc.returncode != 0 and read_bytes(out) == before,
+              f"an edited input is refused and the output unchanged ({proc.returncode})")
         other = os.path.join(d, "other.jsonl")
         write_input(other, 5, prefix="x")
         before = read_bytes(out)
