@@ -4,6 +4,7 @@
 #include <random>
 
 #include "api/api_error.h"
+#include "api/json_limited.h"
 #include "base/error.h"
 
 namespace rapide::api {
@@ -295,13 +296,7 @@ GenerationSpec parse_request(const json& body, Endpoint endpoint, const Tokenize
 json parse_json_body(const std::string& body) {
   if (body.empty())
     throw ApiError(400, "the request body is empty; expected JSON", {}, "invalid_json");
-  try {
-    return json::parse(body);
-  } catch (const json::parse_error& e) {
-    throw ApiError(
-        400, fmt::format("the request body is not valid JSON: {} (at byte {})", e.what(), e.byte),
-        {}, "invalid_json");
-  }
+  return parse_json_limited(body, "the request body");
 }
 
 }  // namespace rapide::api

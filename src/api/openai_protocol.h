@@ -60,7 +60,7 @@ GenerationSpec parse_completion_request(const nlohmann::json& body, const Tokeni
 // Parses a chat body; messages are checked here and turned into a prompt by chat.h.
 GenerationSpec parse_chat_request(const nlohmann::json& body, const Tokenizer& tokenizer);
 
-// Parses a request body; throws ApiError(400) with the parser's position for malformed JSON.
+// Parses a request body with parse_json_limited (json_limited.h); an empty body is a 400 too.
 nlohmann::json parse_json_body(const std::string& body);
 
 }  // namespace rapide::api

@@ -1,45 +1,42 @@
 #include "base/mapped_file.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "base/error.h"
+#include "base/regular_file.h"
 
 namespace rapide {
 
+namespace {
+
+// Model files and configs must be regular files: a FIFO would block the loader forever.
+void require_open(const RegularFile& file, const std::string& path) {
+  if (file.is_open()) return;
+  if (file.wrong_type()) fail(ErrorCode::kInvalidArgument, "'{}' {}", path, file.error());
+  fail(ErrorCode::kNotFound, "cannot open '{}': {}", path, file.error());
+}
+
+}  // namespace
+
 std::shared_ptr<MappedFile> MappedFile::open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail(ErrorCode::kNotFound, "cannot open '{}': {}", path, std::strerror(errno));
-  struct stat st {};
-  if (fstat(fd, &st) != 0) {
-    int e = errno;
-    ::close(fd);
-    fail(ErrorCode::kNotFound, "cannot stat '{}': {}", path, std::strerror(e));
-  }
-  if (S_ISDIR(st.st_mode)) {
-    ::close(fd);
-    fail(ErrorCode::kInvalidArgument, "'{}' is a directory, expected a file", path);
-  }
+  const RegularFile regular(path);
+  require_open(regular, path);
+  const int fd = regular.fd();
   std::shared_ptr<MappedFile> file(new MappedFile());
   file->path_ = path;
-  file->size_ = static_cast<size_t>(st.st_size);
+  file->size_ = static_cast<size_t>(regular.size());
   if (file->size_ > 0) {
     void* p = mmap(nullptr, file->size_, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED) {
       int e = errno;
-      ::close(fd);
       fail(ErrorCode::kResourceExhausted, "cannot map '{}': {}", path, std::strerror(e));
     }
     file->data_ = static_cast<const uint8_t*>(p);
   }
-  ::close(fd);  // the mapping keeps the file alive
+  // `regular` closes the descriptor; the mapping keeps the file alive.
   return file;
 }
 
@@ -48,11 +45,12 @@ MappedFile::~MappedFile() {
 }
 
 std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(ErrorCode::kNotFound, "cannot open '{}': {}", path, std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  RegularFile file(path);
+  require_open(file, path);
+  std::string text;
+  if (!file.read_rest(text))
+    fail(ErrorCode::kUnavailable, "cannot read '{}': {}", path, std::strerror(errno));
+  return text;
 }
 
 }  // namespace rapide

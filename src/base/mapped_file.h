@@ -11,7 +11,8 @@ namespace rapide {
 
 class MappedFile {
  public:
-  // Throws Error(kNotFound) if the file cannot be opened, kInvalidArgument for a directory.
+  // Throws Error(kNotFound) if the file cannot be opened, kInvalidArgument for anything but a
+  // regular file (a directory, or a FIFO, which is never waited on: base/regular_file.h).
   static std::shared_ptr<MappedFile> open(const std::string& path);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
@@ -28,7 +29,8 @@ class MappedFile {
   std::string path_;
 };
 
-// Reads a whole (small) file into a string; throws Error(kNotFound) when unreadable.
+// Reads a whole (small) file into a string; throws Error(kNotFound) when unreadable and
+// kInvalidArgument when it is not a regular file (as MappedFile::open).
 std::string read_text_file(const std::string& path);
 
 }  // namespace rapide

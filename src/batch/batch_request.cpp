@@ -2,6 +2,7 @@
 
 #include "api/engine_requests.h"
 #include "api/front_end.h"
+#include "api/json_limited.h"
 #include "base/error.h"
 #include "batch/batch_seed.h"
 
@@ -42,9 +43,12 @@ RequestParser::RequestParser(const Engine& engine, const api::ChatPrompter& chat
     : engine_(engine), chat_(chat), model_id_(std::move(model_id)) {}
 
 std::variant<BatchRequest, LineError> RequestParser::parse(const std::string& text, uint64_t line) {
-  const json entry = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (entry.is_discarded()) {
-    return envelope_error(line, std::nullopt, "invalid_json", "the line is not valid JSON");
+  json entry;
+  try {
+    // Bounded nesting: a deep line must be this line's error, not a stack overflow later.
+    entry = api::parse_json_limited(text, "the line");
+  } catch (const api::ApiError& e) {
+    return envelope_error(line, std::nullopt, "invalid_json", e.what());
   }
   if (!entry.is_object()) {
     return envelope_error(line, std::nullopt, "invalid_request", "the line must be a JSON object");

@@ -12,6 +12,7 @@
 #include "batch/batch_progress.h"
 #include "batch/batch_records.h"
 #include "batch/batch_request.h"
+#include "batch/journal_owner.h"
 #include "batch/jsonl_reader.h"
 #include "batch/submission_queue.h"
 
@@ -86,11 +87,12 @@ BatchRunner::BatchRunner(Engine& engine, const BatchOptions& options)
       queue_(options.order, engine.options().kv_block_size) {
   const std::string errors_path =
       options.errors.empty() ? default_errors_path(options.output) : options.errors;
-  if (errors_path == options.output || errors_path == options.input ||
-      options.output == options.input) {
-    fail(ErrorCode::kInvalidArgument, "the input, output and errors files must differ");
-  }
+  check_distinct_files(options.input, options.output, errors_path);
   reader_ = std::make_unique<JsonlReader>(options.input);
+  // Before recovery, which may cut a file: only files of a batch of this input are touched.
+  const InputFingerprint fingerprint = fingerprint_input(options.input);
+  claim_journal(options.output, options.input, fingerprint);
+  claim_journal(errors_path, options.input, fingerprint);
   // Recover before appending: recovery may cut a torn tail.
   const Recovery out = recover_records(options.output, done_);
   const Recovery err = recover_records(errors_path, done_);

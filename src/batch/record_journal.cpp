@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/api_error.h"
+#include "api/json_limited.h"
 #include "base/error.h"
 #include "base/logging.h"
 
@@ -20,7 +22,12 @@ constexpr std::string_view kIdPrefix = "batch_req_";
 // The line and custom_id a record names, or nullopt when `text` is not a whole record.
 std::optional<std::pair<uint64_t, std::optional<std::string>>> parse_record(
     const std::string& text) {
-  const nlohmann::json record = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json record;
+  try {
+    record = api::parse_json_limited(text, "the record");
+  } catch (const api::ApiError&) {
+    return std::nullopt;
+  }
   if (!record.is_object()) return std::nullopt;
   const auto id = record.find("id");
   if (id == record.end() || !id->is_string()) return std::nullopt;

@@ -52,7 +52,9 @@ std::string read_string(ByteReader& r, std::string_view what) {
   return std::string(reinterpret_cast<const char*>(p), static_cast<size_t>(length));
 }
 
-GgufValue read_value(ByteReader& r, GgufType type, const std::string& key, int depth) {
+// `items_left`: what is left of GgufFile::kMaxMetadataItems for this file's arrays.
+GgufValue read_value(ByteReader& r, GgufType type, const std::string& key, int depth,
+                     uint64_t& items_left) {
   switch (type) {
     case GgufType::kU8:
       return GgufValue::u8(r.read<uint8_t>(key));
@@ -97,11 +99,19 @@ GgufValue read_value(ByteReader& r, GgufType type, const std::string& key, int d
          "'{}': key '{}' claims {} array items of type {}, more than the {} bytes left", r.file(),
          key, count, gguf_type_name(element), r.remaining());
   }
+  // Before reserving: the file's bytes bound the count, but not the memory (~50 bytes per
+  // item against 1 in the file).
+  if (count > items_left) {
+    fail(ErrorCode::kCorrupt,
+         "'{}': key '{}' claims {} array items; the file's metadata arrays may hold {} in all",
+         r.file(), key, count, GgufFile::kMaxMetadataItems);
+  }
+  items_left -= count;
   GgufArray array;
   array.element_type = element;
   array.items.reserve(static_cast<size_t>(count));
   for (uint64_t i = 0; i < count; ++i)
-    array.items.push_back(read_value(r, element, key, depth + 1));
+    array.items.push_back(read_value(r, element, key, depth + 1, items_left));
   return {GgufType::kArray, std::move(array)};
 }
 
@@ -154,13 +164,14 @@ GgufFile GgufFile::parse(const uint8_t* data, size_t size, std::string name,
   }
 
   f.metadata_.reserve(static_cast<size_t>(n_kv));
+  uint64_t items_left = kMaxMetadataItems;
   for (uint64_t i = 0; i < n_kv; ++i) {
     std::string key = read_string(r, fmt::format("key of metadata entry {}", i));
     const uint32_t type = r.read<uint32_t>(key);
     if (!is_valid_gguf_type(type)) {
       fail(ErrorCode::kCorrupt, "'{}': key '{}' has unknown value type {}", file, key, type);
     }
-    GgufValue value = read_value(r, static_cast<GgufType>(type), key, 0);
+    GgufValue value = read_value(r, static_cast<GgufType>(type), key, 0, items_left);
     if (!f.key_index_.emplace(key, f.metadata_.size()).second) {
       fail(ErrorCode::kCorrupt, "'{}': duplicate metadata key '{}'", file, key);
     }

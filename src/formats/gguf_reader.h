@@ -39,6 +39,11 @@ struct GgufTensorInfo {
 
 class GgufFile {
  public:
+  // The items of all metadata arrays together (each becomes a GgufValue of ~50 bytes, so this
+  // bounds metadata memory near 200 MiB). Real files hold < 1.5M: three vocabulary-sized
+  // arrays (tokens, scores, types) of 262k at most, and the merges.
+  static constexpr uint64_t kMaxMetadataItems = uint64_t{1} << 22;
+
   // Maps and validates the file. Throws kNotFound if it cannot be opened.
   static GgufFile open(const std::string& path);
   // Validates bytes already in memory; `owner` keeps them alive (may be null when the caller

@@ -15,6 +15,7 @@
 #include "base/mapped_file.h"
 #include "formats/hf_tokenizer.h"
 #include "formats/model_checks.h"
+#include "formats/model_json.h"
 #include "formats/safetensors_reader.h"
 
 namespace rapide {
@@ -24,12 +25,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 json parse_json_file(const fs::path& path) {
-  const std::string text = read_text_file(path.string());
-  try {
-    return json::parse(text);
-  } catch (const json::exception& e) {
-    fail(ErrorCode::kCorrupt, "'{}' is not valid JSON: {}", path.string(), e.what());
-  }
+  return parse_model_json(read_text_file(path.string()), fmt::format("'{}'", path.string()));
 }
 
 int json_int(const json& config, const char* key, const std::string& name, int fallback = -1) {
@@ -74,12 +70,7 @@ const uint8_t* aligned_view(ModelFile& m, const SafetensorsTensor& t) {
 }  // namespace
 
 ModelConfig config_from_hf_json(const std::string& config_json, const std::string& name) {
-  json config;
-  try {
-    config = json::parse(config_json);
-  } catch (const json::exception& e) {
-    fail(ErrorCode::kCorrupt, "'{}': config.json is not valid JSON: {}", name, e.what());
-  }
+  const json config = parse_model_json(config_json, fmt::format("'{}': config.json", name));
   if (!config.is_object()) fail(ErrorCode::kCorrupt, "'{}': config.json is not an object", name);
   std::string arch;
   if (config.contains("architectures") && config["architectures"].is_array() &&

@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "base/error.h"
+#include "formats/model_json.h"
 
 namespace rapide {
 namespace {
@@ -17,11 +18,7 @@ using nlohmann::json;
 constexpr float kHfTokenScore = -1000.0f;  // llama.cpp LlamaHfVocab.get_token_score
 
 json parse_json(const std::string& text, const std::string& name, const char* file) {
-  try {
-    return json::parse(text);
-  } catch (const json::exception& e) {
-    fail(ErrorCode::kCorrupt, "'{}': {} is not valid JSON: {}", name, file, e.what());
-  }
+  return parse_model_json(text, fmt::format("'{}': {}", name, file));
 }
 
 // True when `node` (a pre-tokenizer or decoder) is or contains a component of `type`.

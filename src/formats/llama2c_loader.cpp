@@ -4,6 +4,7 @@
 #include <cctype>
 #include <climits>
 #include <filesystem>
+#include <initializer_list>
 
 #include "base/error.h"
 #include "base/logging.h"
@@ -116,14 +117,32 @@ Llama2cHeader parse_llama2c_header(const uint8_t* data, size_t size, const std::
   }
   const int64_t dim = h.dim, hidden = h.hidden_dim, layers = h.n_layers, vocab = h.vocab_size;
   const int64_t head = dim / h.n_heads, kv_dim = head * h.n_kv_heads;
-  int64_t floats = vocab * dim                                // token embedding
-                   + layers * dim * 2                         // rms_att, rms_ffn
-                   + layers * dim * (dim + 2 * kv_dim + dim)  // wq, wk, wv, wo
-                   + layers * dim * hidden * 3                // w1, w2, w3
-                   + dim                                      // rms_final
-                   + (h.shared_classifier ? 0 : vocab * dim);
-  if (h.version == 0) floats += static_cast<int64_t>(h.seq_len) * head;  // freq_cis real+imag
-  h.expected_file_bytes = static_cast<int64_t>(h.header_bytes) + floats * 4;
+  // Sizes up to kMaxSize each can take the total past int64: every product and sum is
+  // checked (a wrapped total is undefined behaviour, and could even equal the file size).
+  bool overflow = false;
+  const auto product = [&](std::initializer_list<int64_t> factors) {
+    int64_t p = 1;
+    for (const int64_t f : factors) overflow |= __builtin_mul_overflow(p, f, &p);
+    return p;
+  };
+  int64_t floats = 0;
+  const auto add = [&](int64_t v) { overflow |= __builtin_add_overflow(floats, v, &floats); };
+  add(product({vocab, dim}));                            // token embedding
+  add(product({layers, dim, 2}));                        // rms_att, rms_ffn
+  add(product({layers, dim, dim + 2 * kv_dim + dim}));   // wq, wk, wv, wo
+  add(product({layers, dim, hidden, 3}));                // w1, w2, w3
+  add(dim);                                              // rms_final
+  if (!h.shared_classifier) add(product({vocab, dim}));  // classifier
+  if (h.version == 0) add(product({h.seq_len, head}));   // freq_cis real+imag
+  const int64_t header_bytes = static_cast<int64_t>(h.header_bytes);
+  overflow |= __builtin_mul_overflow(floats, int64_t{4}, &h.expected_file_bytes) ||
+              __builtin_add_overflow(h.expected_file_bytes, header_bytes, &h.expected_file_bytes);
+  if (overflow) {
+    fail(ErrorCode::kCorrupt,
+         "'{}': not a model file: not GGUF, and as a llama2.c header ({}) its sizes overflow "
+         "64-bit arithmetic",
+         file, describe());
+  }
   if (h.expected_file_bytes != static_cast<int64_t>(size)) {
     fail(ErrorCode::kCorrupt,
          "'{}': llama2.c {} checkpoint is {} bytes but its header ({}, {} classifier) implies {} "

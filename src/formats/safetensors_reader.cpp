@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "base/mapped_file.h"
+#include "formats/model_json.h"
 
 namespace rapide {
 namespace {
@@ -56,12 +57,9 @@ SafetensorsFile SafetensorsFile::parse(const uint8_t* data, size_t size, std::st
   }
   const uint8_t* body = data + 8 + header_length;
   const uint64_t body_size = size - 8 - header_length;
-  nlohmann::json header;
-  try {
-    header = nlohmann::json::parse(data + 8, data + 8 + header_length);
-  } catch (const nlohmann::json::exception& e) {
-    fail(ErrorCode::kCorrupt, "'{}': safetensors header is not valid JSON: {}", file, e.what());
-  }
+  const nlohmann::json header =
+      parse_model_json(std::string_view(reinterpret_cast<const char*>(data + 8), header_length),
+                       fmt::format("'{}': safetensors header", file));
   if (!header.is_object())
     fail(ErrorCode::kCorrupt, "'{}': safetensors header is not an object", file);
 

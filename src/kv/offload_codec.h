@@ -15,6 +15,13 @@ enum class OffloadCodec : uint32_t { kNone = 0, kLz4 = 1, kZstd = 2 };
 OffloadCodec parse_offload_codec(const std::string& text);  // "none" | "lz4" | "zstd"
 const char* offload_codec_name(OffloadCodec codec);
 
+// The most bytes a block of `raw_bytes` is ever stored as: compress_block() falls back to
+// the raw bytes when compression would not pay. A stored size above it is corruption, and
+// nothing larger is ever allocated for one block.
+constexpr uint64_t max_stored_bytes(uint64_t raw_bytes) {
+  return raw_bytes;
+}
+
 // Compresses `raw` with `codec`. When compression does not pay (the output would not be
 // smaller), stores the bytes as they are and returns kNone, so loads never expand data.
 OffloadCodec compress_block(OffloadCodec codec, std::span<const uint8_t> raw,

@@ -9,6 +9,8 @@
 #include <system_error>
 #include <type_traits>
 
+#include "base/regular_file.h"
+
 namespace rapide {
 
 namespace {
@@ -58,32 +60,30 @@ bool same_layout(const FileHeader& h, const KvLayout& layout) {
 }
 
 // Reads and checks the header and token ids. Leaves the stream at the payload.
-BlockFileStatus read_header(std::ifstream& in, uint64_t file_bytes, uint64_t identity,
-                            const KvLayout& layout, FileHeader& h, std::vector<int32_t>& tokens) {
-  if (!in.read(reinterpret_cast<char*>(&h), sizeof(h))) return BlockFileStatus::kCorrupt;
+BlockFileStatus read_header(RegularFile& in, uint64_t identity, const KvLayout& layout,
+                            FileHeader& h, std::vector<int32_t>& tokens) {
+  const uint64_t file_bytes = in.size();
+  if (!in.read_exact(&h, sizeof(h))) return BlockFileStatus::kCorrupt;
   if (std::memcmp(h.magic, kMagic, sizeof(kMagic)) != 0 || h.version != kVersion ||
       h.n_tokens > 1u << 16) {
     return BlockFileStatus::kCorrupt;
   }
   tokens.resize(h.n_tokens);
-  if (!in.read(reinterpret_cast<char*>(tokens.data()),
-               static_cast<std::streamsize>(tokens.size() * sizeof(int32_t)))) {
+  if (!in.read_exact(tokens.data(), tokens.size() * sizeof(int32_t))) {
     return BlockFileStatus::kCorrupt;
   }
   if (header_checksum(h, tokens) != h.header_checksum) return BlockFileStatus::kCorrupt;
   // Only a header that is intact can be called foreign: it really came from elsewhere.
   if (h.identity != identity || !same_layout(h, layout)) return BlockFileStatus::kForeign;
+  // The stored size is bounded before it is added to anything (a forged 2^64-ish value could
+  // wrap the sum to the real file size) or allocated (a sparse 90 GB file would pass the
+  // size comparison and then fail the allocation).
   if (h.codec > static_cast<uint32_t>(OffloadCodec::kZstd) ||
+      h.stored_bytes > max_stored_bytes(h.raw_bytes) ||
       file_bytes != sizeof(h) + tokens.size() * sizeof(int32_t) + h.stored_bytes) {
     return BlockFileStatus::kCorrupt;
   }
   return BlockFileStatus::kOk;
-}
-
-uint64_t size_of_file(const std::filesystem::path& path) {
-  std::error_code ec;
-  const auto n = std::filesystem::file_size(path, ec);
-  return ec ? 0 : static_cast<uint64_t>(n);
 }
 
 }  // namespace
@@ -121,6 +121,10 @@ uint64_t write_block_file(const std::filesystem::path& path, uint64_t identity,
   std::filesystem::path tmp = path;
   tmp += ".tmp";
   {
+    // Whatever sits at the temporary name goes first: opening a FIFO planted there for
+    // writing would block until someone reads it.
+    std::error_code ignored;
+    std::filesystem::remove(tmp, ignored);
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     out.write(reinterpret_cast<const char*>(&h), sizeof(h));
     out.write(reinterpret_cast<const char*>(meta.tokens.data()),
@@ -144,12 +148,11 @@ uint64_t write_block_file(const std::filesystem::path& path, uint64_t identity,
 
 BlockFileStatus read_block_file_header(const std::filesystem::path& path, uint64_t identity,
                                        const KvLayout& layout, BlockFileInfo& info) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return BlockFileStatus::kMissing;
-  info.file_bytes = size_of_file(path);
+  RegularFile in(path.string());
+  if (!in.is_open()) return in.wrong_type() ? BlockFileStatus::kCorrupt : BlockFileStatus::kMissing;
+  info.file_bytes = in.size();
   FileHeader h;
-  const BlockFileStatus status =
-      read_header(in, info.file_bytes, identity, layout, h, info.meta.tokens);
+  const BlockFileStatus status = read_header(in, identity, layout, h, info.meta.tokens);
   info.meta.hash = h.hash;
   info.meta.parent = h.parent;
   return status;
@@ -158,16 +161,15 @@ BlockFileStatus read_block_file_header(const std::filesystem::path& path, uint64
 BlockFileStatus read_block_file(const std::filesystem::path& path, uint64_t identity,
                                 const KvLayout& layout, uint64_t expected_hash,
                                 std::span<uint8_t> out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return BlockFileStatus::kMissing;
+  RegularFile in(path.string());
+  if (!in.is_open()) return in.wrong_type() ? BlockFileStatus::kCorrupt : BlockFileStatus::kMissing;
   FileHeader h;
   std::vector<int32_t> tokens;
-  const BlockFileStatus status = read_header(in, size_of_file(path), identity, layout, h, tokens);
+  const BlockFileStatus status = read_header(in, identity, layout, h, tokens);
   if (status != BlockFileStatus::kOk) return status;
   if (h.hash != expected_hash || out.size() != h.raw_bytes) return BlockFileStatus::kCorrupt;
   std::vector<uint8_t> stored(h.stored_bytes);
-  if (!in.read(reinterpret_cast<char*>(stored.data()),
-               static_cast<std::streamsize>(stored.size())) ||
+  if (!in.read_exact(stored.data(), stored.size()) ||
       XXH3_64bits(stored.data(), stored.size()) != h.payload_checksum ||
       !decompress_block(static_cast<OffloadCodec>(h.codec), stored, out) ||
       XXH3_64bits(out.data(), out.size()) != h.raw_checksum) {

@@ -4,8 +4,9 @@
 //
 // A file is only ever used after every check passes: a corrupt one (bad magic, checksum,
 // size, undecodable payload) or a foreign one (another model or layout) is reported as
-// such and the caller recomputes instead. Files are written to a temporary name and renamed,
-// so a reader never sees half a block.
+// such and the caller recomputes instead. Only regular files are opened, never blocking
+// (base/regular_file.h): a FIFO or device in their place is a corrupt block. Files are written to a
+// temporary name and renamed, so a reader never sees half a block.
 #pragma once
 
 #include <cstdint>

@@ -35,9 +35,11 @@ void SamplingParams::validate(int vocab_size) const {
   if (!in_closed(min_p, 0.0f, 1.0f)) {
     fail(ErrorCode::kInvalidArgument, "min_p must be in [0, 1], got {}", min_p);
   }
-  if (!(repetition_penalty > 0.0f && std::isfinite(repetition_penalty))) {
-    fail(ErrorCode::kInvalidArgument, "repetition_penalty must be a finite value > 0, got {}",
-         repetition_penalty);
+  // Logits are divided or multiplied by the penalty: beyond these bounds ordinary logits
+  // overflow to inf (1e-45) or collapse to -inf, and the sampler would fail mid-request.
+  if (!in_closed(repetition_penalty, kMinRepetitionPenalty, kMaxRepetitionPenalty)) {
+    fail(ErrorCode::kInvalidArgument, "repetition_penalty must be in [{}, {}], got {}",
+         kMinRepetitionPenalty, kMaxRepetitionPenalty, repetition_penalty);
   }
   if (!in_closed(presence_penalty, -2.0f, 2.0f)) {
     fail(ErrorCode::kInvalidArgument, "presence_penalty must be in [-2, 2], got {}",
@@ -66,6 +68,24 @@ void SamplingParams::validate(int vocab_size) const {
          max_tokens, min_tokens);
   }
   for (int32_t token : stop_token_ids) check_token(token, vocab_size, "stop_token_ids");
+  // The sampler bans stop tokens until min_tokens are out: banning all of them would leave
+  // nothing to sample, a failure of the request that is known before it runs.
+  if (min_tokens > 0 && stop_token_ids.size() >= static_cast<size_t>(vocab_size)) {
+    std::vector<bool> stops(static_cast<size_t>(vocab_size), false);
+    size_t distinct = 0;
+    for (int32_t token : stop_token_ids) {
+      if (!stops[static_cast<size_t>(token)]) {
+        stops[static_cast<size_t>(token)] = true;
+        ++distinct;
+      }
+    }
+    if (distinct == static_cast<size_t>(vocab_size)) {
+      fail(ErrorCode::kInvalidArgument,
+           "min_tokens: stop_token_ids name every token of the vocabulary, so no token could "
+           "be generated before min_tokens={}",
+           min_tokens);
+    }
+  }
   for (size_t i = 0; i < stop.size(); ++i) {
     // An empty stop string would match before any text and end every request at once.
     if (stop[i].empty()) fail(ErrorCode::kInvalidArgument, "stop[{}] must not be empty", i);

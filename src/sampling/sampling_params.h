@@ -34,10 +34,12 @@ struct SamplingParams {
   // repetition_penalty is CTRL / llama.cpp style: positive logits are divided by it,
   // negative ones multiplied. presence/frequency are OpenAI style: subtract
   // presence_penalty once for a token that occurred, frequency_penalty per occurrence.
-  float repetition_penalty = 1.0f;  // 1 = off; must be > 0
-  float presence_penalty = 0.0f;    // [-2, 2]; 0 = off
-  float frequency_penalty = 0.0f;   // [-2, 2]; 0 = off
-  int32_t penalty_last_n = 64;      // window of history tokens penalized; 0 = none, -1 = all
+  float repetition_penalty = 1.0f;  // 1 = off; in [kMinRepetitionPenalty, kMaxRepetitionPenalty]
+  static constexpr float kMinRepetitionPenalty = 0.01f;
+  static constexpr float kMaxRepetitionPenalty = 100.0f;
+  float presence_penalty = 0.0f;   // [-2, 2]; 0 = off
+  float frequency_penalty = 0.0f;  // [-2, 2]; 0 = off
+  int32_t penalty_last_n = 64;     // window of history tokens penalized; 0 = none, -1 = all
 
   // Duplicated tokens add their biases up.
   std::vector<TokenBias> logit_bias;

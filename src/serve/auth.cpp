@@ -1,5 +1,6 @@
 #include "serve/auth.h"
 
+#include <cctype>
 #include <fstream>
 
 #include "base/error.h"
@@ -31,7 +32,12 @@ bool constant_time_equal(std::string_view a, std::string_view b) {
 ApiKeys::ApiKeys(std::vector<std::string> keys, const std::string& key_file) {
   for (std::string& k : keys) {
     k = trim(std::move(k));
-    if (!k.empty()) keys_.push_back(std::move(k));
+    // `--api-key "$UNSET"` would otherwise leave the server open while its operator
+    // believes it is protected.
+    if (k.empty())
+      fail(ErrorCode::kInvalidArgument,
+           "--api-key is empty; pass a non-empty key, or no --api-key to serve without one");
+    keys_.push_back(std::move(k));
   }
   if (key_file.empty()) return;
   std::ifstream in(key_file);
@@ -48,10 +54,11 @@ ApiKeys::ApiKeys(std::vector<std::string> keys, const std::string& key_file) {
 }
 
 bool ApiKeys::accepts(std::string_view authorization) const {
-  constexpr std::string_view kBearer = "Bearer ";
-  if (authorization.size() <= kBearer.size() ||
-      authorization.substr(0, kBearer.size()) != kBearer) {
-    return false;
+  // RFC 7235: the auth scheme is a case-insensitive token ("bearer" is as good as "Bearer").
+  constexpr std::string_view kBearer = "bearer ";
+  if (authorization.size() <= kBearer.size()) return false;
+  for (size_t i = 0; i < kBearer.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(authorization[i])) != kBearer[i]) return false;
   }
   const std::string_view key = authorization.substr(kBearer.size());
   bool ok = false;

@@ -1,4 +1,5 @@
-// API keys: when any is configured, /v1/* requests need "Authorization: Bearer <key>".
+// API keys: when any is configured, /v1/* requests need "Authorization: Bearer <key>"
+// (scheme case-insensitive, RFC 7235).
 // /health and /metrics stay open so load balancers and scrapers need no secret.
 #pragma once
 
@@ -11,8 +12,9 @@ namespace rapide::serve {
 class ApiKeys {
  public:
   ApiKeys() = default;
-  // `keys` from --api-key; `key_file` (may be empty) holds one key per line, blank lines and
-  // lines starting with '#' skipped. Throws Error(kNotFound) for an unreadable file and
+  // `keys` from --api-key (an empty or blank one throws Error(kInvalidArgument): it must
+  // not quietly disable authentication); `key_file` (may be empty) holds one key per line, blank
+  // lines and lines starting with '#' skipped. Throws Error(kNotFound) for an unreadable file and
   // kInvalidArgument for a file without keys.
   ApiKeys(std::vector<std::string> keys, const std::string& key_file);
 

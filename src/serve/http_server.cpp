@@ -27,6 +27,12 @@ struct HttpServer::Shared {
 namespace {
 
 constexpr uint32_t kHeaderLimit = 64 * 1024;
+// Beast (1.74) applies neither header_limit nor body_limit to the trailer of a chunked body,
+// and its field store throws std::length_error for a value of 64 KiB: the read buffer's
+// capacity is what bounds trailers. Everything parsed from the buffer (the head, chunk
+// headers, the trailer) must fit in it; body bytes pass through it into the body, bounded by
+// --max-body. Below 64 KiB - 2, so no single field can reach Beast's throwing size.
+constexpr size_t kReadBufferLimit = kHeaderLimit - 1024;
 // After refusing a body (413) the client may still be sending it; reading it away for a
 // moment before closing lets the client see the response instead of a connection reset.
 constexpr std::chrono::seconds kLingerTimeout{2};
@@ -34,7 +40,7 @@ constexpr std::chrono::seconds kLingerTimeout{2};
 class HttpSession final : public HttpExchange, public std::enable_shared_from_this<HttpSession> {
  public:
   HttpSession(tcp::socket&& socket, std::shared_ptr<const HttpServer::Shared> shared)
-      : stream_(std::move(socket)), shared_(std::move(shared)) {
+      : stream_(std::move(socket)), shared_(std::move(shared)), buffer_(kReadBufferLimit) {
     shared_->metrics->connection_opened();
   }
   ~HttpSession() override {

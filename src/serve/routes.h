@@ -34,6 +34,8 @@ struct ServedModel {
 class Router {
  public:
   Router(ApiKeys keys, ServeMetrics& metrics);
+  // Whether /v1/* requires an API key.
+  bool auth_enabled() const { return keys_.enabled(); }
   ~Router();
 
   // Makes the model servable: state becomes ready. Call once; the engine must outlive the

@@ -36,9 +36,26 @@ void Server::start() {
   http_->start();
   watch_signals();
   const int n = std::max(1, options_.io_threads);
-  for (int i = 0; i < n; ++i) threads_.emplace_back([this] { io_.run(); });
-  spdlog::info("listening on http://{}:{} ({} io thread{})", options_.http.host, http_->port(), n,
-               n == 1 ? "" : "s");
+  for (int i = 0; i < n; ++i) threads_.emplace_back([this] { run_io(); });
+  spdlog::info("listening on http://{}:{} ({} io thread{}; API key authentication {})",
+               options_.http.host, http_->port(), n, n == 1 ? "" : "s",
+               router_->auth_enabled() ? "on" : "off");
+}
+
+void Server::run_io() {
+  // An exception from a handler (or from a library beneath one, as Beast's parser) unwinds
+  // out of run(): the operation that threw is gone with its connection, and everyone else's
+  // must go on. run() may be called again without restart() (Asio's documented pattern).
+  for (;;) {
+    try {
+      io_.run();
+      return;
+    } catch (const std::exception& e) {
+      spdlog::error("a connection failed with an exception: {}", e.what());
+    } catch (...) {
+      spdlog::error("a connection failed with an unknown exception");
+    }
+  }
 }
 
 void Server::watch_signals() {

@@ -53,6 +53,9 @@ class Server {
   void request_stop();
 
  private:
+  // One io thread's loop: io_.run(), resumed after an exception escapes a handler, so no
+  // single connection can take the process down.
+  void run_io();
   void watch_signals();
   void stop_io();
 

@@ -3,6 +3,7 @@
 
 #include "api/api_error.h"
 #include "api/openai_protocol.h"
+#include "base/json_nesting.h"
 #include "serve/demo_model.h"
 
 namespace rapide::api {
@@ -148,6 +149,28 @@ TEST_F(ProtocolTest, MalformedJsonSaysWhere) {
     EXPECT_NE(std::string(e.what()).find("not valid JSON"), std::string::npos) << e.what();
   }
   EXPECT_THROW(parse_json_body(""), ApiError);
+}
+
+// Deep nesting overflowed the stack in recursive walks after parsing (issue 18): refused up
+// front at kMaxJsonDepth, brackets inside strings not counted; and a number beyond double's
+// range is invalid JSON (a 400), not an escaping out_of_range (a 500).
+TEST_F(ProtocolTest, DeepNestingAndHugeNumbersAreInvalidJson) {
+  const auto nested = [](size_t depth) {
+    return "{\"x\": " + std::string(depth - 1, '[') + std::string(depth - 1, ']') + "}";
+  };
+  EXPECT_NO_THROW(parse_json_body(nested(kMaxJsonDepth)));
+  const std::string brackets_in_string = "{\"x\": \"" + std::string(1000, '[') + "\\\"\"}";
+  EXPECT_NO_THROW(parse_json_body(brackets_in_string));
+  for (const std::string& body :
+       {nested(kMaxJsonDepth + 1), nested(60000), std::string("{\"temperature\": 1e400}")}) {
+    try {
+      parse_json_body(body);
+      ADD_FAILURE() << body.substr(0, 40);
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status(), 400);
+      EXPECT_EQ(e.code(), "invalid_json");
+    }
+  }
 }
 
 }  // namespace

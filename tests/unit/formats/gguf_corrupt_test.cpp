@@ -169,6 +169,33 @@ TEST(GgufCorrupt, DeeplyNestedArraysAreRejected) {
   expect_error([&] { load_from(w.to_bytes()); }, ErrorCode::kCorrupt, "nests arrays deeper");
 }
 
+// Each metadata array item becomes a GgufValue of ~50 bytes: a 100 MB file holding one u8
+// array took 4.8 GB before its error. The items of all arrays together are bounded, and the
+// count is checked before anything is reserved for it.
+TEST(GgufCorrupt, MetadataArraysBeyondTheItemBudgetAreRejected) {
+  const uint64_t count = GgufFile::kMaxMetadataItems + 1;
+  std::vector<uint8_t> bytes;
+  const auto put = [&](const void* p, size_t n) {
+    bytes.insert(bytes.end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n);
+  };
+  const uint32_t magic = 0x46554747, version = 3, array = 9, u8 = 0;  // "GGUF"
+  const uint64_t n_tensors = 0, n_kv = 1;
+  const std::string key = "huge";
+  const uint64_t key_len = key.size();
+  put(&magic, 4);
+  put(&version, 4);
+  put(&n_tensors, 8);
+  put(&n_kv, 8);
+  put(&key_len, 8);
+  put(key.data(), key.size());
+  put(&array, 4);
+  put(&u8, 4);
+  put(&count, 8);
+  bytes.resize(bytes.size() + count, 7);
+  expect_error([&] { GgufFile::parse(bytes.data(), bytes.size(), "huge.gguf"); },
+               ErrorCode::kCorrupt, "metadata arrays");
+}
+
 TEST(GgufCorrupt, InconsistentMetadataIsRejected) {
   auto with = [](const std::string& key, GgufValue value) {
     GgufWriter w = testing::tiny_llama_writer();

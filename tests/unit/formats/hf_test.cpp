@@ -300,6 +300,25 @@ TEST(HfLoader, RejectsBrokenFolders) {
                "model type 'Unigram'");
 }
 
+// The loaders walk pre-tokenizer sequences recursively: a tokenizer.json nesting 200k of them
+// overflowed the stack. Nesting is bounded in every JSON of a model folder.
+TEST(HfLoader, RejectsDeeplyNestedJson) {
+  testing::TempDir dir;
+  write_qwen2_folder(dir, false);
+  json tokenizer = json::parse(read_text_file(dir.file("tokenizer.json")));
+  tokenizer["pre_tokenizer"] = "@";
+  std::string deep;
+  const int depth = 200000;
+  for (int i = 0; i < depth; ++i) deep += "{\"type\": \"Sequence\", \"pretokenizers\": [";
+  deep += "{\"type\": \"ByteLevel\"}";
+  for (int i = 0; i < depth; ++i) deep += "]}";
+  std::string text = tokenizer.dump();
+  text.replace(text.find("\"@\""), 3, deep);
+  testing::write_file(dir.file("tokenizer.json"), text);
+  expect_error([&] { load_model(dir.path().string()); }, ErrorCode::kCorrupt,
+               "tokenizer.json nests arrays/objects more than");
+}
+
 std::vector<uint8_t> safetensors_bytes(const std::string& header, size_t body_bytes) {
   std::vector<uint8_t> b(8 + header.size() + body_bytes, 0);
   const uint64_t n = header.size();

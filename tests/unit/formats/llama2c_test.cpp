@@ -87,6 +87,19 @@ TEST(Llama2c, FindsTheTokenizerOrLoadsWithout) {
                "missing.bin");
 }
 
+// Sizes at the header's plausibility bound (2^20 each) make the implied file size pass
+// int64: computed unchecked it wrapped (undefined behaviour, and a wrapped total could equal
+// the real size). Every product and sum is checked now.
+TEST(Llama2c, SizesWhoseArithmeticOverflowsAreRejected) {
+  testing::TempDir dir;
+  const int32_t big = 1 << 20;
+  const int32_t header[7] = {big, big, big, big / 2, big / 2, big, big};  // head size 2
+  std::string bytes(reinterpret_cast<const char*>(header), sizeof(header));
+  bytes += std::string(4096, '\0');
+  testing::write_file(dir.file("huge.bin"), bytes);
+  expect_error([&] { load_model(dir.file("huge.bin")); }, ErrorCode::kCorrupt, "overflow");
+}
+
 TEST(Llama2c, RejectsSizeMismatchesAndOtherVersions) {
   RAPIDE_REQUIRE_SHARED("models/stories260K");
   testing::TempDir dir;

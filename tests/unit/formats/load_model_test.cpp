@@ -1,5 +1,8 @@
 // load_model's format detection and its errors for paths that are no model at all.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
 
 #include "formats/model_file.h"
 #include "formats_test_util.h"
@@ -35,6 +38,19 @@ TEST(LoadModel, RejectsWhatIsNoModel) {
   expect_error([&] { load_model(dir.file("empty")); }, ErrorCode::kCorrupt, "too small");
   testing::write_file(dir.file("old.bin"), std::string("tjgg\x03\0\0\0", 8));
   expect_error([&] { load_model(dir.file("old.bin")); }, ErrorCode::kUnsupported, "pre-GGUF");
+}
+
+// open() of a FIFO blocks until a writer comes: given as a model file or an HF config.json,
+// one used to hang the loader forever. Now it is refused at once, as a directory is.
+TEST(LoadModel, RefusesAFifoWithoutBlocking) {
+  testing::TempDir dir;
+  ASSERT_EQ(::mkfifo(dir.file("model.gguf").c_str(), 0600), 0);
+  expect_error([&] { load_model(dir.file("model.gguf")); }, ErrorCode::kInvalidArgument,
+               "not a regular file");
+  std::filesystem::create_directory(dir.file("hf"));
+  ASSERT_EQ(::mkfifo(dir.file("hf/config.json").c_str(), 0600), 0);
+  expect_error([&] { load_model(dir.file("hf")); }, ErrorCode::kInvalidArgument,
+               "not a regular file");
 }
 
 }  // namespace

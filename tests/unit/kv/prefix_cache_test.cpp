@@ -5,6 +5,8 @@
 #include "kv/prefix_cache.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <xxhash.h>
 
 #include <cstring>
 
@@ -422,6 +424,68 @@ TEST_F(OffloadTest, CorruptFilesAreDetectedCountedAndRecomputed) {
   expect_content(kv, again);            // and what was recomputed is right
   EXPECT_EQ(cache.stats().offload.corrupt_blocks, 1u);
   EXPECT_FALSE(std::filesystem::exists(path));  // never offered again
+  kv.release(again.id);
+  kv.check_no_leaks();
+}
+
+// A file whose header is intact (checksum recomputed) but claims a 90 GB payload, made to
+// pass the size check as a sparse file: it used to reach `std::vector(90 GB)` and throw
+// bad_alloc on the engine thread. The stored size is capped at the codec's bound first.
+TEST_F(OffloadTest, AForgedHugeStoredSizeIsCorruptNotAnAllocation) {
+  const OffloadTierOptions o = file_tier();
+  PagedKvStore kv(tiny_layout(), 4, 256);
+  PrefixCache cache(kv, kIdentity, tier(o, kv));
+  Seq a{1, iota_tokens(13)};
+  cache_then_evict(cache, kv, a);
+  std::vector<uint64_t> hashes;
+  extend_block_hashes(a.tokens, kBlock, kIdentity, hashes);
+  const auto path = dir_ / block_file_name(kIdentity, hashes[1]);
+  ASSERT_TRUE(std::filesystem::exists(path));
+  // FileHeader (offload_file.cpp): n_tokens at 44, stored_bytes at 72, header_checksum at
+  // 96 over the 96 bytes before it and the token ids after the 104-byte header.
+  std::vector<char> bytes(std::filesystem::file_size(path));
+  std::ifstream(path, std::ios::binary)
+      .read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  uint32_t n_tokens = 0;
+  std::memcpy(&n_tokens, bytes.data() + 44, sizeof(n_tokens));
+  const uint64_t forged = 90ull << 30;
+  std::memcpy(bytes.data() + 72, &forged, sizeof(forged));
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_64bits_reset(state);
+  XXH3_64bits_update(state, bytes.data(), 96);
+  XXH3_64bits_update(state, bytes.data() + 104, n_tokens * sizeof(int32_t));
+  const uint64_t sum = XXH3_64bits_digest(state);
+  XXH3_freeState(state);
+  std::memcpy(bytes.data() + 96, &sum, sizeof(sum));
+  std::ofstream(path, std::ios::binary | std::ios::trunc)
+      .write(bytes.data(), 104 + n_tokens * sizeof(int32_t));
+  std::filesystem::resize_file(path, 104 + n_tokens * sizeof(int32_t) + forged);  // sparse
+
+  Seq again{2, iota_tokens(13)};
+  EXPECT_EQ(run(cache, kv, again), 4);  // the first block loads; the forged one stops reuse
+  expect_content(kv, again);
+  EXPECT_EQ(cache.stats().offload.corrupt_blocks, 1u);
+  kv.release(again.id);
+  kv.check_no_leaks();
+}
+
+// A FIFO in place of a block file: open() of it used to block the engine forever.
+TEST_F(OffloadTest, AFifoInPlaceOfABlockIsCorruptNotAHang) {
+  const OffloadTierOptions o = file_tier();
+  PagedKvStore kv(tiny_layout(), 4, 256);
+  PrefixCache cache(kv, kIdentity, tier(o, kv));
+  Seq a{1, iota_tokens(13)};
+  cache_then_evict(cache, kv, a);
+  std::vector<uint64_t> hashes;
+  extend_block_hashes(a.tokens, kBlock, kIdentity, hashes);
+  const auto path = dir_ / block_file_name(kIdentity, hashes[1]);
+  ASSERT_TRUE(std::filesystem::remove(path));
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+
+  Seq again{2, iota_tokens(13)};
+  EXPECT_EQ(run(cache, kv, again), 4);
+  expect_content(kv, again);
+  EXPECT_EQ(cache.stats().offload.corrupt_blocks, 1u);
   kv.release(again.id);
   kv.check_no_leaks();
 }

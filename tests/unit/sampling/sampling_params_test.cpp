@@ -53,6 +53,15 @@ TEST(SamplingParamsTest, RejectsOutOfRangeValuesNamingTheParameter) {
       {[](SamplingParams& p) { p.min_p = 1.1f; }, "min_p"},
       {[](SamplingParams& p) { p.repetition_penalty = 0.0f; }, "repetition_penalty"},
       {[](SamplingParams& p) { p.repetition_penalty = kInf; }, "repetition_penalty"},
+      // Dividing logits by 1e-45 makes them inf: a sampler failure (500) instead of a 400.
+      {[](SamplingParams& p) { p.repetition_penalty = 1e-45f; }, "repetition_penalty"},
+      {[](SamplingParams& p) { p.repetition_penalty = 1e30f; }, "repetition_penalty"},
+      // min_tokens bans every stop token id: with all of them stops nothing is left to sample.
+      {[](SamplingParams& p) {
+         p.min_tokens = 1;
+         for (int32_t t = 0; t < kVocab; ++t) p.stop_token_ids.push_back(t);
+       },
+       "min_tokens"},
       {[](SamplingParams& p) { p.presence_penalty = 2.5f; }, "presence_penalty must be in [-2, 2]"},
       {[](SamplingParams& p) { p.frequency_penalty = -2.1f; }, "frequency_penalty"},
       {[](SamplingParams& p) { p.penalty_last_n = -2; }, "penalty_last_n must be >= -1"},

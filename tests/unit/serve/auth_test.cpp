@@ -24,6 +24,22 @@ TEST(ApiKeys, BearerOnlyWithAKnownKey) {
   EXPECT_FALSE(keys.accepts(""));
 }
 
+// RFC 7235: the scheme name is case-insensitive; some clients send "bearer".
+TEST(ApiKeys, SchemeIsCaseInsensitive) {
+  const ApiKeys keys({"sk-one"}, "");
+  EXPECT_TRUE(keys.accepts("bearer sk-one"));
+  EXPECT_TRUE(keys.accepts("BEARER sk-one"));
+  EXPECT_FALSE(keys.accepts("bearer sk-One"));  // the key itself is exact
+  EXPECT_FALSE(keys.accepts("bearers sk-one"));
+}
+
+// `--api-key "$UNSET"` must not silently turn authentication off.
+TEST(ApiKeys, EmptyKeyIsRefused) {
+  EXPECT_THROW(ApiKeys({""}, ""), Error);
+  EXPECT_THROW(ApiKeys({"  "}, ""), Error);
+  EXPECT_THROW(ApiKeys({"sk-one", ""}, ""), Error);
+}
+
 TEST(ApiKeys, KeyFileSkipsCommentsAndBlankLines) {
   const std::string path = ::testing::TempDir() + "/rapide_keys.txt";
   {
