@@ -2,7 +2,8 @@
 # Speculative decoding (issue 15), n-gram proposer: TPOT with speculation on vs off, paired in
 # time (off and on alternate, ROUNDS rounds, medians of the within-round ratios).
 #   A. synth100m F16, one stream, 256 greedy tokens (a random model's greedy text loops, so
-#      prompt lookup finds it): --spec ngram with auto and with 4 guesses;
+#      prompt lookup finds it): --spec ngram with auto and with 4 guesses; then the same
+#      weights as Q4_0 as a draft model (auto, and 4 guesses with --draft-p-min 0);
 #   B. TinyStories-656K F16 on input-grounded prompts (a story, then its beginning again);
 #   C. bad guesses: synth100m F16 sampled at temperature 1.2 (little repeats), auto must
 #      notice and stop (TPOT >= 0.95x of off);
@@ -18,6 +19,7 @@ rounds="${ROUNDS:-3}"
 threads="${THREADS:-2}"
 f16="$(synth_model f16)"
 q8="$(synth_model q8_0)"
+q4="$(synth_model q4_0)"
 tiny="$shared/models/tinystories-656k/TinyStories-656K-F16.gguf"
 work="${WORK:-/tmp/rapide-bench-spec}"
 mkdir -p "$work"
@@ -43,6 +45,9 @@ for r in $(seq 1 "$rounds"); do
   run a_off "$f16" "Once upon a time there was" 256 --temp 0 --spec off
   run a_auto "$f16" "Once upon a time there was" 256 --temp 0 --spec ngram --spec-tokens auto
   run a_k4 "$f16" "Once upon a time there was" 256 --temp 0 --spec ngram --spec-tokens 4
+  run a_draft "$f16" "Once upon a time there was" 256 --temp 0 --draft-model "$q4"
+  run a_draft4 "$f16" "Once upon a time there was" 256 --temp 0 --draft-model "$q4" \
+    --spec-tokens 4 --draft-p-min 0
   run b_off "$tiny" "$story" 200 --temp 0 --spec off
   run b_auto "$tiny" "$story" 200 --temp 0 --spec ngram --spec-tokens auto
   run c_off "$f16" "Once upon a time there was" 128 --temp 1.2 --top-k 0 --top-p 1 --min-p 0 \
@@ -94,6 +99,8 @@ print()
 print(f"A. synth100m F16, 256 greedy tokens: TPOT off {tpot('a_off'):.2f} ms")
 print(f"   ngram auto: {tpot('a_auto'):.2f} ms = {ratio('a_off', 'a_auto'):.2f}x lower; {spec_line('a_auto')}")
 print(f"   ngram k=4:  {tpot('a_k4'):.2f} ms = {ratio('a_off', 'a_k4'):.2f}x lower; {spec_line('a_k4')}")
+print(f"   draft Q4_0 auto: {tpot('a_draft'):.2f} ms = {ratio('a_off', 'a_draft'):.2f}x lower; {spec_line('a_draft')}")
+print(f"   draft Q4_0 k=4, p-min 0: {tpot('a_draft4'):.2f} ms = {ratio('a_off', 'a_draft4'):.2f}x lower; {spec_line('a_draft4')}")
 print(f"B. TinyStories-656K, input-grounded: TPOT off {tpot('b_off'):.3f} ms, auto {tpot('b_auto'):.3f} ms "
       f"= {ratio('b_off', 'b_auto'):.2f}x lower; {spec_line('b_auto')}")
 print(f"C. bad guesses (synth100m, temperature 1.2): TPOT off {tpot('c_off'):.2f} ms, auto "
