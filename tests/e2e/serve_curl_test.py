@@ -16,19 +16,14 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from checks import check, report  # noqa: E402
 from require_shared import require_shared, shared_dir  # noqa: E402
 from serve_fixture import RapideServer, sse_events  # noqa: E402
 
 BINARY, SHARED = sys.argv[1], shared_dir(sys.argv[2])
 MODEL = os.path.join(SHARED, "models/stories260K/stories260K.gguf")
 KEY = "sk-e2e-secret"
-failures = []
 
-
-def check(condition, what):
-    print(("ok   " if condition else "FAIL ") + what, flush=True)
-    if not condition:
-        failures.append(what)
 
 
 def expect_error(server, path, body, status, param=None, key=KEY, **kw):
@@ -219,11 +214,7 @@ def main():
             print(s.log()[-4000:])
             raise
     test_sigterm_drain()
-    if failures:
-        print(f"{len(failures)} check(s) failed")
-        return 1
-    print("all checks passed")
-    return 0
+    return report()
 
 
 if __name__ == "__main__":

@@ -15,19 +15,14 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from checks import check, report  # noqa: E402
 from require_shared import require_shared, shared_dir  # noqa: E402
 from serve_fixture import RapideServer  # noqa: E402
 
 BINARY, SHARED = sys.argv[1], shared_dir(sys.argv[2])
 MODEL = os.path.join(SHARED, "models/stories260K/stories260K.gguf")
 KEY = "sk-e2e-secret"
-failures = []
 
-
-def check(condition, what):
-    print(("ok   " if condition else "FAIL ") + what, flush=True)
-    if not condition:
-        failures.append(what)
 
 
 def raw_exchange(server, head, chunks, timeout=30):
@@ -164,11 +159,7 @@ def main():
                 raise
             if s.proc.poll() is not None:
                 print(s.log()[-2000:])
-    if failures:
-        print(f"{len(failures)} check(s) failed")
-        return 1
-    print("all checks passed")
-    return 0
+    return report()
 
 
 if __name__ == "__main__":

@@ -18,17 +18,12 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../.."))
+from checks import check, report  # noqa: E402
 from require_shared import require_shared, shared_dir  # noqa: E402
 from batch_common import batch_command, batch_line, read_records, record_line  # noqa: E402
 
 BINARY, SHARED = sys.argv[1], shared_dir(sys.argv[2])
-failures = []
 
-
-def check(condition, what):
-    print(("ok   " if condition else "FAIL ") + what, flush=True)
-    if not condition:
-        failures.append(what)
 
 
 def write_input(path, count, extra_lines=(), prefix="r"):
@@ -131,11 +126,7 @@ def main():
     require_shared(SHARED, "models/stories260K/stories260K.gguf")
     test_wrong_files()
     test_deep_line()
-    if failures:
-        print(f"{len(failures)} check(s) failed")
-        return 1
-    print("all checks passed")
-    return 0
+    return report()
 
 
 if __name__ == "__main__":
