@@ -100,13 +100,32 @@ std::string token_text(const json& config, const char* key) {
   return "";
 }
 
+// True when the pre-tokenizer has a Digits step that isolates every digit.
+bool splits_digits(const json& node) {
+  if (!node.is_object()) return false;
+  if (node.value("type", "") == "Digits") return node.value("individual_digits", false);
+  if (node.contains("pretokenizers") && node["pretokenizers"].is_array()) {
+    for (const auto& child : node["pretokenizers"]) {
+      if (splits_digits(child)) return true;
+    }
+  }
+  return false;
+}
+
+// llama.cpp's converter names the pre-tokenizer by hashing what the tokenizer makes of a test
+// text; without the Python tokenizer we recognise the rules from their regexes instead.
 std::string guess_pre(const json& tok, const std::string& model_type) {
   if (model_type == "qwen2") return "qwen2";
   std::string patterns;
-  if (tok.contains("pre_tokenizer")) split_patterns(tok["pre_tokenizer"], patterns);
+  const json pre = tok.contains("pre_tokenizer") ? tok["pre_tokenizer"] : json();
+  split_patterns(pre, patterns);
   if (patterns.find("\\p{N}{1,3}") != std::string::npos) return "llama3";
   if (patterns.find("(?i:'s|'t|'re|'ve|'m|'ll|'d)") != std::string::npos) return "qwen2";
-  return "gpt2";
+  if (patterns.find("\\s?\\p{P}+") != std::string::npos) return "deepseek-coder";
+  if (patterns.find("\\s?[A-Za-z") != std::string::npos) return "deepseek-llm";
+  if (contains_type(pre, "Punctuation")) return "falcon";
+  if (splits_digits(pre)) return "starcoder";
+  return "gpt-2";
 }
 
 std::string chat_template_of(const json& config) {
