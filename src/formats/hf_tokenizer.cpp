@@ -189,6 +189,7 @@ TokenizerData parse_hf_tokenizer(const HfTokenizerInputs& in, const std::string&
   constexpr int64_t kMaxVocab = 1 << 24;
   std::unordered_map<int64_t, std::string> by_id;
   std::unordered_map<int64_t, bool> added_special;
+  std::unordered_map<int64_t, uint8_t> added_strip;
   int64_t n = std::max(0, in.vocab_size);
   auto put = [&](const json& id_json, const std::string& text) {
     if (!id_json.is_number_integer() || id_json.get<int64_t>() < 0 ||
@@ -209,6 +210,11 @@ TokenizerData parse_hf_tokenizer(const HfTokenizerInputs& in, const std::string&
       }
       const int64_t id = put(a["id"], a["content"].get<std::string>());
       added_special[id] = a.value("special", false);
+      const auto attribute = [&](const char* key) {
+        return a.contains(key) && a[key].is_boolean() && a[key].get<bool>();
+      };
+      added_strip[id] = static_cast<uint8_t>((attribute("lstrip") ? kStripLeft : kStripNone) |
+                                             (attribute("rstrip") ? kStripRight : kStripNone));
     }
   }
   if (n == 0) fail(ErrorCode::kCorrupt, "'{}': tokenizer.json has an empty vocabulary", name);
@@ -217,6 +223,9 @@ TokenizerData parse_hf_tokenizer(const HfTokenizerInputs& in, const std::string&
   t.tokens.resize(n);
   t.types.assign(n, TokenType::kNormal);
   t.scores.assign(n, spm ? kHfTokenScore : 0.0f);
+  // tokenizer.json states the attributes, so no name-based guess applies (non-empty).
+  t.strip.assign(n, kStripNone);
+  for (const auto& [id, strip] : added_strip) t.strip[id] = strip;
   for (int64_t i = 0; i < n; ++i) {
     auto it = by_id.find(i);
     if (it == by_id.end()) {
