@@ -60,9 +60,53 @@ PreTokenizerRules gpt2() {
   return {"gpt-2", {kGpt2}, false};
 }
 
+// Unicode's White_Space characters, what llama.cpp's \s stands for (its own tables; it maps
+// non-ASCII whitespace to \v before std::regex runs). PCRE2's \s under UCP also takes U+180E
+// (Mongolian vowel separator, White_Space only before Unicode 6.3), so we spell \s out.
+constexpr std::string_view kWhiteSpace =
+    R"(\x{9}-\x{D}\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F})"
+    R"(\x{3000})";
+
+// `pattern` with \s and \S replaced by explicit classes of kWhiteSpace (inside a class, \s
+// adds the ranges; none of our patterns has \S inside a class or nests classes).
+std::string spell_white_space(std::string_view pattern) {
+  const std::string white_space(kWhiteSpace);
+  std::string out;
+  bool in_class = false;
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    const char c = pattern[i];
+    if (c == '\\' && i + 1 < pattern.size()) {
+      const char escaped = pattern[++i];
+      if (escaped == 's') {
+        out += in_class ? white_space : "[" + white_space + "]";
+      } else if (escaped == 'S' && !in_class) {
+        out += "[^" + white_space + "]";
+      } else {
+        out += c;
+        out += escaped;
+      }
+      continue;
+    }
+    if (c == '[') in_class = true;
+    if (c == ']') in_class = false;
+    out += c;
+  }
+  return out;
+}
+
+PreTokenizerRules rules_of(std::string_view pre);
+
 }  // namespace
 
 PreTokenizerRules pre_tokenizer_rules(std::string_view pre) {
+  PreTokenizerRules rules = rules_of(pre);
+  for (std::string& regex : rules.regexes) regex = spell_white_space(regex);
+  return rules;
+}
+
+namespace {
+
+PreTokenizerRules rules_of(std::string_view pre) {
   // Name lists as llama.cpp's llama_vocab::load reads tokenizer.ggml.pre.
   const auto any = [pre](std::initializer_list<std::string_view> names) {
     for (const std::string_view name : names) {
@@ -116,4 +160,5 @@ PreTokenizerRules pre_tokenizer_rules(std::string_view pre) {
        pre);
 }
 
+}  // namespace
 }  // namespace rapide

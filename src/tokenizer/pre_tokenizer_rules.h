@@ -5,7 +5,8 @@
 // ones produced, keeping both what it matched and the unmatched text between matches (see
 // RegexPreTokenizer::split). The patterns here are PCRE2 spellings of the published rules;
 // llama.cpp's std::regex emulation maps \p{L}, \p{N}, \p{P} to the Unicode categories and
-// treats every Unicode White_Space character as \s, which is what PCRE2 does with PCRE2_UCP.
+// treats exactly the Unicode White_Space characters as \s. PCRE2_UCP's \s also takes U+180E,
+// so the regexes returned spell \s and \S out as classes of White_Space.
 #pragma once
 
 #include <string>

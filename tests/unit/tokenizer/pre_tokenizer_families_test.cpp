@@ -123,6 +123,17 @@ TEST(PreTokenizerFamilies, StarcoderRefactCommandR) {
   }
 }
 
+TEST(PreTokenizerFamilies, WhiteSpaceIsUnicodeWhiteSpace) {
+  // U+180E (Mongolian vowel separator) is no White_Space for llama.cpp (PCRE2's \s would take
+  // it): after "!" it continues the punctuation run instead of being a whitespace piece.
+  const std::string mvs = "\xE1\xA0\x8E";
+  for (const std::string pre : {"gpt-2", "llama-bpe", "qwen2"}) {
+    EXPECT_EQ(split(pre, "!" + mvs), (Words{"!" + mvs})) << pre;
+  }
+  // U+3000 (ideographic space) is White_Space: a whitespace run at the end.
+  EXPECT_EQ(split("gpt-2", "a\xE3\x80\x80\xE3\x80\x80"), (Words{"a", "\xE3\x80\x80\xE3\x80\x80"}));
+}
+
 TEST(PreTokenizerFamilies, UnknownNameIsAnErrorNamingIt) {
   try {
     RegexPreTokenizer("no-such-tokenizer");
