@@ -176,6 +176,7 @@ TokenizerData tokenizer_from_gguf(const GgufFile& gguf) {
          gguf.path());
   }
   t.pre = gguf.get_string_or("tokenizer.ggml.pre", "");
+  t.model_name = gguf.get_string_or("general.name", "");
 
   // Defaults as llama.cpp's llama_vocab::load for each tokenizer family.
   t.bos_id = token_id(gguf, "tokenizer.ggml.bos_token_id", spm ? 1 : -1, n);

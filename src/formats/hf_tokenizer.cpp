@@ -97,13 +97,32 @@ std::string token_text(const json& config, const char* key) {
   return "";
 }
 
+// True when the pre-tokenizer has a Digits step that isolates every digit.
+bool splits_digits(const json& node) {
+  if (!node.is_object()) return false;
+  if (node.value("type", "") == "Digits") return node.value("individual_digits", false);
+  if (node.contains("pretokenizers") && node["pretokenizers"].is_array()) {
+    for (const auto& child : node["pretokenizers"]) {
+      if (splits_digits(child)) return true;
+    }
+  }
+  return false;
+}
+
+// llama.cpp's converter names the pre-tokenizer by hashing what the tokenizer makes of a test
+// text; without the Python tokenizer we recognise the rules from their regexes instead.
 std::string guess_pre(const json& tok, const std::string& model_type) {
   if (model_type == "qwen2") return "qwen2";
   std::string patterns;
-  if (tok.contains("pre_tokenizer")) split_patterns(tok["pre_tokenizer"], patterns);
+  const json pre = tok.contains("pre_tokenizer") ? tok["pre_tokenizer"] : json();
+  split_patterns(pre, patterns);
   if (patterns.find("\\p{N}{1,3}") != std::string::npos) return "llama3";
   if (patterns.find("(?i:'s|'t|'re|'ve|'m|'ll|'d)") != std::string::npos) return "qwen2";
-  return "gpt2";
+  if (patterns.find("\\s?\\p{P}+") != std::string::npos) return "deepseek-coder";
+  if (patterns.find("\\s?[A-Za-z") != std::string::npos) return "deepseek-llm";
+  if (contains_type(pre, "Punctuation")) return "falcon";
+  if (splits_digits(pre)) return "starcoder";
+  return "gpt-2";
 }
 
 std::string chat_template_of(const json& config) {
@@ -167,6 +186,7 @@ TokenizerData parse_hf_tokenizer(const HfTokenizerInputs& in, const std::string&
   constexpr int64_t kMaxVocab = 1 << 24;
   std::unordered_map<int64_t, std::string> by_id;
   std::unordered_map<int64_t, bool> added_special;
+  std::unordered_map<int64_t, uint8_t> added_strip;
   int64_t n = std::max(0, in.vocab_size);
   auto put = [&](const json& id_json, const std::string& text) {
     if (!id_json.is_number_integer() || id_json.get<int64_t>() < 0 ||
@@ -187,6 +207,11 @@ TokenizerData parse_hf_tokenizer(const HfTokenizerInputs& in, const std::string&
       }
       const int64_t id = put(a["id"], a["content"].get<std::string>());
       added_special[id] = a.value("special", false);
+      const auto attribute = [&](const char* key) {
+        return a.contains(key) && a[key].is_boolean() && a[key].get<bool>();
+      };
+      added_strip[id] = static_cast<uint8_t>((attribute("lstrip") ? kStripLeft : kStripNone) |
+                                             (attribute("rstrip") ? kStripRight : kStripNone));
     }
   }
   if (n == 0) fail(ErrorCode::kCorrupt, "'{}': tokenizer.json has an empty vocabulary", name);
@@ -195,6 +220,9 @@ TokenizerData parse_hf_tokenizer(const HfTokenizerInputs& in, const std::string&
   t.tokens.resize(n);
   t.types.assign(n, TokenType::kNormal);
   t.scores.assign(n, spm ? kHfTokenScore : 0.0f);
+  // tokenizer.json states the attributes, so no name-based guess applies (non-empty).
+  t.strip.assign(n, kStripNone);
+  for (const auto& [id, strip] : added_strip) t.strip[id] = strip;
   for (int64_t i = 0; i < n; ++i) {
     auto it = by_id.find(i);
     if (it == by_id.end()) {

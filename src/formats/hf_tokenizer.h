@@ -6,7 +6,9 @@
 //     into scores), types: special added tokens kControl, other added tokens kUserDefined,
 //     <0xHH> kByte, the rest kNormal; pre "default".
 //   * BPE with a ByteLevel pre-tokenizer (GPT-2, Llama 3, Qwen2) -> kByteLevelBpe with the
-//     merges, pre guessed from the pre-tokenizer regex ("llama3", "qwen2", "gpt2").
+//     merges, pre guessed from the pre-tokenizer (see guess_pre: "llama3", "qwen2",
+//     "deepseek-coder", ...).
+//   * added_tokens lstrip/rstrip become TokenizerData::strip.
 //   * ids missing below the model's vocabulary size become "[PAD<id>]" tokens (kUnused).
 #pragma once
 

@@ -26,10 +26,18 @@ enum class TokenType : int32_t {
   kByte = 6,
 };
 
+// Whitespace a special token swallows where it is found in text (Hugging Face added_tokens
+// lstrip/rstrip, llama.cpp's LLAMA_TOKEN_ATTR_LSTRIP/RSTRIP): bits of TokenizerData::strip.
+enum TokenStrip : uint8_t {
+  kStripNone = 0,
+  kStripLeft = 1,   // drop the whitespace just before the token
+  kStripRight = 2,  // drop the whitespace just after it
+};
+
 struct TokenizerData {
   TokenizerKind kind = TokenizerKind::kNone;
-  // Pre-tokenizer family for byte-level BPE (GGUF tokenizer.ggml.pre): "default"/"gpt2",
-  // "llama3"/"llama-bpe", "qwen2", ... Empty means "default".
+  // Pre-tokenizer family for byte-level BPE (GGUF tokenizer.ggml.pre): "default", "gpt-2",
+  // "llama-bpe", "qwen2", ... (tokenizer/pre_tokenizer_rules.h). Empty means "default".
   std::string pre;
   std::vector<std::string> tokens;  // token text (SentencePiece uses U+2581 for space)
   // scores and types always have one entry per token, whatever the format.
@@ -38,6 +46,10 @@ struct TokenizerData {
                                     // llama.cpp's converter writes
   std::vector<TokenType> types;     // per token; kNormal when the file has none
   std::vector<std::string> merges;  // byte-level BPE: "left right", highest priority first
+  // Per token TokenStrip bits, or empty when the file has no such attributes (GGUF): then
+  // the tokenizer derives them from model_name as llama.cpp does (see tokenizer.cpp).
+  std::vector<uint8_t> strip;
+  std::string model_name;  // GGUF general.name, "" when unknown
   int32_t bos_id = -1;
   int32_t eos_id = -1;
   int32_t unk_id = -1;

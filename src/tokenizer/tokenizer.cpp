@@ -31,6 +31,27 @@ void check_special_id(const TokenizerData& data, int32_t id, const char* what) {
   }
 }
 
+// GGUF files carry no lstrip/rstrip attributes. llama.cpp (llama_vocab::load, "per token
+// attributes") sets them from the model's name instead: for a general.name containing "phi-3"
+// or "phi3", every special token (control, user-defined, unknown) and "</s>" swallow the
+// whitespace after them, except "<unk>", "<s>" and "<|endoftext|>". Its other name rule
+// (lstrip on jina's "<mask>") concerns WordPiece vocabularies, which rapide does not read.
+void derive_strip_from_name(TokenizerData& data) {
+  std::string name = data.model_name;
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (name.find("phi-3") == std::string::npos && name.find("phi3") == std::string::npos) return;
+  data.strip.assign(data.tokens.size(), kStripNone);
+  for (size_t i = 0; i < data.tokens.size(); ++i) {
+    const TokenType type = data.types[i];
+    const std::string& text = data.tokens[i];
+    const bool special = type == TokenType::kControl || type == TokenType::kUserDefined ||
+                         type == TokenType::kUnknown || text == "</s>";
+    if (special && text != "<unk>" && text != "<s>" && text != "<|endoftext|>") {
+      data.strip[i] = kStripRight;
+    }
+  }
+}
+
 // Fills what a file may leave out so the algorithms can index types/scores by id.
 TokenizerData normalized(const TokenizerData& input) {
   TokenizerData data = input;
@@ -62,6 +83,11 @@ TokenizerData normalized(const TokenizerData& input) {
     if (data.eos_id >= 0) data.types[data.eos_id] = TokenType::kControl;
     if (data.unk_id >= 0) data.types[data.unk_id] = TokenType::kUnknown;
   }
+  if (data.strip.size() > n) {
+    fail(ErrorCode::kCorrupt, "tokenizer: {} strip attributes for {} tokens", data.strip.size(), n);
+  }
+  if (data.strip.empty()) derive_strip_from_name(data);
+  data.strip.resize(n, kStripNone);
   return data;
 }
 
@@ -107,11 +133,12 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos,
   return ids;
 }
 
-std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_leading_space) const {
+std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_leading_space,
+                              bool render_special) const {
   std::string text;
   bool strip = skip_leading_space && add_space_prefix();
   for (const int32_t id : ids) {
-    const std::string piece = token_to_piece(id);
+    const std::string piece = token_to_piece(id, render_special);
     if (piece.empty()) continue;
     if (strip && piece.front() == ' ') {
       text.append(piece, 1);

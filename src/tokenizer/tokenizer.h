@@ -47,8 +47,10 @@ class Tokenizer {
 
   // Decodes a whole sequence. When skip_leading_space and the vocabulary prepends a space
   // (SentencePiece add_space_prefix), the first space of the first non-empty piece is dropped,
-  // as sentencepiece does, so decode(encode(s)) == s.
-  std::string decode(std::span<const int32_t> ids, bool skip_leading_space = true) const;
+  // as sentencepiece does, so decode(encode(s)) == s. render_special: control and unknown
+  // tokens give their text (see token_to_piece).
+  std::string decode(std::span<const int32_t> ids, bool skip_leading_space = true,
+                     bool render_special = false) const;
 
   int vocab_size() const { return static_cast<int>(data_.tokens.size()); }
   int32_t bos_id() const { return data_.bos_id; }

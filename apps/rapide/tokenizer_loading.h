@@ -1,0 +1,17 @@
+// Loading just a model's tokenizer, for commands that never run the model (tokenize,
+// detokenize): a GGUF file is read for its metadata only, so vocabulary-only files such as
+// llama.cpp's models/ggml-vocab-*.gguf work; other formats go through load_model.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "tokenizer/tokenizer.h"
+
+namespace rapide::cli {
+
+// Throws Error naming the file when it cannot be read or carries no vocabulary.
+std::unique_ptr<Tokenizer> load_tokenizer(const std::string& model_path,
+                                          const std::string& tokenizer_path);
+
+}  // namespace rapide::cli
