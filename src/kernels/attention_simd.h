@@ -24,6 +24,7 @@
 
 #include "base/fp16.h"
 #include "kernels/attention.h"
+#include "kernels/attention_scores.h"
 
 namespace rapide::attention_simd {
 
@@ -104,10 +105,13 @@ void attend_job(const AttentionJob& job) {
     }
   }
 
-  // 2. Softmax of each query over its own positions; probabilities past them are zero.
+  // 2. Softmax of each query over its own positions; probabilities past them are zero, and
+  // so are those before its window (the vector exp of -inf is tiny, not zero: reset below).
   for (int j = 0; j < NQ; ++j) {
     float* s = scores[j];
     const int n = job.n_positions[j];
+    const bool shaped = job.window > 0 || job.softcap > 0.0f;
+    const int first = shaped ? shape_attention_scores(s, n, job.window, job.softcap) : 0;
     const int full = n / L * L;
     V running_max = S::set1(-INFINITY);
     for (int p = 0; p < full; p += L) running_max = S::max(running_max, S::load(s + p));
@@ -133,6 +137,7 @@ void attend_job(const AttentionJob& job) {
       if constexpr (kF16) prob = S::round_f16(prob);
       S::store(s + p, prob);
     }
+    std::fill(s, s + first, 0.0f);
   }
 
   // 3. Weighted sum of V rows, CV output vectors per query at a time.
