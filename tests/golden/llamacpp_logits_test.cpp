@@ -51,9 +51,24 @@
 // single activations rounding to the other 8-bit level, as for Q8_0; their means stay within
 // the README's 3e-3, so their max bound is 0.2 and the sequence bound 5e-3.
 //
-// Models rapide does not load today (gemma2, phi3 and the MoE models) must be refused with
-// kUnsupported naming the reason; the loader work that adds them turns their rows of kModels
-// into comparisons with tolerances of their own.
+// The architecture models (F32, measured the same way, worst of scalar/AVX2/AVX-512):
+//
+//   model      seq mean |d|    row max |d|  worst row mean | README floors (6.2, 6.6)
+//   phi3       5.8e-7..3.6e-5  2.4e-3       7.0e-4         | F16-KV emulation max 2.2e-3
+//   llama-moe  4.9e-7..3.8e-5  2.4e-3       6.3e-4         | F16-KV emulation max 1.3e-3
+//   qwen2moe   6.3e-6..4.7e-5  2.5e-3       6.8e-4         | F16-KV emulation max 2.4e-3
+//   gemma2     1.7e-3..7.2e-3  0.118        2.2e-2         | F16-KV + GELU table emulation
+//                                                            max 0.105; float engines up to
+//                                                            0.25; own decode-vs-prompt 0.058
+//
+// phi3 and the MoE models get qwen2's tolerances (5e-3, 1e-3, 1.5e-4: 2x the README's 2.5e-3
+// F16-KV bound, ~1.4x the worst row, ~3x the worst sequence). The README's mistakes for these
+// files (swapped gate/up halves, a 32 window, (un)normalised expert weights) move logits by
+// 1.6 to 7, far outside. gemma2 sits at the README's own emulation floor: 26 layers of f16
+// GELU table lookups, where a last-bit difference upstream picks the neighbouring entry
+// (6.3). Its tolerances are the README's float-engine bound 0.25 for max |d| (~2x measured),
+// 0.05 per row and 0.015 per sequence (~2x measured); its cheapest mistake, a missing final
+// soft-cap, moves logits by 1.02, and every other one by 6.9 or more.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -87,7 +102,7 @@ void PrintTo(const ModelCase& c, std::ostream* os) {
 ModelCase compared(const std::string& name, float max_tol, float row_mean_tol, float seq_mean_tol) {
   return {name, max_tol, row_mean_tol, seq_mean_tol, ""};
 }
-ModelCase refused(const std::string& name, const std::string& phrase) {
+[[maybe_unused]] ModelCase refused(const std::string& name, const std::string& phrase) {
   return {name, 0, 0, 0, phrase};
 }
 
@@ -110,10 +125,10 @@ const std::vector<ModelCase> kModels = {
     compared("llama-q-Q4_K_M", 0.2f, 5e-2f, 5e-3f),
     compared("llama-q-IQ4_NL", 0.12f, 3e-2f, 3e-3f),
     compared("llama-q-IQ4_XS", 0.12f, 3e-2f, 3e-3f),
-    refused("gemma2-F32", "architecture 'gemma2'"),
-    refused("phi3-F32", "architecture 'phi3'"),
-    refused("qwen2moe-F32", "architecture 'qwen2moe'"),
-    refused("llama-moe-F32", "mixture-of-experts"),
+    compared("phi3-F32", 5e-3f, 1e-3f, 1.5e-4f),
+    compared("gemma2-F32", 0.25f, 5e-2f, 1.5e-2f),
+    compared("llama-moe-F32", 5e-3f, 1e-3f, 1.5e-4f),
+    compared("qwen2moe-F32", 5e-3f, 1e-3f, 1.5e-4f),
 };
 
 std::string model_path(const ModelCase& c) {
