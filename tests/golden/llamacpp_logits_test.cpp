@@ -75,7 +75,9 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <set>
+#include <sstream>
 
 #include "base/error.h"
 #include "golden/greedy_runner.h"
@@ -226,6 +228,110 @@ TEST_P(LlamaCppLogits, EveryPositionMatches) {
         seq_mean, c.seq_mean_tol, checked_top1, n);
   }
   EXPECT_GE(sequences, 2);
+}
+
+// greedy.tsv: llama.cpp's 64-token greedy continuation of one prompt, with its top-1/top-2
+// margin at each step.
+struct GreedyReferenceRow {
+  std::vector<int32_t> prompt, continuation;
+  std::vector<float> margins;
+};
+
+GreedyReferenceRow read_greedy_row(const std::string& path, const std::string& model) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot open " + path);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::vector<std::string> fields;
+    std::istringstream split(line);
+    for (std::string f; std::getline(split, f, '\t');) fields.push_back(f);
+    if (fields.size() != 4 || fields[0] != model) continue;
+    GreedyReferenceRow row;
+    std::istringstream a(fields[1]), b(fields[2]), m(fields[3]);
+    for (int32_t id; a >> id;) row.prompt.push_back(id);
+    for (int32_t id; b >> id;) row.continuation.push_back(id);
+    for (float x; m >> x;) row.margins.push_back(x);
+    return row;
+  }
+  throw std::runtime_error(path + " has no row for " + model);
+}
+
+// The generation path: the prompt as one batch, then one token per step through the KV
+// store (decode-sized batches: the sliding window and the expert routing of one row), as
+// llama.cpp's greedy runs were made (README 5). Every step must pick llama.cpp's token
+// until a step whose llama.cpp margin is within 2 * max_tol, a near-tie the tolerated
+// logit error may flip; the rest is then not compared (the paths differ), and printed.
+TEST_P(LlamaCppLogits, GreedyContinuationMatches) {
+  const ModelCase& c = GetParam();
+  if (c.max_tol == 0) GTEST_SKIP() << "refused model";
+  RAPIDE_REQUIRE_SHARED(kDir + "greedy.tsv");
+  const GreedyReferenceRow ref = read_greedy_row(shared_path(kDir + "greedy.tsv"), c.name);
+  ASSERT_EQ(ref.continuation.size(), ref.margins.size());
+  LoadedForTest t = load_for_test(shared_path(model_path(c)));
+  const int vocab = t.model->config().vocab_size;
+  ThreadPool pool(2);
+  const int total = static_cast<int>(ref.prompt.size() + ref.continuation.size());
+  ContiguousKvStore kv(t.model->config(), 1, total);
+  Batch batch;
+  for (size_t p = 0; p < ref.prompt.size(); ++p) {
+    batch.add(ref.prompt[p], 0, static_cast<int>(p), p + 1 == ref.prompt.size());
+  }
+  int pos = static_cast<int>(ref.prompt.size());
+  for (size_t step = 0; step < ref.continuation.size(); ++step) {
+    const std::span<const float> logits = t.model->forward(batch, kv, pool);
+    ASSERT_EQ(logits.size(), static_cast<size_t>(vocab));
+    const int32_t ours = top_two(logits.data(), vocab).best;
+    if (ours != ref.continuation[step]) {
+      EXPECT_LE(ref.margins[step], 2 * c.max_tol)
+          << c.name << " step " << step << ": rapide picks " << ours << ", llama.cpp "
+          << ref.continuation[step] << " with margin " << ref.margins[step];
+      std::printf("%-13s greedy: diverges at step %zu, a near-tie (llama.cpp margin %.3g)\n",
+                  c.name.c_str(), step, ref.margins[step]);
+      return;
+    }
+    batch.clear();
+    batch.add(ours, 0, pos++, true);
+  }
+  std::printf("%-13s greedy: all %zu tokens match\n", c.name.c_str(), ref.continuation.size());
+}
+
+// Batch invariance for every architecture: the three sequences in one batch (their rows
+// interleaved, so MoE experts see rows of several sequences and the windowed layers several
+// sequences' positions) give each row bit for bit what the sequence gives alone.
+TEST_P(LlamaCppLogits, SequencesInOneBatchGiveWhatEachGivesAlone) {
+  const ModelCase& c = GetParam();
+  if (c.max_tol == 0 || c.name.find("-F32") == std::string::npos) GTEST_SKIP();
+  LoadedForTest t = load_for_test(shared_path(model_path(c)));
+  const int vocab = t.model->config().vocab_size;
+  ThreadPool pool(2);
+  const std::vector<ReferenceSequence> seqs =
+      read_reference_sequences(shared_path(kDir + "tokens.txt"));
+  std::vector<std::vector<float>> alone;
+  size_t longest = 0;
+  for (const ReferenceSequence& seq : seqs) {
+    alone.push_back(all_logits(*t.model, seq.tokens, pool));
+    longest = std::max(longest, seq.tokens.size());
+  }
+  ContiguousKvStore kv(t.model->config(), static_cast<int>(seqs.size()), static_cast<int>(longest));
+  // Chunks of 16 positions per sequence, round robin: a prefill split across steps.
+  for (size_t start = 0; start < longest; start += 16) {
+    Batch batch;
+    std::vector<std::pair<size_t, size_t>> rows;  // (sequence, position)
+    for (size_t s = 0; s < seqs.size(); ++s) {
+      for (size_t p = start; p < std::min(start + 16, seqs[s].tokens.size()); ++p) {
+        batch.add(seqs[s].tokens[p], static_cast<int>(s), static_cast<int>(p), true);
+        rows.emplace_back(s, p);
+      }
+    }
+    const std::span<const float> logits = t.model->forward(batch, kv, pool);
+    ASSERT_EQ(logits.size(), rows.size() * vocab);
+    for (size_t r = 0; r < rows.size(); ++r) {
+      const float* ours = logits.data() + r * vocab;
+      const float* ref = alone[rows[r].first].data() + rows[r].second * vocab;
+      ASSERT_TRUE(std::equal(ours, ours + vocab, ref))
+          << c.name << " " << seqs[rows[r].first].name << " position " << rows[r].second;
+    }
+  }
 }
 
 std::string case_name(const ::testing::TestParamInfo<ModelCase>& info) {
