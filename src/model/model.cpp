@@ -145,7 +145,10 @@ Model::Model(std::shared_ptr<const ModelFile> file)
       matmul_parameters_ += static_cast<uint64_t>(m->cols()) * m->rows();
     }
     for (const WeightMatrix* m : per_expert) {
-      weight_bytes_ += static_cast<uint64_t>(tensor_row_bytes(m->type(), m->cols())) * m->rows();
+      const uint64_t bytes =
+          static_cast<uint64_t>(tensor_row_bytes(m->type(), m->cols())) * m->rows();
+      weight_bytes_ += bytes;
+      all_expert_bytes_ += bytes;
       matmul_parameters_ +=
           static_cast<uint64_t>(m->cols()) * m->rows() * c.n_experts_used / c.n_experts;
     }
@@ -354,6 +357,11 @@ void Model::moe_ffn(int layer, int n, ThreadPool& pool) {
       ++m;
     }
     if (m == 0) continue;  // no token chose it: its weights are not read this step
+    ++last_forward_expert_runs_;
+    for (const WeightMatrix* x : {&w.expert_gate[e], &w.expert_up[e], &w.expert_down[e]}) {
+      last_forward_weight_bytes_ +=
+          static_cast<uint64_t>(tensor_row_bytes(x->type(), x->cols())) * x->rows();
+    }
     gated_ffn(w.expert_gate[e], w.expert_up[e], w.expert_down[e], gathered_.data(), m,
               c.expert_ffn_dim, expert_out_.data(), pool);
     for (int r = 0; r < m; ++r) {
@@ -409,6 +417,8 @@ std::span<const float> Model::forward(const Batch& batch, KvStore& kv, ThreadPoo
   if (n == 0) return {};
   const int n_logits = batch.logits_count();
   ensure_scratch(n, n_logits);
+  last_forward_expert_runs_ = 0;
+  last_forward_weight_bytes_ = weight_bytes_ - all_expert_bytes_;  // experts add as they run
   embed(batch);
   prepare_rope(batch);
   // Every layer's attention runs the same jobs. Blocks are in place: the caller made the

@@ -53,6 +53,11 @@ class Model {
 
   // Bytes of weights read per decode step (for roofline figures).
   uint64_t weight_bytes() const { return weight_bytes_; }
+  // Bytes of weights the last forward() read: the matrices every token uses, plus each
+  // expert that at least one row was routed to, once (MoE rows are grouped by expert).
+  uint64_t last_forward_weight_bytes() const { return last_forward_weight_bytes_; }
+  // Expert FFN runs of the last forward(), over all layers (at most n_experts per layer).
+  int last_forward_expert_runs() const { return last_forward_expert_runs_; }
   // Multiply-accumulates per token in the weight matrices (2x this = FLOPs per token).
   uint64_t matmul_parameters() const { return matmul_parameters_; }
 
@@ -76,6 +81,9 @@ class Model {
   WeightMatrix output_;
   uint64_t weight_bytes_ = 0;
   uint64_t matmul_parameters_ = 0;
+  uint64_t all_expert_bytes_ = 0;  // of weight_bytes_
+  uint64_t last_forward_weight_bytes_ = 0;
+  int last_forward_expert_runs_ = 0;
   Attention attention_;
 
   // Activations for the current batch, grown on demand (no allocation in steady state).

@@ -69,6 +69,7 @@
 // (6.3). Its tolerances are the README's float-engine bound 0.25 for max |d| (~2x measured),
 // 0.05 per row and 0.015 per sequence (~2x measured); its cheapest mistake, a missing final
 // soft-cap, moves logits by 1.02, and every other one by 6.9 or more.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -396,6 +397,66 @@ INSTANTIATE_TEST_SUITE_P(Reference, LlamaCppPerplexity,
                            }
                            return name;
                          });
+
+// The MoE bar: a decode step of 32 sequences reads each expert's weights at most
+// once (rows grouped by expert), against the per-token equivalent that reads each token's
+// k experts for it alone. Also: every row of that step equals the same sequence decoded
+// alone.
+TEST(LlamaCppMoe, DecodeBatchOf32ReadsEachExpertOnce) {
+  for (const std::string name : {"llama-moe-F32", "qwen2moe-F32"}) {
+    RAPIDE_REQUIRE_SHARED(kDir + "models/" + name + ".gguf");
+    LoadedForTest t = load_for_test(shared_path(kDir + "models/" + name + ".gguf"));
+    const ModelConfig& c = t.model->config();
+    const std::vector<ReferenceSequence> seqs =
+        read_reference_sequences(shared_path(kDir + "tokens.txt"));
+    const std::vector<int32_t>& text = seqs[1].tokens;  // long200
+    constexpr int kSeqs = 32, kPrompt = 5;
+    ThreadPool pool(2);
+    ContiguousKvStore kv(c, kSeqs, kPrompt + 1);
+    Batch batch;
+    for (int s = 0; s < kSeqs; ++s) {
+      for (int p = 0; p < kPrompt; ++p) batch.add(text[s * 5 + p], s, p, false);
+    }
+    t.model->forward(batch, kv, pool);
+    batch.clear();
+    for (int s = 0; s < kSeqs; ++s) batch.add(text[s * 5 + kPrompt], s, kPrompt, true);
+    const std::vector<float> together = [&] {
+      const std::span<const float> l = t.model->forward(batch, kv, pool);
+      return std::vector<float>(l.begin(), l.end());
+    }();
+    const uint64_t read = t.model->last_forward_weight_bytes();
+    const int runs = t.model->last_forward_expert_runs();
+    EXPECT_LE(runs, c.n_experts * c.n_layers) << name;
+    // Per-token equivalent: each (token, chosen expert) reads that expert for itself.
+    uint64_t all_experts = 0;  // every expert of every layer
+    for (int l = 0; l < c.n_layers; ++l) {
+      for (const char* part : {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"}) {
+        all_experts += t.file->get(fmt::format("blk.{}.{}.weight", l, part)).size_bytes;
+      }
+    }
+    const uint64_t others = t.model->weight_bytes() - all_experts;
+    const uint64_t per_token =
+        others + all_experts / c.n_experts * static_cast<uint64_t>(kSeqs) * c.n_experts_used;
+    EXPECT_LE(read, others + all_experts) << name;
+    std::printf(
+        "%-13s decode step of %d: %d expert runs (%d experts x %d layers); weights read "
+        "%llu bytes, per-token routing would read %llu (%.1fx)\n",
+        name.c_str(), kSeqs, runs, c.n_experts, c.n_layers, static_cast<unsigned long long>(read),
+        static_cast<unsigned long long>(per_token),
+        static_cast<double>(per_token) / static_cast<double>(read));
+
+    // Each sequence alone gives the same row, bit for bit.
+    for (int s = 0; s < kSeqs; s += 7) {
+      ContiguousKvStore alone_kv(c, 1, kPrompt + 1);
+      Batch b;
+      for (int p = 0; p <= kPrompt; ++p) b.add(text[s * 5 + p], 0, p, p == kPrompt);
+      const std::span<const float> alone = t.model->forward(b, alone_kv, pool);
+      ASSERT_TRUE(std::equal(alone.begin(), alone.end(),
+                             together.begin() + static_cast<size_t>(s) * c.vocab_size))
+          << name << " sequence " << s;
+    }
+  }
+}
 
 std::string case_name(const ::testing::TestParamInfo<ModelCase>& info) {
   std::string name = info.param.name;
