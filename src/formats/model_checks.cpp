@@ -41,6 +41,16 @@ void check_model(const ModelFile& m) {
     fail(ErrorCode::kUnsupported, "'{}': architecture '{}' is not supported (rapide runs {})",
          m.path, c.architecture, supported_architectures());
   }
+  // Phi-3 128k's LongRoPE rescales each rotary frequency by these factors: without them
+  // rapide would run such a file, wrongly.
+  for (const char* name : {"rope_factors_long.weight", "rope_factors_short.weight"}) {
+    if (m.find(name) != nullptr) {
+      fail(ErrorCode::kUnsupported,
+           "'{}': per-frequency rope factors ({}, LongRoPE) are not "
+           "supported",
+           m.path, name);
+    }
+  }
   if (c.n_experts == 0 && m.find("blk.0.ffn_gate_inp.weight") != nullptr) {
     fail(ErrorCode::kCorrupt,
          "'{}': mixture-of-experts tensor blk.0.ffn_gate_inp.weight without {}.expert_count",
