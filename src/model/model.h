@@ -51,7 +51,9 @@ class Model {
   // id outside the vocabulary and kOutOfRange for a position beyond the KV capacity.
   std::span<const float> forward(const Batch& batch, KvStore& kv, ThreadPool& pool);
 
-  // Bytes of weights read per decode step (for roofline figures).
+  // Bytes of all weight matrices: what a decode step of a dense model reads (for roofline
+  // figures). A mixture-of-experts step reads only the experts its rows chose:
+  // last_forward_weight_bytes().
   uint64_t weight_bytes() const { return weight_bytes_; }
   // Bytes of weights the last forward() read: the matrices every token uses, plus each
   // expert that at least one row was routed to, once (MoE rows are grouped by expert).
