@@ -32,7 +32,9 @@ void attend_job_scalar(const AttentionJob& job) {
     float* scores = job.scores + job.scores_stride * j;
     const int n = job.n_positions[j];
     float max_score = -INFINITY;
-    for (int pos = 0; pos < n; ++pos) {
+    // Positions before a sliding window are not scored: shape_attention_scores masks them.
+    const int unseen = job.window > 0 ? std::max(0, n - job.window) : 0;
+    for (int pos = unseen; pos < n; ++pos) {
       const uint8_t* k = job.kv->block_data(job.query_blocks[j][pos / block_size]) + k_offset;
       const int slot = pos % block_size;
       float sum = 0.0f;

@@ -63,7 +63,15 @@ void attend_job(const AttentionJob& job) {
   // odd dimensions) hide the FMA latency even when a job has a single query.
   const V scale = S::set1(job.scale);
   const int shared = job.shared_positions;
-  for (int start = 0; start < shared; start += block_size) {
+  // With a sliding window, whole blocks before every query's window are neither scored nor
+  // summed (their probabilities are zero; pass 2 sets their scores to -inf).
+  int skip = 0;
+  if (job.window > 0) {
+    skip = max_positions;
+    for (int j = 0; j < NQ; ++j) skip = std::min(skip, job.n_positions[j] - job.window);
+    skip = std::max(0, skip) / block_size * block_size;
+  }
+  for (int start = skip; start < shared; start += block_size) {
     const uint8_t* keys = job.kv->block_data(job.blocks[start / block_size]) + k_offset;
     const int in_block = std::min(block_size, shared - start);
     for (int slot = 0; slot < in_block; slot += L) {
@@ -147,7 +155,7 @@ void attend_job(const AttentionJob& job) {
     for (int j = 0; j < NQ; ++j) {
       for (int c = 0; c < CV; ++c) acc[j][c] = S::zero();
     }
-    for (int start = 0; start < shared; start += block_size) {
+    for (int start = skip; start < shared; start += block_size) {
       const uint8_t* values = job.kv->block_data(job.blocks[start / block_size]) + v_offset;
       const int in_block = std::min(block_size, shared - start);
       for (int slot = 0; slot < in_block; ++slot) {
