@@ -32,32 +32,19 @@ const char* supported_architectures() {
   return "llama, qwen2, qwen2moe, phi3, gemma2";
 }
 
-void describe_architecture(const GgufFile& gguf, ModelConfig& c) {
-  const std::string p = c.architecture + ".";
-  c.n_experts = u32_or(gguf, p + "expert_count", 0);
-  c.n_experts_used = u32_or(gguf, p + "expert_used_count", 0);
+void apply_architecture_facts(ModelConfig& c) {
   if (c.architecture == "llama") {
     c.expert_ffn_dim = c.ffn_dim;  // Mixtral's experts have the dense FFN's width
   } else if (c.architecture == "qwen2moe") {
     c.normalize_expert_weights = false;
-    c.expert_ffn_dim = u32_or(gguf, p + "expert_feed_forward_length",
-                              c.n_experts_used > 0 ? c.ffn_dim / c.n_experts_used : 0);
-    c.shared_expert_ffn_dim = u32_or(gguf, p + "expert_shared_feed_forward_length", c.ffn_dim);
   } else if (c.architecture == "phi3") {
-    c.fused_qkv = gguf.find_tensor("blk.0.attn_qkv.weight") != nullptr;
     c.fused_gate_up = true;
     c.scale_query_first = true;
-    c.sliding_window = u32_or(gguf, p + "attention.sliding_window", 0);
     c.window_layers = WindowLayers::kAll;
   } else if (c.architecture == "gemma2") {
     c.activation = FfnActivation::kGeluTanh;
     c.post_norms = true;
     c.embedding_scale = std::sqrt(static_cast<float>(c.dim));
-    // llama.cpp's defaults are Gemma 2's published values; files written by its converter
-    // always carry the keys.
-    c.attn_softcap = gguf.get_f32_or(p + "attn_logit_softcapping", 50.0f);
-    c.final_softcap = gguf.get_f32_or(p + "final_logit_softcapping", 30.0f);
-    c.sliding_window = u32_or(gguf, p + "attention.sliding_window", 4096);
     c.window_layers = WindowLayers::kEven;
     c.scale_query_first = true;
     // query_pre_attn_scalar is not stored in GGUF: llama.cpp derives it from the model size,
@@ -65,6 +52,27 @@ void describe_architecture(const GgufFile& gguf, ModelConfig& c) {
     const int scalar = c.n_layers == 46 && c.n_heads > 0 ? c.dim / c.n_heads : c.head_dim;
     if (scalar > 0) c.query_scale = 1.0f / std::sqrt(static_cast<float>(scalar));
     c.tied_embeddings = true;  // llama.cpp never reads a gemma2 output.weight
+  }
+}
+
+void describe_architecture(const GgufFile& gguf, ModelConfig& c) {
+  const std::string p = c.architecture + ".";
+  apply_architecture_facts(c);
+  c.n_experts = u32_or(gguf, p + "expert_count", 0);
+  c.n_experts_used = u32_or(gguf, p + "expert_used_count", 0);
+  if (c.architecture == "qwen2moe") {
+    c.expert_ffn_dim = u32_or(gguf, p + "expert_feed_forward_length",
+                              c.n_experts_used > 0 ? c.ffn_dim / c.n_experts_used : 0);
+    c.shared_expert_ffn_dim = u32_or(gguf, p + "expert_shared_feed_forward_length", c.ffn_dim);
+  } else if (c.architecture == "phi3") {
+    c.fused_qkv = gguf.find_tensor("blk.0.attn_qkv.weight") != nullptr;
+    c.sliding_window = u32_or(gguf, p + "attention.sliding_window", 0);
+  } else if (c.architecture == "gemma2") {
+    // llama.cpp's defaults are Gemma 2's published values; files written by its converter
+    // always carry the keys.
+    c.attn_softcap = gguf.get_f32_or(p + "attn_logit_softcapping", 50.0f);
+    c.final_softcap = gguf.get_f32_or(p + "final_logit_softcapping", 30.0f);
+    c.sliding_window = u32_or(gguf, p + "attention.sliding_window", 4096);
   }
 }
 

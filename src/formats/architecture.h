@@ -27,6 +27,11 @@ bool is_supported_architecture(std::string_view architecture);
 // The comma-separated list, for error messages.
 const char* supported_architectures();
 
+// The parts of the block description that follow from the architecture alone (activation,
+// norms, scaling, fusion of gate/up, which layers are windowed), for every loader. Files
+// give the rest (soft-caps, window size, experts).
+void apply_architecture_facts(ModelConfig& c);
+
 // Fills the block description of `c` (already holding the common hyper-parameters) from the
 // architecture's `{arch}.*` keys. Leaves unknown architectures as plain llama blocks: they
 // are refused when their tensors are checked (model_checks.h), so a vocabulary-only file of
