@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "base/error.h"
+#include "formats/architecture.h"
 #include "formats/model_checks.h"
 
 namespace rapide {
@@ -122,6 +123,7 @@ ModelConfig config_from_gguf(const GgufFile& gguf) {
              tokens != nullptr && tokens->is_array()) {
     c.vocab_size = static_cast<int>(tokens->as_array().items.size());
   }
+  describe_architecture(gguf, c);
   return c;
 }
 
@@ -201,8 +203,8 @@ ModelFile model_from_gguf(const GgufFile& gguf) {
     m.tensors.push_back({info.name, info.type, info.shape, info.data, info.size_bytes});
   }
   if (gguf.owner()) m.storage.push_back(gguf.owner());
-  m.config.tied_embeddings =
-      m.find("token_embd.weight") != nullptr && m.find("output.weight") == nullptr;
+  m.config.tied_embeddings = m.config.tied_embeddings || (m.find("token_embd.weight") != nullptr &&
+                                                          m.find("output.weight") == nullptr);
   m.config.qkv_bias = m.find("blk.0.attn_q.bias") != nullptr;
   check_model(m);
   return m;

@@ -13,6 +13,7 @@
 #include "base/aligned_buffer.h"
 #include "base/error.h"
 #include "base/mapped_file.h"
+#include "formats/architecture.h"
 #include "formats/hf_tokenizer.h"
 #include "formats/model_checks.h"
 #include "formats/model_json.h"
@@ -84,10 +85,18 @@ ModelConfig config_from_hf_json(const std::string& config_json, const std::strin
   } else if (arch == "Qwen2ForCausalLM") {
     c.architecture = "qwen2";
     c.rope_style = RopeStyle::kNeox;
+  } else if (arch == "Phi3ForCausalLM") {
+    c.architecture = "phi3";
+    c.rope_style = RopeStyle::kNeox;
+    c.fused_qkv = true;  // qkv_proj; gate_up_proj is fused too (architecture.h)
+    if (config.contains("partial_rotary_factor") && config["partial_rotary_factor"].is_number() &&
+        config["partial_rotary_factor"].get<double>() != 1.0) {
+      fail(ErrorCode::kUnsupported, "'{}': partial rotary embeddings are not supported", name);
+    }
   } else {
     fail(ErrorCode::kUnsupported,
          "'{}': architecture '{}' is not supported (LlamaForCausalLM, MistralForCausalLM, "
-         "Qwen2ForCausalLM)",
+         "Qwen2ForCausalLM, Phi3ForCausalLM)",
          name, arch.empty() ? "(none)" : arch);
   }
   c.name = fs::path(name).filename().string();
@@ -112,6 +121,9 @@ ModelConfig config_from_hf_json(const std::string& config_json, const std::strin
                       config["tie_word_embeddings"].is_boolean() &&
                       config["tie_word_embeddings"].get<bool>();
   c.rope_theta = json_float(config, "rope_theta", name, 10000.0f);
+  apply_architecture_facts(c);
+  // Phi-3 windows every layer; a Mistral-style llama window is ignored, as llama.cpp does.
+  if (c.architecture == "phi3") c.sliding_window = json_int(config, "sliding_window", name, 0);
   if (config.contains("rope_scaling") && !config["rope_scaling"].is_null()) {
     const json& s = config["rope_scaling"];
     std::string type;
@@ -154,6 +166,8 @@ std::string gguf_name_for_hf(const std::string& hf, const std::string& file) {
       {"mlp.gate_proj.weight", "ffn_gate.weight"},
       {"mlp.up_proj.weight", "ffn_up.weight"},
       {"mlp.down_proj.weight", "ffn_down.weight"},
+      {"self_attn.qkv_proj.weight", "attn_qkv.weight"},  // Phi-3: rows [Q; K; V]
+      {"mlp.gate_up_proj.weight", "ffn_up.weight"},      // Phi-3: rows [gate; up]
       {"self_attn.rotary_emb.inv_freq", ""},
   };
   if (auto it = kTop.find(hf); it != kTop.end()) return it->second;
@@ -164,7 +178,8 @@ std::string gguf_name_for_hf(const std::string& hf, const std::string& file) {
       return it->second.empty() ? "" : "blk." + match[1].str() + "." + it->second;
     }
   }
-  fail(ErrorCode::kUnsupported, "'{}': unexpected tensor '{}' for a Llama/Qwen2 model", file, hf);
+  fail(ErrorCode::kUnsupported, "'{}': unexpected tensor '{}' for a Llama/Qwen2/Phi-3 model", file,
+       hf);
 }
 
 void permute_rope_rows(const uint8_t* in, uint8_t* out, int64_t rows, int64_t row_bytes,

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include "base/error.h"
+#include "formats/architecture.h"
 
 namespace rapide {
 namespace {
@@ -36,10 +37,29 @@ void check_model(const ModelFile& m) {
     fail(ErrorCode::kInternal, "'{}': tokenizer arrays differ in length", m.path);
   }
   if (m.tensors.empty()) return;  // vocabulary-only file
-  if (c.architecture != "llama" && c.architecture != "qwen2") return;
-  if (m.find("blk.0.ffn_gate_inp.weight") != nullptr) {
-    fail(ErrorCode::kUnsupported,
-         "'{}': mixture-of-experts layers (blk.0.ffn_gate_inp.weight) are not supported", m.path);
+  if (!is_supported_architecture(c.architecture)) {
+    fail(ErrorCode::kUnsupported, "'{}': architecture '{}' is not supported (rapide runs {})",
+         m.path, c.architecture, supported_architectures());
+  }
+  // Phi-3 128k's LongRoPE rescales each rotary frequency by these factors: without them
+  // rapide would run such a file, wrongly.
+  for (const char* name : {"rope_factors_long.weight", "rope_factors_short.weight"}) {
+    if (m.find(name) != nullptr) {
+      fail(ErrorCode::kUnsupported,
+           "'{}': per-frequency rope factors ({}, LongRoPE) are not "
+           "supported",
+           m.path, name);
+    }
+  }
+  if (c.n_experts == 0 && m.find("blk.0.ffn_gate_inp.weight") != nullptr) {
+    fail(ErrorCode::kCorrupt,
+         "'{}': mixture-of-experts tensor blk.0.ffn_gate_inp.weight without {}.expert_count",
+         m.path, c.architecture);
+  }
+  if (c.n_experts > 0 &&
+      (c.n_experts_used <= 0 || c.n_experts_used > c.n_experts || c.expert_ffn_dim <= 0)) {
+    fail(ErrorCode::kCorrupt, "'{}': {} experts with {} used per token and width {}", m.path,
+         c.n_experts, c.n_experts_used, c.expert_ffn_dim);
   }
 
   expect_positive(m, "embedding width", c.dim);
@@ -47,7 +67,7 @@ void check_model(const ModelFile& m) {
   expect_positive(m, "head count", c.n_heads);
   expect_positive(m, "KV head count", c.n_kv_heads);
   expect_positive(m, "head size", c.head_dim);
-  expect_positive(m, "feed-forward width", c.ffn_dim);
+  if (c.n_experts == 0) expect_positive(m, "feed-forward width", c.ffn_dim);
   expect_positive(m, "vocabulary size", c.vocab_size);
   if (tok.kind != TokenizerKind::kNone && tok.tokens.size() != static_cast<size_t>(c.vocab_size)) {
     fail(ErrorCode::kCorrupt, "'{}': the tokenizer has {} tokens but the model's vocabulary is {}",
@@ -60,14 +80,40 @@ void check_model(const ModelFile& m) {
   for (int l = 0; l < c.n_layers; ++l) {
     const std::string b = fmt::format("blk.{}.", l);
     expect_shape(m, b + "attn_norm.weight", {dim});
-    expect_shape(m, b + "attn_q.weight", {dim, q});
-    expect_shape(m, b + "attn_k.weight", {dim, kv});
-    expect_shape(m, b + "attn_v.weight", {dim, kv});
+    if (c.fused_qkv) {
+      expect_shape(m, b + "attn_qkv.weight", {dim, q + 2 * kv});
+    } else {
+      expect_shape(m, b + "attn_q.weight", {dim, q});
+      expect_shape(m, b + "attn_k.weight", {dim, kv});
+      expect_shape(m, b + "attn_v.weight", {dim, kv});
+    }
     expect_shape(m, b + "attn_output.weight", {q, dim});
     expect_shape(m, b + "ffn_norm.weight", {dim});
-    expect_shape(m, b + "ffn_gate.weight", {dim, ffn});
-    expect_shape(m, b + "ffn_up.weight", {dim, ffn});
-    expect_shape(m, b + "ffn_down.weight", {ffn, dim});
+    if (c.post_norms) {
+      expect_shape(m, b + "post_attention_norm.weight", {dim});
+      expect_shape(m, b + "post_ffw_norm.weight", {dim});
+    }
+    if (c.n_experts > 0) {
+      const int64_t e = c.n_experts, ef = c.expert_ffn_dim;
+      expect_shape(m, b + "ffn_gate_inp.weight", {dim, e});
+      expect_shape(m, b + "ffn_gate_exps.weight", {dim, ef, e});
+      expect_shape(m, b + "ffn_up_exps.weight", {dim, ef, e});
+      expect_shape(m, b + "ffn_down_exps.weight", {ef, dim, e});
+      if (c.shared_expert_ffn_dim > 0) {
+        const int64_t sf = c.shared_expert_ffn_dim;
+        expect_shape(m, b + "ffn_gate_inp_shexp.weight", {dim});
+        expect_shape(m, b + "ffn_gate_shexp.weight", {dim, sf});
+        expect_shape(m, b + "ffn_up_shexp.weight", {dim, sf});
+        expect_shape(m, b + "ffn_down_shexp.weight", {sf, dim});
+      }
+    } else if (c.fused_gate_up) {
+      expect_shape(m, b + "ffn_up.weight", {dim, 2 * ffn});
+      expect_shape(m, b + "ffn_down.weight", {ffn, dim});
+    } else {
+      expect_shape(m, b + "ffn_gate.weight", {dim, ffn});
+      expect_shape(m, b + "ffn_up.weight", {dim, ffn});
+      expect_shape(m, b + "ffn_down.weight", {ffn, dim});
+    }
     if (c.qkv_bias) {
       expect_shape(m, b + "attn_q.bias", {q});
       expect_shape(m, b + "attn_k.bias", {kv});

@@ -8,9 +8,10 @@
 namespace rapide {
 
 // Throws kCorrupt naming the first problem: non-positive sizes, heads that do not divide,
-// a missing Llama-family tensor or one with the wrong shape, a vocabulary whose size
-// differs from the embedding's. Tensors of architectures other than llama/qwen2 are not
-// checked (their layouts differ); vocabulary-only files (no tensors) only get config checks.
+// a missing tensor of the config's block description (architecture.h) or one with the
+// wrong shape, a vocabulary whose size differs from the embedding's. A file with tensors of
+// an architecture rapide does not run gets kUnsupported naming it; vocabulary-only files
+// (no tensors) only get config checks.
 void check_model(const ModelFile& model);
 
 }  // namespace rapide

@@ -40,6 +40,10 @@ struct AttentionJob {
   int layer = 0;
   int kv_head = 0;
   float scale = 1.0f;
+  // Score shaping (attention_scores.h): soft-cap (0: none) and sliding window (0: none).
+  // Query j sees positions [max(0, n_positions[j] - window), n_positions[j]).
+  float softcap = 0.0f;
+  int window = 0;
   // Scratch: kMaxJobQueries rows of scores_stride floats (scores, then probabilities).
   float* scores = nullptr;
   size_t scores_stride = 0;

@@ -5,6 +5,7 @@
 
 #include "base/fp16.h"
 #include "kernels/attention.h"
+#include "kernels/attention_scores.h"
 
 namespace rapide {
 
@@ -31,24 +32,28 @@ void attend_job_scalar(const AttentionJob& job) {
     float* scores = job.scores + job.scores_stride * j;
     const int n = job.n_positions[j];
     float max_score = -INFINITY;
-    for (int pos = 0; pos < n; ++pos) {
+    // Positions before a sliding window are not scored: shape_attention_scores masks them.
+    const int unseen = job.window > 0 ? std::max(0, n - job.window) : 0;
+    for (int pos = unseen; pos < n; ++pos) {
       const uint8_t* k = job.kv->block_data(job.query_blocks[j][pos / block_size]) + k_offset;
       const int slot = pos % block_size;
       float sum = 0.0f;
       for (int i = 0; i < d; ++i)
         sum += q[i] * load_element(k, layout.key_element(slot, i), layout.type);
       scores[pos] = sum * job.scale;
-      max_score = std::max(max_score, scores[pos]);
     }
+    const int first = shape_attention_scores(scores, n, job.window, job.softcap);
+    for (int pos = first; pos < n; ++pos) max_score = std::max(max_score, scores[pos]);
     float total = 0.0f;
-    for (int pos = 0; pos < n; ++pos) {
+    std::fill(scores, scores + first, 0.0f);
+    for (int pos = first; pos < n; ++pos) {
       scores[pos] = std::exp(scores[pos] - max_score);
       total += scores[pos];
     }
     const float inv_total = 1.0f / total;
     float* out = job.out[j];
     std::fill(out, out + d, 0.0f);
-    for (int pos = 0; pos < n; ++pos) {
+    for (int pos = first; pos < n; ++pos) {
       float p = scores[pos] * inv_total;
       if (f16_cache) p = fp16_to_fp32(fp32_to_fp16(p));
       const uint8_t* v = job.kv->block_data(job.query_blocks[j][pos / block_size]) + v_offset;

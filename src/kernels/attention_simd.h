@@ -24,6 +24,7 @@
 
 #include "base/fp16.h"
 #include "kernels/attention.h"
+#include "kernels/attention_scores.h"
 
 namespace rapide::attention_simd {
 
@@ -62,7 +63,15 @@ void attend_job(const AttentionJob& job) {
   // odd dimensions) hide the FMA latency even when a job has a single query.
   const V scale = S::set1(job.scale);
   const int shared = job.shared_positions;
-  for (int start = 0; start < shared; start += block_size) {
+  // With a sliding window, whole blocks before every query's window are neither scored nor
+  // summed (their probabilities are zero; pass 2 sets their scores to -inf).
+  int skip = 0;
+  if (job.window > 0) {
+    skip = max_positions;
+    for (int j = 0; j < NQ; ++j) skip = std::min(skip, job.n_positions[j] - job.window);
+    skip = std::max(0, skip) / block_size * block_size;
+  }
+  for (int start = skip; start < shared; start += block_size) {
     const uint8_t* keys = job.kv->block_data(job.blocks[start / block_size]) + k_offset;
     const int in_block = std::min(block_size, shared - start);
     for (int slot = 0; slot < in_block; slot += L) {
@@ -104,10 +113,13 @@ void attend_job(const AttentionJob& job) {
     }
   }
 
-  // 2. Softmax of each query over its own positions; probabilities past them are zero.
+  // 2. Softmax of each query over its own positions; probabilities past them are zero, and
+  // so are those before its window (the vector exp of -inf is tiny, not zero: reset below).
   for (int j = 0; j < NQ; ++j) {
     float* s = scores[j];
     const int n = job.n_positions[j];
+    const bool shaped = job.window > 0 || job.softcap > 0.0f;
+    const int first = shaped ? shape_attention_scores(s, n, job.window, job.softcap) : 0;
     const int full = n / L * L;
     V running_max = S::set1(-INFINITY);
     for (int p = 0; p < full; p += L) running_max = S::max(running_max, S::load(s + p));
@@ -133,6 +145,7 @@ void attend_job(const AttentionJob& job) {
       if constexpr (kF16) prob = S::round_f16(prob);
       S::store(s + p, prob);
     }
+    std::fill(s, s + first, 0.0f);
   }
 
   // 3. Weighted sum of V rows, CV output vectors per query at a time.
@@ -142,7 +155,7 @@ void attend_job(const AttentionJob& job) {
     for (int j = 0; j < NQ; ++j) {
       for (int c = 0; c < CV; ++c) acc[j][c] = S::zero();
     }
-    for (int start = 0; start < shared; start += block_size) {
+    for (int start = skip; start < shared; start += block_size) {
       const uint8_t* values = job.kv->block_data(job.blocks[start / block_size]) + v_offset;
       const int in_block = std::min(block_size, shared - start);
       for (int slot = 0; slot < in_block; ++slot) {

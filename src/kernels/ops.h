@@ -24,6 +24,12 @@ void softmax(float* x, int64_t n);
 // out = silu(gate) * up over n elements (out may alias gate or up).
 void silu_mul(const float* gate, const float* up, int64_t n, float* out);
 
+// out = gelu(gate) * up with GELU's tanh form, through llama.cpp's f16 table (ops_gelu.cpp).
+void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out);
+
+// x = cap * tanh(x / cap) in place (gemma2's logit soft-cap; x / cap as x * (1 / cap)).
+void soft_cap(float* x, int64_t n, float cap);
+
 // out[i] = x[i] as IEEE half, rounded to nearest even (fp32_to_fp16 for every element).
 void to_fp16(const float* x, int64_t n, uint16_t* out);
 

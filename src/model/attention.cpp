@@ -162,9 +162,11 @@ void Attention::plan(KvStore& kv, const Batch& batch, int n_heads) {
 }
 
 void Attention::attend_planned(KvStore& kv, int layer, const Batch& batch, const float* q,
-                               int n_heads, float* out, ThreadPool& pool) {
+                               int n_heads, float* out, ThreadPool& pool,
+                               const AttentionScores& shape) {
   const int head_dim = kv.layout().head_dim;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  const float scale =
+      shape.scale != 0.0f ? shape.scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
   const int n = batch.size();
 
   int max_positions = 0;
@@ -186,6 +188,8 @@ void Attention::attend_planned(KvStore& kv, int layer, const Batch& batch, const
     job.kv = &kv;
     job.layer = layer;
     job.scale = scale;
+    job.softcap = shape.softcap;
+    job.window = shape.window;
     job.scores = scores_.data() + per_thread * thread;
     job.scores_stride = stride;
     for (int64_t index = begin; index < end; ++index) {

@@ -19,6 +19,14 @@
 
 namespace rapide {
 
+// Per-layer variations of the score computation (model_config.h): the scale (0: 1/sqrt(d)),
+// a soft-cap and a sliding window (0: none).
+struct AttentionScores {
+  float scale = 0.0f;
+  float softcap = 0.0f;
+  int window = 0;
+};
+
 class Attention {
  public:
   // Stores k/v rows ([n][kv_dim] each) of the batch's tokens into their sequences' slots.
@@ -37,7 +45,7 @@ class Attention {
   // attend_planned() once per layer (the batch and tables must not change in between).
   void plan(KvStore& kv, const Batch& batch, int n_heads);
   void attend_planned(KvStore& kv, int layer, const Batch& batch, const float* q, int n_heads,
-                      float* out, ThreadPool& pool);
+                      float* out, ThreadPool& pool, const AttentionScores& shape = {});
 
   // Tests pin a kernel; by default select_attention_kernel() decides on first use.
   void set_kernel(AttentionKernel kernel) { kernel_ = kernel; }

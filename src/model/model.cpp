@@ -6,7 +6,9 @@
 #include <string>
 
 #include "base/error.h"
+#include "formats/architecture.h"
 #include "kernels/ops.h"
+#include "model/moe_routing.h"
 
 namespace rapide {
 
@@ -32,6 +34,19 @@ WeightMatrix load_matrix(const ModelFile& file, const std::string& name, int64_t
   return WeightMatrix::prepare(view);
 }
 
+// Rows [begin, end) of a matrix stored with `rows` rows: one part of a fused tensor, or one
+// expert of a stacked [cols, rows_per_expert, n_experts] tensor (seen as 2-D).
+WeightMatrix load_matrix_rows(const ModelFile& file, const std::string& name, int64_t cols,
+                              int64_t rows, int64_t begin, int64_t end) {
+  TensorView view = file.get(name);
+  if (view.row_length() != cols || view.rows() != rows) {
+    fail(ErrorCode::kCorrupt, "tensor '{}' has the wrong shape: expected {} rows of {}", name, rows,
+         cols);
+  }
+  view.shape = {cols, rows};
+  return WeightMatrix::prepare_rows(view, begin, end);
+}
+
 std::string layer_name(int layer, const char* what) {
   return "blk." + std::to_string(layer) + "." + what;
 }
@@ -41,15 +56,15 @@ std::string layer_name(int layer, const char* what) {
 Model::Model(std::shared_ptr<const ModelFile> file)
     : file_(std::move(file)), config_(file_->config) {
   const ModelConfig& c = config_;
-  // Other architectures may carry the same tensor names (gemma2 does) yet compute something
+  // Other architectures may carry the same tensor names (gemma3 does) yet compute something
   // else: refuse them rather than run them as Llama.
-  if (c.architecture != "llama" && c.architecture != "qwen2") {
-    fail(ErrorCode::kUnsupported,
-         "model '{}': architecture '{}' is not supported (rapide runs llama and qwen2)",
-         file_->path, c.architecture);
+  if (!is_supported_architecture(c.architecture)) {
+    fail(ErrorCode::kUnsupported, "model '{}': architecture '{}' is not supported (rapide runs {})",
+         file_->path, c.architecture, supported_architectures());
   }
   if (c.dim <= 0 || c.n_layers <= 0 || c.n_heads <= 0 || c.n_kv_heads <= 0 || c.head_dim <= 0 ||
-      c.n_heads % c.n_kv_heads != 0 || c.vocab_size <= 0 || c.ffn_dim <= 0 || c.head_dim % 2 != 0 ||
+      c.n_heads % c.n_kv_heads != 0 || c.vocab_size <= 0 ||
+      (c.n_experts == 0 ? c.ffn_dim <= 0 : c.expert_ffn_dim <= 0) || c.head_dim % 2 != 0 ||
       c.head_dim > kMaxHeadDim) {
     fail(ErrorCode::kCorrupt,
          "model '{}' has inconsistent hyper-parameters (dim {}, layers {}, heads {}/{} kv, head "
@@ -64,22 +79,78 @@ Model::Model(std::shared_ptr<const ModelFile> file)
     LayerWeights& w = layers_[l];
     w.attn_norm = load_vector(f.get(layer_name(l, "attn_norm.weight")), c.dim);
     w.ffn_norm = load_vector(f.get(layer_name(l, "ffn_norm.weight")), c.dim);
-    w.wq = load_matrix(f, layer_name(l, "attn_q.weight"), c.dim, c.q_dim());
-    w.wk = load_matrix(f, layer_name(l, "attn_k.weight"), c.dim, c.kv_dim());
-    w.wv = load_matrix(f, layer_name(l, "attn_v.weight"), c.dim, c.kv_dim());
-    w.wo = load_matrix(f, layer_name(l, "attn_output.weight"), c.q_dim(), c.dim);
-    if (c.qkv_bias) {
-      w.bq = load_vector(f.get(layer_name(l, "attn_q.bias")), c.q_dim());
-      w.bk = load_vector(f.get(layer_name(l, "attn_k.bias")), c.kv_dim());
-      w.bv = load_vector(f.get(layer_name(l, "attn_v.bias")), c.kv_dim());
+    const int64_t q = c.q_dim(), kv = c.kv_dim();
+    if (c.fused_qkv) {
+      const std::string name = layer_name(l, "attn_qkv.weight");
+      w.wq = load_matrix_rows(f, name, c.dim, q + 2 * kv, 0, q);
+      w.wk = load_matrix_rows(f, name, c.dim, q + 2 * kv, q, q + kv);
+      w.wv = load_matrix_rows(f, name, c.dim, q + 2 * kv, q + kv, q + 2 * kv);
+    } else {
+      w.wq = load_matrix(f, layer_name(l, "attn_q.weight"), c.dim, q);
+      w.wk = load_matrix(f, layer_name(l, "attn_k.weight"), c.dim, kv);
+      w.wv = load_matrix(f, layer_name(l, "attn_v.weight"), c.dim, kv);
     }
-    w.ffn_gate = load_matrix(f, layer_name(l, "ffn_gate.weight"), c.dim, c.ffn_dim);
-    w.ffn_up = load_matrix(f, layer_name(l, "ffn_up.weight"), c.dim, c.ffn_dim);
-    w.ffn_down = load_matrix(f, layer_name(l, "ffn_down.weight"), c.ffn_dim, c.dim);
-    for (const WeightMatrix* m :
-         {&w.wq, &w.wk, &w.wv, &w.wo, &w.ffn_gate, &w.ffn_up, &w.ffn_down}) {
+    w.wo = load_matrix(f, layer_name(l, "attn_output.weight"), q, c.dim);
+    if (c.qkv_bias) {
+      w.bq = load_vector(f.get(layer_name(l, "attn_q.bias")), q);
+      w.bk = load_vector(f.get(layer_name(l, "attn_k.bias")), kv);
+      w.bv = load_vector(f.get(layer_name(l, "attn_v.bias")), kv);
+    }
+    if (c.post_norms) {
+      w.post_attn_norm = load_vector(f.get(layer_name(l, "post_attention_norm.weight")), c.dim);
+      w.post_ffn_norm = load_vector(f.get(layer_name(l, "post_ffw_norm.weight")), c.dim);
+    }
+    std::vector<const WeightMatrix*> every_token = {&w.wq, &w.wk, &w.wv, &w.wo};
+    std::vector<const WeightMatrix*> per_expert;
+    if (c.n_experts > 0) {
+      const int64_t e = c.n_experts, ef = c.expert_ffn_dim;
+      w.router = load_matrix(f, layer_name(l, "ffn_gate_inp.weight"), c.dim, e);
+      for (int x = 0; x < c.n_experts; ++x) {
+        w.expert_gate.push_back(load_matrix_rows(f, layer_name(l, "ffn_gate_exps.weight"), c.dim,
+                                                 ef * e, x * ef, (x + 1) * ef));
+        w.expert_up.push_back(load_matrix_rows(f, layer_name(l, "ffn_up_exps.weight"), c.dim,
+                                               ef * e, x * ef, (x + 1) * ef));
+        w.expert_down.push_back(load_matrix_rows(f, layer_name(l, "ffn_down_exps.weight"), ef,
+                                                 c.dim * e, x * c.dim, (x + 1) * c.dim));
+      }
+      every_token.push_back(&w.router);
+      for (int x = 0; x < c.n_experts; ++x) {
+        per_expert.insert(per_expert.end(),
+                          {&w.expert_gate[x], &w.expert_up[x], &w.expert_down[x]});
+      }
+      if (c.shared_expert_ffn_dim > 0) {
+        const int64_t sf = c.shared_expert_ffn_dim;
+        w.shared_gate_inp = load_vector(f.get(layer_name(l, "ffn_gate_inp_shexp.weight")), c.dim);
+        w.shared_gate = load_matrix(f, layer_name(l, "ffn_gate_shexp.weight"), c.dim, sf);
+        w.shared_up = load_matrix(f, layer_name(l, "ffn_up_shexp.weight"), c.dim, sf);
+        w.shared_down = load_matrix(f, layer_name(l, "ffn_down_shexp.weight"), sf, c.dim);
+        every_token.insert(every_token.end(), {&w.shared_gate, &w.shared_up, &w.shared_down});
+      }
+    } else {
+      if (c.fused_gate_up) {
+        const std::string name = layer_name(l, "ffn_up.weight");
+        w.ffn_gate = load_matrix_rows(f, name, c.dim, 2 * c.ffn_dim, 0, c.ffn_dim);
+        w.ffn_up = load_matrix_rows(f, name, c.dim, 2 * c.ffn_dim, c.ffn_dim, 2 * c.ffn_dim);
+      } else {
+        w.ffn_gate = load_matrix(f, layer_name(l, "ffn_gate.weight"), c.dim, c.ffn_dim);
+        w.ffn_up = load_matrix(f, layer_name(l, "ffn_up.weight"), c.dim, c.ffn_dim);
+      }
+      w.ffn_down = load_matrix(f, layer_name(l, "ffn_down.weight"), c.ffn_dim, c.dim);
+      every_token.insert(every_token.end(), {&w.ffn_gate, &w.ffn_up, &w.ffn_down});
+    }
+    // weight_bytes_ counts every weight (what a large batch reads once per step); a token
+    // multiplies through only its n_experts_used experts.
+    for (const WeightMatrix* m : every_token) {
       weight_bytes_ += static_cast<uint64_t>(tensor_row_bytes(m->type(), m->cols())) * m->rows();
       matmul_parameters_ += static_cast<uint64_t>(m->cols()) * m->rows();
+    }
+    for (const WeightMatrix* m : per_expert) {
+      const uint64_t bytes =
+          static_cast<uint64_t>(tensor_row_bytes(m->type(), m->cols())) * m->rows();
+      weight_bytes_ += bytes;
+      all_expert_bytes_ += bytes;
+      matmul_parameters_ +=
+          static_cast<uint64_t>(m->cols()) * m->rows() * c.n_experts_used / c.n_experts;
     }
   }
   output_norm_ = load_vector(f.get("output_norm.weight"), c.dim);
@@ -100,8 +171,21 @@ void Model::ensure_scratch(int n_tokens, int n_logits) {
     k_.resize(n * c.kv_dim());
     v_.resize(n * c.kv_dim());
     att_.resize(n * c.q_dim());
-    gate_.resize(n * c.ffn_dim);
-    up_.resize(n * c.ffn_dim);
+    const size_t width =
+        static_cast<size_t>(std::max({c.ffn_dim, c.expert_ffn_dim, c.shared_expert_ffn_dim}));
+    gate_.resize(n * width);
+    up_.resize(n * width);
+    if (c.n_experts > 0) {
+      const size_t slots = n * static_cast<size_t>(c.n_experts_used);
+      router_probs_.resize(n * c.n_experts);
+      expert_id_.resize(slots);
+      expert_weight_.resize(slots);
+      expert_rows_.resize(slots);
+      gathered_.resize(slots * c.dim);
+      expert_out_.resize(slots * c.dim);
+      slot_out_.resize(slots * c.dim);
+      shared_out_.resize(n * c.dim);
+    }
     rope_cos_.resize(n * c.head_dim / 2);
     rope_sin_.resize(n * c.head_dim / 2);
     scratch_tokens_ = n_tokens;
@@ -120,7 +204,11 @@ void Model::embed(const Batch& batch) {
       fail(ErrorCode::kInvalidArgument, "token id {} is outside the vocabulary (0..{})", token,
            config_.vocab_size - 1);
     }
-    token_embedding_.dequantize_row(token, x_.data() + static_cast<size_t>(i) * config_.dim);
+    float* x = x_.data() + static_cast<size_t>(i) * config_.dim;
+    token_embedding_.dequantize_row(token, x);
+    if (config_.embedding_scale != 0.0f) {
+      for (int d = 0; d < config_.dim; ++d) x[d] *= config_.embedding_scale;
+    }
   }
 }
 
@@ -155,6 +243,11 @@ void Model::apply_rope(int begin, int end) {
     float* k = k_.data() + static_cast<size_t>(i) * c.kv_dim();
     rope_rotate(q, c.n_heads, c.head_dim, cos_row, sin_row, neox);
     rope_rotate(k, c.n_kv_heads, c.head_dim, cos_row, sin_row, neox);
+    if (c.scale_query_first) {
+      const float scale =
+          c.query_scale != 0.0f ? c.query_scale : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+      for (int64_t d = 0; d < c.q_dim(); ++d) q[d] *= scale;
+    }
   }
 }
 
@@ -200,33 +293,120 @@ void Model::attention_block(int layer, const Batch& batch, KvStore& kv, ThreadPo
     apply_rope(begin, end);
     Attention::write_kv(kv, layer, batch, k_.data(), v_.data(), begin, end);
   });
-  attention_.attend_planned(kv, layer, batch, q_.data(), c.n_heads, att_.data(), pool);
+  AttentionScores shape;
+  shape.scale = c.scale_query_first ? 1.0f : c.query_scale;  // 0: 1/sqrt(head_dim)
+  shape.softcap = c.attn_softcap;
+  shape.window = c.windowed(layer) ? c.sliding_window : 0;
+  attention_.attend_planned(kv, layer, batch, q_.data(), c.n_heads, att_.data(), pool, shape);
   // The output projection lands in xn_ (free now), then joins the residual stream.
   w.wo.multiply(att_.data(), n, xn_.data(), pool);
+}
+
+void Model::gated_ffn(const WeightMatrix& gate, const WeightMatrix& up, const WeightMatrix& down,
+                      const float* in, int n, int width, float* out, ThreadPool& pool) {
+  const WeightMatrix* gate_up[] = {&gate, &up};
+  float* const gate_up_out[] = {gate_.data(), up_.data()};
+  WeightMatrix::multiply_group(gate_up, in, n, gate_up_out, pool);
+  const bool gelu = config_.activation == FfnActivation::kGeluTanh;
+  for_tokens(pool, n, width, [&](int begin, int end) {
+    const size_t from = static_cast<size_t>(begin) * width;
+    const int64_t count = static_cast<int64_t>(end - begin) * width;
+    if (gelu) {
+      gelu_tanh_mul(gate_.data() + from, up_.data() + from, count, gate_.data() + from);
+    } else {
+      silu_mul(gate_.data() + from, up_.data() + from, count, gate_.data() + from);
+    }
+  });
+  down.multiply(gate_.data(), n, out, pool);
+}
+
+// Routed experts (and the shared one): xn_ in, xn_ out. Each expert runs once over the rows
+// routed to it, gathered in token order; each token then sums its experts' weighted outputs
+// in routing order (largest weight first, as llama.cpp adds them), so its result does not
+// depend on which other tokens share the batch.
+void Model::moe_ffn(int layer, int n, ThreadPool& pool) {
+  const ModelConfig& c = config_;
+  const LayerWeights& w = layers_[layer];
+  const int k = c.n_experts_used;
+  const size_t dim = static_cast<size_t>(c.dim);
+  w.router.multiply(xn_.data(), n, router_probs_.data(), pool);
+  for (int i = 0; i < n; ++i) {
+    route_token(router_probs_.data() + static_cast<size_t>(i) * c.n_experts, c.n_experts, k,
+                c.normalize_expert_weights, expert_id_.data() + static_cast<size_t>(i) * k,
+                expert_weight_.data() + static_cast<size_t>(i) * k);
+  }
+  if (c.shared_expert_ffn_dim > 0) {
+    gated_ffn(w.shared_gate, w.shared_up, w.shared_down, xn_.data(), n, c.shared_expert_ffn_dim,
+              shared_out_.data(), pool);
+    for (int i = 0; i < n; ++i) {
+      const float* x = xn_.data() + i * dim;
+      float g = 0.0f;
+      for (size_t d = 0; d < dim; ++d) g += w.shared_gate_inp[d] * x[d];
+      // llama.cpp's sigmoid here is silu(g) / g.
+      const float gate = g == 0.0f ? 0.5f : g / (1.0f + std::exp(-g)) / g;
+      float* out = shared_out_.data() + i * dim;
+      for (size_t d = 0; d < dim; ++d) out[d] *= gate;
+    }
+  }
+  for (int e = 0; e < c.n_experts; ++e) {
+    int m = 0;
+    for (int slot = 0; slot < n * k; ++slot) {
+      if (expert_id_[slot] != e) continue;
+      expert_rows_[m] = slot;
+      std::memcpy(gathered_.data() + m * dim, xn_.data() + (slot / k) * dim, dim * sizeof(float));
+      ++m;
+    }
+    if (m == 0) continue;  // no token chose it: its weights are not read this step
+    ++last_forward_expert_runs_;
+    for (const WeightMatrix* x : {&w.expert_gate[e], &w.expert_up[e], &w.expert_down[e]}) {
+      last_forward_weight_bytes_ +=
+          static_cast<uint64_t>(tensor_row_bytes(x->type(), x->cols())) * x->rows();
+    }
+    gated_ffn(w.expert_gate[e], w.expert_up[e], w.expert_down[e], gathered_.data(), m,
+              c.expert_ffn_dim, expert_out_.data(), pool);
+    for (int r = 0; r < m; ++r) {
+      const int slot = expert_rows_[r];
+      const float weight = expert_weight_[slot];
+      const float* src = expert_out_.data() + r * dim;
+      float* dst = slot_out_.data() + slot * dim;
+      for (size_t d = 0; d < dim; ++d) dst[d] = src[d] * weight;
+    }
+  }
+  for (int i = 0; i < n; ++i) {
+    float* out = xn_.data() + i * dim;
+    const float* slots = slot_out_.data() + static_cast<size_t>(i) * k * dim;
+    std::memcpy(out, slots, dim * sizeof(float));
+    for (int s = 1; s < k; ++s) add_in_place(out, slots + s * dim, c.dim);
+    if (c.shared_expert_ffn_dim > 0) add_in_place(out, shared_out_.data() + i * dim, c.dim);
+  }
 }
 
 void Model::ffn_block(int layer, int n, ThreadPool& pool) {
   const ModelConfig& c = config_;
   const LayerWeights& w = layers_[layer];
-  // The attention output (in xn_) joins the residual stream, then the FFN's norm reads it.
+  // The attention output (in xn_) joins the residual stream (after gemma2's post-norm),
+  // then the FFN's norm reads it.
   for_tokens(pool, n, c.dim, [&](int begin, int end) {
     for (int i = begin; i < end; ++i) {
       float* x = x_.data() + static_cast<size_t>(i) * c.dim;
       float* xn = xn_.data() + static_cast<size_t>(i) * c.dim;
+      if (c.post_norms) rms_norm(xn, w.post_attn_norm.data(), c.dim, c.rms_eps, xn);
       add_in_place(x, xn, c.dim);
       rms_norm(x, w.ffn_norm.data(), c.dim, c.rms_eps, xn);
     }
   });
-  const WeightMatrix* gate_up[] = {&w.ffn_gate, &w.ffn_up};
-  float* const gate_up_out[] = {gate_.data(), up_.data()};
-  WeightMatrix::multiply_group(gate_up, xn_.data(), n, gate_up_out, pool);
-  for_tokens(pool, n, c.ffn_dim, [&](int begin, int end) {
-    const size_t from = static_cast<size_t>(begin) * c.ffn_dim;
-    silu_mul(gate_.data() + from, up_.data() + from, static_cast<int64_t>(end - begin) * c.ffn_dim,
-             gate_.data() + from);
-  });
-  w.ffn_down.multiply(gate_.data(), n, xn_.data(), pool);
+  if (c.n_experts > 0) {
+    moe_ffn(layer, n, pool);
+  } else {
+    gated_ffn(w.ffn_gate, w.ffn_up, w.ffn_down, xn_.data(), n, c.ffn_dim, xn_.data(), pool);
+  }
   for_tokens(pool, n, c.dim, [&](int begin, int end) {
+    if (c.post_norms) {
+      for (int i = begin; i < end; ++i) {
+        float* xn = xn_.data() + static_cast<size_t>(i) * c.dim;
+        rms_norm(xn, w.post_ffn_norm.data(), c.dim, c.rms_eps, xn);
+      }
+    }
     const size_t from = static_cast<size_t>(begin) * c.dim;
     add_in_place(x_.data() + from, xn_.data() + from, static_cast<int64_t>(end - begin) * c.dim);
   });
@@ -237,6 +417,8 @@ std::span<const float> Model::forward(const Batch& batch, KvStore& kv, ThreadPoo
   if (n == 0) return {};
   const int n_logits = batch.logits_count();
   ensure_scratch(n, n_logits);
+  last_forward_expert_runs_ = 0;
+  last_forward_weight_bytes_ = weight_bytes_ - all_expert_bytes_;  // experts add as they run
   embed(batch);
   prepare_rope(batch);
   // Every layer's attention runs the same jobs. Blocks are in place: the caller made the
@@ -257,6 +439,10 @@ std::span<const float> Model::forward(const Batch& batch, KvStore& kv, ThreadPoo
     ++row;
   }
   output_.multiply(logits_in_.data(), n_logits, logits_.data(), pool);
+  if (config_.final_softcap > 0.0f) {
+    soft_cap(logits_.data(), static_cast<int64_t>(n_logits) * config_.vocab_size,
+             config_.final_softcap);
+  }
   return {logits_.data(), static_cast<size_t>(n_logits) * config_.vocab_size};
 }
 

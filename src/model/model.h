@@ -1,6 +1,13 @@
-// A Llama-family decoder (Llama 1/2/3, Mistral, Qwen2, TinyStories...): one token's path
-// from embedding to logits reads top to bottom in Model::forward. Architectures differ only
-// through ModelConfig (rope style, biases, tied head); the speed is in src/kernels.
+// A Llama-family decoder (Llama 1/2/3, Mistral, Mixtral, Qwen2, Qwen2-MoE, Phi-3, Gemma 2,
+// TinyStories...): one token's path from embedding to logits reads top to bottom in
+// Model::forward. Architectures differ only through ModelConfig's block description (rope
+// style, biases, tied head, fused tensors, activation, post-norms, soft-caps, sliding
+// window, experts; formats/architecture.h); the speed is in src/kernels.
+//
+// Fused tensors (phi3's attn_qkv, its gate/up ffn_up) are split into row ranges at load, so
+// the forward pass sees separate matrices. Mixture-of-experts layers route each token to its
+// top-k experts and run every expert once per step over all the rows routed to it
+// (model/moe_routing.h), so a batch reads each expert's weights at most once.
 #pragma once
 
 #include <memory>
@@ -20,8 +27,14 @@ struct LayerWeights {
   std::vector<float> attn_norm;
   std::vector<float> ffn_norm;
   WeightMatrix wq, wk, wv, wo;
-  std::vector<float> bq, bk, bv;  // empty unless config.qkv_bias
-  WeightMatrix ffn_gate, ffn_up, ffn_down;
+  std::vector<float> bq, bk, bv;                     // empty unless config.qkv_bias
+  WeightMatrix ffn_gate, ffn_up, ffn_down;           // dense FFN (split from ffn_up when fused)
+  std::vector<float> post_attn_norm, post_ffn_norm;  // empty unless config.post_norms
+  // Mixture of experts (config.n_experts > 0).
+  WeightMatrix router;  // ffn_gate_inp: dim -> n_experts
+  std::vector<WeightMatrix> expert_gate, expert_up, expert_down;
+  std::vector<float> shared_gate_inp;  // qwen2moe: one gate value per token
+  WeightMatrix shared_gate, shared_up, shared_down;
 };
 
 class Model {
@@ -38,8 +51,15 @@ class Model {
   // id outside the vocabulary and kOutOfRange for a position beyond the KV capacity.
   std::span<const float> forward(const Batch& batch, KvStore& kv, ThreadPool& pool);
 
-  // Bytes of weights read per decode step (for roofline figures).
+  // Bytes of all weight matrices: what a decode step of a dense model reads (for roofline
+  // figures). A mixture-of-experts step reads only the experts its rows chose:
+  // last_forward_weight_bytes().
   uint64_t weight_bytes() const { return weight_bytes_; }
+  // Bytes of weights the last forward() read: the matrices every token uses, plus each
+  // expert that at least one row was routed to, once (MoE rows are grouped by expert).
+  uint64_t last_forward_weight_bytes() const { return last_forward_weight_bytes_; }
+  // Expert FFN runs of the last forward(), over all layers (at most n_experts per layer).
+  int last_forward_expert_runs() const { return last_forward_expert_runs_; }
   // Multiply-accumulates per token in the weight matrices (2x this = FLOPs per token).
   uint64_t matmul_parameters() const { return matmul_parameters_; }
 
@@ -48,6 +68,10 @@ class Model {
   void embed(const Batch& batch);
   void attention_block(int layer, const Batch& batch, KvStore& kv, ThreadPool& pool);
   void ffn_block(int layer, int n, ThreadPool& pool);
+  // xn_ [n][dim] -> xn_: the gated FFN of width `width`, dense or one expert's.
+  void gated_ffn(const WeightMatrix& gate, const WeightMatrix& up, const WeightMatrix& down,
+                 const float* in, int n, int width, float* out, ThreadPool& pool);
+  void moe_ffn(int layer, int n, ThreadPool& pool);
   void prepare_rope(const Batch& batch);  // this batch's rotation angles
   void apply_rope(int begin, int end);    // rotates q/k of tokens [begin, end)
 
@@ -59,6 +83,9 @@ class Model {
   WeightMatrix output_;
   uint64_t weight_bytes_ = 0;
   uint64_t matmul_parameters_ = 0;
+  uint64_t all_expert_bytes_ = 0;  // of weight_bytes_
+  uint64_t last_forward_weight_bytes_ = 0;
+  int last_forward_expert_runs_ = 0;
   Attention attention_;
 
   // Activations for the current batch, grown on demand (no allocation in steady state).
@@ -66,6 +93,10 @@ class Model {
   int scratch_logits_ = 0;
   std::vector<float> x_, xn_, q_, k_, v_, att_, gate_, up_, rope_cos_, rope_sin_;
   std::vector<float> logits_in_, logits_;
+  // MoE scratch: router probabilities, each token's chosen experts and weights, the rows
+  // gathered for one expert, and each (token, slot)'s weighted expert output.
+  std::vector<float> router_probs_, expert_weight_, gathered_, expert_out_, slot_out_, shared_out_;
+  std::vector<int> expert_id_, expert_rows_;
 };
 
 }  // namespace rapide

@@ -229,6 +229,25 @@ TEST(GgufCorrupt, InconsistentMetadataIsRejected) {
                ErrorCode::kUnsupported, "tokenizer.ggml.model 'bert'");
   expect_error([&] { load_from(with("llama.vocab_size", GgufValue::u32(5))); }, ErrorCode::kCorrupt,
                "tokenizer has 4 tokens but the model's vocabulary is 5");
+  // An architecture rapide does not compute: one line naming it, never a llama-shaped run.
+  expect_error([&] { load_from(with("general.architecture", GgufValue::string("gemma3"))); },
+               ErrorCode::kUnsupported, "architecture 'gemma3' is not supported");
+  {
+    GgufWriter w = testing::tiny_llama_writer();
+    const std::vector<float> factors(2, 1.0f);
+    w.add_tensor("rope_factors_long.weight", TensorType::kF32, {2}, factors.data(), 8);
+    expect_error([&] { load_from(w.to_bytes()); }, ErrorCode::kUnsupported, "LongRoPE");
+  }
+  // Experts announced by the metadata must be there, and be routable.
+  expect_error([&] { load_from(with("llama.expert_count", GgufValue::u32(4))); },
+               ErrorCode::kCorrupt, "4 experts with 0 used per token");
+  {
+    GgufWriter w = testing::tiny_llama_writer();
+    w.set("llama.expert_count", GgufValue::u32(2));
+    w.set("llama.expert_used_count", GgufValue::u32(1));
+    expect_error([&] { load_from(w.to_bytes()); }, ErrorCode::kCorrupt,
+                 "missing tensor 'blk.0.ffn_gate_inp.weight'");
+  }
 }
 
 TEST(GgufCorrupt, CommittedCorpusIsRejected) {

@@ -72,14 +72,16 @@ struct Scenario {
 };
 
 // Runs one layer's attention with `kernel` over a fresh cache; returns [n][n_heads*head_dim].
-std::vector<float> run(const Scenario& sc, const AttentionKernel& kernel, ThreadPool& pool) {
+std::vector<float> run(const Scenario& sc, const AttentionKernel& kernel, ThreadPool& pool,
+                       const AttentionScores& scores = {}) {
   const Shape& s = sc.shape;
   ContiguousKvStore kv(config_for(s), 2, 512, s.type, s.block_size);
   Attention::write_kv(kv, 1, sc.batch, sc.k.data(), sc.v.data());
   Attention attention;
   attention.set_kernel(kernel);
   std::vector<float> out(sc.q_size(), -1.0f);
-  attention.attend(kv, 1, sc.batch, sc.q.data(), s.n_heads, out.data(), pool);
+  attention.plan(kv, sc.batch, s.n_heads);
+  attention.attend_planned(kv, 1, sc.batch, sc.q.data(), s.n_heads, out.data(), pool, scores);
   return out;
 }
 
@@ -92,26 +94,34 @@ std::vector<AttentionKernel> simd_kernels(int head_dim) {
   return kernels;
 }
 
-TEST(Attention, ScalarMatchesDefinition) {
+// Plain attention, and gemma2's variations: a soft-cap on the scores and a sliding window
+// (key j visible from query i when i - j < window), with a scale other than 1/sqrt(d).
+class AttentionDefinition : public ::testing::TestWithParam<AttentionScores> {};
+
+TEST_P(AttentionDefinition, ScalarMatchesDefinition) {
+  const AttentionScores shape = GetParam();
   const Shape s{4, 2, 16, 5, KvType::kF32};
   Scenario sc(s, 23, 9, 7);
   ThreadPool pool(1);
-  const std::vector<float> out = run(sc, scalar_attention_kernel(), pool);
+  const std::vector<float> out = run(sc, scalar_attention_kernel(), pool, shape);
+  const double scale = shape.scale != 0 ? shape.scale : 1 / std::sqrt(double(s.head_dim));
   const int q_row = s.n_heads * s.head_dim, kv_row = s.n_kv_heads * s.head_dim;
   for (int i = 0; i < sc.batch.size(); ++i) {
     const int first = sc.batch.seq_ids[i] == 0 ? 0 : sc.len0;  // the sequence's first token
     const int n = sc.batch.positions[i] + 1;
     for (int h = 0; h < s.n_heads; ++h) {
       const int kvh = h / (s.n_heads / s.n_kv_heads);
-      std::vector<double> w(n);
+      std::vector<double> w(n, -INFINITY);
       double max_w = -1e300, total = 0;
-      for (int t = 0; t < n; ++t) {
+      const int lo = shape.window > 0 ? std::max(0, n - shape.window) : 0;
+      for (int t = lo; t < n; ++t) {
         double dot = 0;
         for (int d = 0; d < s.head_dim; ++d) {
           dot += double(sc.q[i * q_row + h * s.head_dim + d]) *
                  sc.k[(first + t) * kv_row + kvh * s.head_dim + d];
         }
-        w[t] = dot / std::sqrt(double(s.head_dim));
+        w[t] = dot * scale;
+        if (shape.softcap > 0) w[t] = shape.softcap * std::tanh(w[t] / shape.softcap);
         max_w = std::max(max_w, w[t]);
       }
       for (double& x : w) total += (x = std::exp(x - max_w));
@@ -124,6 +134,35 @@ TEST(Attention, ScalarMatchesDefinition) {
       }
     }
   }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, AttentionDefinition,
+                         ::testing::Values(AttentionScores{}, AttentionScores{0.0f, 2.0f, 0},
+                                           AttentionScores{0.0f, 0.0f, 6},
+                                           AttentionScores{1.0f, 1.5f, 11}));
+
+TEST(Attention, SimdKernelsMatchScalarWithSoftCapAndWindow) {
+  const Shape shapes[] = {
+      {4, 2, 16, 16, KvType::kF16}, {4, 2, 32, 7, KvType::kF32}, {8, 1, 64, 16, KvType::kF16}};
+  const AttentionScores variants[] = {{0.0f, 2.0f, 0}, {0.0f, 0.0f, 20}, {1.0f, 3.0f, 33}};
+  int checked = 0;
+  for (const Shape& s : shapes) {
+    for (const AttentionScores& v : variants) {
+      Scenario sc(s, 37, 70, 13);
+      ThreadPool pool(2);
+      const std::vector<float> expected = run(sc, scalar_attention_kernel(), pool, v);
+      for (const AttentionKernel& kernel : simd_kernels(s.head_dim)) {
+        const std::vector<float> got = run(sc, kernel, pool, v);
+        const float tolerance = s.type == KvType::kF16 ? 2e-3f : 2e-5f;
+        for (size_t i = 0; i < got.size(); ++i) {
+          ASSERT_NEAR(got[i], expected[i], tolerance)
+              << kernel.name << " " << describe(s) << " window " << v.window << " at " << i;
+        }
+        ++checked;
+      }
+    }
+  }
+  if (checked == 0) GTEST_SKIP() << "no SIMD attention kernel on this CPU";
 }
 
 TEST(Attention, SimdKernelsMatchScalar) {

@@ -1,0 +1,79 @@
+#include "formats/architecture.h"
+
+#include <array>
+#include <cmath>
+#include <string>
+
+#include "base/error.h"
+
+namespace rapide {
+namespace {
+
+constexpr std::array<std::string_view, 5> kSupported = {"llama", "qwen2", "qwen2moe", "phi3",
+                                                        "gemma2"};
+
+int u32_or(const GgufFile& gguf, const std::string& key, int fallback) {
+  if (!gguf.has(key)) return fallback;
+  const uint32_t v = gguf.get_u32(key);
+  if (v > (1u << 30)) fail(ErrorCode::kCorrupt, "'{}': {} = {} is too large", gguf.path(), key, v);
+  return static_cast<int>(v);
+}
+
+}  // namespace
+
+bool is_supported_architecture(std::string_view architecture) {
+  for (std::string_view a : kSupported) {
+    if (a == architecture) return true;
+  }
+  return false;
+}
+
+const char* supported_architectures() {
+  return "llama, qwen2, qwen2moe, phi3, gemma2";
+}
+
+void apply_architecture_facts(ModelConfig& c) {
+  if (c.architecture == "llama") {
+    c.expert_ffn_dim = c.ffn_dim;  // Mixtral's experts have the dense FFN's width
+  } else if (c.architecture == "qwen2moe") {
+    c.normalize_expert_weights = false;
+  } else if (c.architecture == "phi3") {
+    c.fused_gate_up = true;
+    c.scale_query_first = true;
+    c.window_layers = WindowLayers::kAll;
+  } else if (c.architecture == "gemma2") {
+    c.activation = FfnActivation::kGeluTanh;
+    c.post_norms = true;
+    c.embedding_scale = std::sqrt(static_cast<float>(c.dim));
+    c.window_layers = WindowLayers::kEven;
+    c.scale_query_first = true;
+    // query_pre_attn_scalar is not stored in GGUF: llama.cpp derives it from the model size,
+    // n_embd / n_head for the 46-layer 27B and the head size for the others.
+    const int scalar = c.n_layers == 46 && c.n_heads > 0 ? c.dim / c.n_heads : c.head_dim;
+    if (scalar > 0) c.query_scale = 1.0f / std::sqrt(static_cast<float>(scalar));
+    c.tied_embeddings = true;  // llama.cpp never reads a gemma2 output.weight
+  }
+}
+
+void describe_architecture(const GgufFile& gguf, ModelConfig& c) {
+  const std::string p = c.architecture + ".";
+  apply_architecture_facts(c);
+  c.n_experts = u32_or(gguf, p + "expert_count", 0);
+  c.n_experts_used = u32_or(gguf, p + "expert_used_count", 0);
+  if (c.architecture == "qwen2moe") {
+    c.expert_ffn_dim = u32_or(gguf, p + "expert_feed_forward_length",
+                              c.n_experts_used > 0 ? c.ffn_dim / c.n_experts_used : 0);
+    c.shared_expert_ffn_dim = u32_or(gguf, p + "expert_shared_feed_forward_length", c.ffn_dim);
+  } else if (c.architecture == "phi3") {
+    c.fused_qkv = gguf.find_tensor("blk.0.attn_qkv.weight") != nullptr;
+    c.sliding_window = u32_or(gguf, p + "attention.sliding_window", 0);
+  } else if (c.architecture == "gemma2") {
+    // llama.cpp's defaults are Gemma 2's published values; files written by its converter
+    // always carry the keys.
+    c.attn_softcap = gguf.get_f32_or(p + "attn_logit_softcapping", 50.0f);
+    c.final_softcap = gguf.get_f32_or(p + "final_logit_softcapping", 30.0f);
+    c.sliding_window = u32_or(gguf, p + "attention.sliding_window", 4096);
+  }
+}
+
+}  // namespace rapide
