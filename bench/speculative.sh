@@ -22,6 +22,7 @@ q8="$(synth_model q8_0)"
 q4="$(synth_model q4_0)"
 tiny="$shared/models/tinystories-656k/TinyStories-656K-F16.gguf"
 work="${WORK:-/tmp/rapide-bench-spec}"
+rm -rf "$work"  # results of an earlier run would mix into the medians
 mkdir -p "$work"
 
 story="Once upon a time, there was a little girl named Lily. She loved to play with her toys. \
