@@ -18,11 +18,20 @@ const char* batching_mode_name(BatchingMode mode) {
 SpecMode parse_spec_mode(const std::string& text) {
   if (text == "off") return SpecMode::kOff;
   if (text == "ngram") return SpecMode::kNgram;
-  fail(ErrorCode::kInvalidArgument, "--spec must be 'off' or 'ngram', got '{}'", text);
+  if (text == "draft") return SpecMode::kDraft;
+  fail(ErrorCode::kInvalidArgument, "--spec must be 'off', 'ngram' or 'draft', got '{}'", text);
 }
 
 const char* spec_mode_name(SpecMode mode) {
-  return mode == SpecMode::kNgram ? "ngram" : "off";
+  switch (mode) {
+    case SpecMode::kNgram:
+      return "ngram";
+    case SpecMode::kDraft:
+      return "draft";
+    case SpecMode::kOff:
+      break;
+  }
+  return "off";
 }
 
 }  // namespace rapide

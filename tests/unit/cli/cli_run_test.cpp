@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "test_paths.h"
 
@@ -106,6 +108,31 @@ TEST(CliRun, BadInputGivesAClearErrorAndNoCrash) {
     for (char& ch : want) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
     EXPECT_NE(lower.find(want), std::string::npos) << "expected '" << c.message << "' in\n" << r.out;
   }
+}
+
+// Speculation's flags: every wrong combination is one clear line and a non-zero exit, and
+// a draft-model run prints the same text as a plain one with its speculation summary.
+TEST(CliRun, SpeculationFlags) {
+  RAPIDE_REQUIRE_SHARED("models/stories260K/stories260K.gguf");
+  const std::string base = "run -m " + model() + " -p 'Once upon a time' -n 40 --temp 0 ";
+  struct Case {
+    std::string flags, message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"--spec bogus", "--spec must be 'off', 'ngram' or 'draft'"},
+           {"--spec draft", "--spec draft needs --draft-model"},
+           {"--spec ngram --draft-model " + model(), "--draft-model is used only with --spec draft"},
+           {"--spec ngram --spec-tokens many", "--spec-tokens must be auto or a number"}}) {
+    const Result r = run(base + c.flags);
+    EXPECT_NE(r.exit_code, 0) << c.flags;
+    EXPECT_NE(r.out.find(c.message), std::string::npos) << c.flags << ": " << r.out;
+  }
+  const Result plain = run(base + "--no-print-prompt", /*keep_stderr=*/false);
+  const Result draft = run(base + "--no-print-prompt --draft-model " + model());
+  ASSERT_EQ(plain.exit_code, 0);
+  ASSERT_EQ(draft.exit_code, 0) << draft.out;
+  EXPECT_NE(draft.out.find(plain.out), std::string::npos) << draft.out;
+  EXPECT_NE(draft.out.find("speculation: "), std::string::npos) << draft.out;
 }
 
 }  // namespace
