@@ -39,7 +39,6 @@ StepResult OutputProcessor::process(const StepPlan& plan, std::span<const float>
   result.step = plan.step;
   result.outputs.resize(rows_.size());
   pending_.resize(rows_.size());
-  histories_.resize(logits_scratch_.size());
   // A chunk is at least ~32k logits: a small vocabulary's rows stay on the calling thread.
   const int64_t grain = std::max<int64_t>(1, 32768 / static_cast<int64_t>(vocab_));
   pool_.parallel_for(static_cast<int64_t>(rows_.size()), grain,

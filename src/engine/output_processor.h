@@ -77,7 +77,6 @@ class OutputProcessor {
   ThreadPool& pool_;
   std::unordered_map<RequestId, RequestOutputState> states_;
   std::vector<Row> rows_;                           // this step's sequences to sample
-  std::vector<std::vector<int32_t>> histories_;     // per pool thread: tokens while verifying
   std::vector<std::vector<float>> logits_scratch_;  // one logits row per pool thread
   // Events of the last process(), per output, waiting for emit().
   std::vector<std::vector<TokenEvent>> pending_;
