@@ -23,6 +23,20 @@ namespace rapide::cli {
 
 namespace {
 
+// What speculation did during one run (the difference of two engine snapshots), for the
+// report's settings (terminal, JSON and HTML).
+std::string describe_speculation(const SpecStats& before, const SpecStats& after) {
+  const uint64_t proposed = after.proposed - before.proposed;
+  const uint64_t accepted = after.accepted - before.accepted;
+  const uint64_t verifications = after.verifications - before.verifications;
+  return fmt::format(
+      "{} guesses verified, {} accepted ({:.1f} %), {:.2f} accepted per verification, "
+      "auto off {} times, last k {}",
+      proposed, accepted, proposed ? 100.0 * accepted / proposed : 0.0,
+      verifications ? static_cast<double>(accepted) / verifications : 0.0,
+      after.off_decisions - before.off_decisions, after.last_k);
+}
+
 using namespace rapide::bench;
 
 struct BenchOptions {
@@ -187,7 +201,12 @@ void run_bench(BenchOptions& o) {
     runner.arrival = patterns[i];
     runner.slo = slo;
     if (!o.quiet) runner.progress = std::ref(printer);
+    const SpecStats before = engine ? engine->stats().spec : SpecStats{};
     report.runs.push_back(run_benchmark(io, *backend, conversations, runner));
+    if (engine && engine->stats().spec_enabled) {
+      report.settings.emplace_back(fmt::format("speculation, run {}", i + 1),
+                                   describe_speculation(before, engine->stats().spec));
+    }
   }
   std::fputs(format_tables(report).c_str(), stdout);
   if (!o.output_json.empty()) {

@@ -35,7 +35,9 @@ Result run(const std::string& args, bool keep_stderr = true) {
   return r;
 }
 
-std::string model() { return shared_path("models/stories260K/stories260K.gguf"); }
+std::string model() {
+  return shared_path("models/stories260K/stories260K.gguf");
+}
 
 TEST(CliRun, PerplexityMatchesLlamaCpp) {
   RAPIDE_REQUIRE_SHARED("models/stories260K/stories260K.gguf");
@@ -53,8 +55,9 @@ TEST(CliRun, PerplexityMatchesLlamaCpp) {
 TEST(CliRun, GreedyRunPrintsTheReferenceText) {
   RAPIDE_REQUIRE_SHARED("models/stories260K/stories260K.gguf");
   RAPIDE_REQUIRE_SHARED("reference/greedy/stories260K__Once_upon_a_time.txt");
-  const Result r = run("run -m " + model() + " -p 'Once upon a time' -n 200 --temp 0 --ignore-eos -t 2",
-                       /*keep_stderr=*/false);
+  const Result r =
+      run("run -m " + model() + " -p 'Once upon a time' -n 200 --temp 0 --ignore-eos -t 2",
+          /*keep_stderr=*/false);
   ASSERT_EQ(r.exit_code, 0) << r.out;
   std::ifstream in(shared_path("reference/greedy/stories260K__Once_upon_a_time.txt"));
   std::stringstream ss;
@@ -106,7 +109,8 @@ TEST(CliRun, BadInputGivesAClearErrorAndNoCrash) {
     for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
     std::string want = c.message;
     for (char& ch : want) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    EXPECT_NE(lower.find(want), std::string::npos) << "expected '" << c.message << "' in\n" << r.out;
+    EXPECT_NE(lower.find(want), std::string::npos) << "expected '" << c.message << "' in\n"
+                                                   << r.out;
   }
 }
 
@@ -121,7 +125,8 @@ TEST(CliRun, SpeculationFlags) {
   for (const Case& c : std::vector<Case>{
            {"--spec bogus", "--spec must be 'off', 'ngram' or 'draft'"},
            {"--spec draft", "--spec draft needs --draft-model"},
-           {"--spec ngram --draft-model " + model(), "--draft-model is used only with --spec draft"},
+           {"--spec ngram --draft-model " + model(),
+            "--draft-model is used only with --spec draft"},
            {"--spec ngram --spec-tokens many", "--spec-tokens must be auto or a number"}}) {
     const Result r = run(base + c.flags);
     EXPECT_NE(r.exit_code, 0) << c.flags;
@@ -133,6 +138,19 @@ TEST(CliRun, SpeculationFlags) {
   ASSERT_EQ(draft.exit_code, 0) << draft.out;
   EXPECT_NE(draft.out.find(plain.out), std::string::npos) << draft.out;
   EXPECT_NE(draft.out.find("speculation: "), std::string::npos) << draft.out;
+
+  // `rapide bench --engine` reports what speculation did, per run, in its JSON.
+  const std::string json = ::testing::TempDir() + "/spec_bench.json";
+  const Result bench = run("bench --engine -m " + model() +
+                           " --workload random --input-len 20 --output-len 30 --num-requests 4"
+                           " --concurrency 2 -q -t 2 --spec ngram --spec-tokens 3 --output " +
+                           json);
+  ASSERT_EQ(bench.exit_code, 0) << bench.out;
+  std::ifstream in(json);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_NE(text.str().find("speculation, run 1"), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("guesses verified"), std::string::npos);
 }
 
 }  // namespace
