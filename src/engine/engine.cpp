@@ -79,7 +79,7 @@ std::unique_ptr<Proposer> Engine::make_proposer(const DraftModel* draft) {
       // As many blocks as the target's KV: every sequence the target holds fits the draft.
       return std::make_unique<DraftModelProposer>(
           draft->model, *pool_, kv_->total_blocks(), options_.kv_block_size, max_context_,
-          options_.kv_type, options_.spec.draft_min_confidence);
+          options_.kv_type, options_.spec.draft_min_confidence, prefix_cache_ != nullptr);
   }
   return nullptr;
 }
@@ -372,7 +372,10 @@ void Engine::step() {
     // freed and its request counted.
     std::lock_guard<std::mutex> lock(mutex_);
     count_finished(finished);
-    if (proposer_ != nullptr) stats_.spec = scheduler_->spec_stats();
+    if (proposer_ != nullptr) {
+      stats_.spec = scheduler_->spec_stats();
+      stats_.spec.proposer_cached_tokens = proposer_->cached_tokens();
+    }
     stats_.steps++;
     stats_.preemptions += plan.preempted.size();
     stats_.computed_prompt_tokens += static_cast<uint64_t>(plan.prefill_tokens);

@@ -5,6 +5,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "engine/model_identity.h"
 #include "engine/speculation.h"
 
 namespace rapide {
@@ -15,11 +16,16 @@ void NgramProposer::propose(std::span<ProposalRequest> requests) {
 
 DraftModelProposer::DraftModelProposer(Model& draft, ThreadPool& pool, int32_t blocks,
                                        int block_size, int max_context, KvType kv_type,
-                                       double min_confidence)
+                                       double min_confidence, bool prefix_cache)
     : model_(draft), pool_(pool), min_confidence_(min_confidence) {
   const KvLayout layout = KvLayout::for_model(draft.config(), block_size, kv_type);
   kv_ = std::make_unique<PagedKvStore>(layout, blocks, max_context);
+  if (prefix_cache) {
+    cache_ = std::make_unique<PrefixCache>(*kv_, model_identity(draft, layout), nullptr);
+  }
 }
+
+DraftModelProposer::~DraftModelProposer() = default;
 
 namespace {
 
@@ -53,6 +59,7 @@ void DraftModelProposer::propose(std::span<ProposalRequest> requests) {
     r.guesses.clear();
     if (r.k <= 0) continue;
     const int length = static_cast<int>(r.tokens.size());
+    if (cache_ && !kv_->has_sequence(r.kv_id)) attach_cached(r);
     const int have = std::min(kv_->positions(r.kv_id), length - 1);
     if (kv_->positions(r.kv_id) > have) kv_->truncate(r.kv_id, have);
     if (length - have > kMaxCatchUp) {
@@ -91,7 +98,27 @@ void DraftModelProposer::propose(std::span<ProposalRequest> requests) {
     }
     active.swap(next);
   }
+  if (cache_) {
+    // The verified tokens' full blocks are shareable now (guesses sit past them).
+    for (ProposalRequest& r : requests) {
+      if (!kv_->has_sequence(r.kv_id)) continue;
+      CacheState& state = cache_state_[r.kv_id];
+      const int verified = std::min(kv_->positions(r.kv_id), static_cast<int>(r.tokens.size()));
+      cache_->extend_hashes(r.tokens, state.hashes);
+      cache_->cache_blocks(r.kv_id, state.hashes, verified, r.tokens, &state.registered);
+    }
+  }
   draft_seconds_ += seconds_between(start, Clock::now());
+}
+
+void DraftModelProposer::attach_cached(const ProposalRequest& r) {
+  CacheState& state = cache_state_[r.kv_id];
+  cache_->extend_hashes(r.tokens, state.hashes);
+  const PrefixMatch hit = cache_->match(r.tokens, state.hashes);
+  if (hit.blocks() == 0 || hit.free_blocks_taken() > kv_->free_blocks()) return;
+  const int got = cache_->attach(r.kv_id, hit, r.tokens, state.hashes, r.request_id);
+  state.registered = got / kv_->block_size();
+  cached_tokens_ += static_cast<uint64_t>(got);
 }
 
 void DraftModelProposer::rollback(int32_t kv_id, int positions) {

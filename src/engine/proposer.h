@@ -14,9 +14,12 @@
 #include <span>
 #include <vector>
 
+#include <unordered_map>
 #include "base/thread_pool.h"
 #include "engine/request.h"
+
 #include "kv/paged_kv_store.h"
+#include "kv/prefix_cache.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -41,6 +44,8 @@ class Proposer {
   // The sequence's first `positions` tokens are verified; anything guessed past them is not.
   virtual void rollback(int32_t /*kv_id*/, int /*positions*/) {}
   virtual void release(int32_t /*kv_id*/) {}
+  // Prompt positions the proposer took from a prefix cache instead of computing them.
+  virtual uint64_t cached_tokens() const { return 0; }
 };
 
 // Prompt lookup (propose_ngram in engine/speculation.h): no state, no model.
@@ -66,23 +71,38 @@ class DraftModelProposer final : public Proposer {
 
   // `blocks` KV blocks of `block_size` positions for the draft; the model and pool must
   // outlive the proposer. Guessing stops at a token the draft gives less than
-  // `min_confidence` probability.
+  // `min_confidence` probability. With `prefix_cache`, the draft's KV has a prefix cache of
+  // its own (the same machinery as the target's): a new sequence whose prompt starts like an
+  // earlier one attaches those blocks instead of prefilling them.
   DraftModelProposer(Model& draft, ThreadPool& pool, int32_t blocks, int block_size,
-                     int max_context, KvType kv_type, double min_confidence);
+                     int max_context, KvType kv_type, double min_confidence, bool prefix_cache);
+  ~DraftModelProposer() override;
   const char* name() const override { return "draft"; }
   bool costly() const override { return true; }
   void propose(std::span<ProposalRequest> requests) override;
   void rollback(int32_t kv_id, int positions) override;
   void release(int32_t kv_id) override;
+  uint64_t cached_tokens() const override { return cached_tokens_; }
   // Seconds spent in the draft model's forward passes so far.
   double draft_seconds() const { return draft_seconds_; }
   const PagedKvStore& kv() const { return *kv_; }
 
  private:
+  // Attaches the cached blocks a new sequence's tokens start with.
+  void attach_cached(const ProposalRequest& r);
+
   Model& model_;
   ThreadPool& pool_;
   std::unique_ptr<PagedKvStore> kv_;
   double min_confidence_;
+  // Declared after kv_: the cache listens to its pool and must go first.
+  std::unique_ptr<PrefixCache> cache_;
+  struct CacheState {
+    std::vector<uint64_t> hashes;  // of the sequence's verified full blocks
+    int registered = 0;            // blocks registered with cache_
+  };
+  std::unordered_map<int32_t, CacheState> cache_state_;  // by KV sequence id
+  uint64_t cached_tokens_ = 0;
   Batch batch_;
   double draft_seconds_ = 0.0;
 };

@@ -100,6 +100,7 @@ struct SpecStats {
   uint64_t off_decisions = 0;  // decode steps where auto chose k = 0 (below break-even)
   std::vector<uint64_t> accepted_histogram;  // [a]: verifications that accepted a guesses
   int last_k = 0;                            // the latest k chosen
+  uint64_t proposer_cached_tokens = 0;  // prompt positions a draft took from its prefix cache
   double last_predicted_speedup = 1.0;
 
   double acceptance_rate() const {

@@ -255,6 +255,11 @@ TEST_F(SpeculativeTest, DraftModelIsLosslessAndAgreesWithItself) {
       EXPECT_EQ(spec[i].reason, plain[i].reason);
     }
     EXPECT_GT(engine.stats().spec.accepted, 0u);
+    // The same prompt again: the draft takes its prompt from its own prefix cache.
+    auto again = std::make_shared<EventQueue>();
+    engine.submit(request(kPrompts[0], 100, again));
+    EXPECT_EQ(collect(*again).tokens, plain[0].tokens);
+    EXPECT_GE(engine.stats().spec.proposer_cached_tokens, 16u);
     expect_no_leak(engine);
   }
   // The target as its own draft (a separate Model over the same file): without EOS bans,
