@@ -61,6 +61,7 @@ void run_quantize(const QuantizeOptions& o) {
   const GgufFile in = GgufFile::open(o.input);  // throws a clear error when unreadable
 
   QuantModelFacts facts;
+  facts.has_output = in.find_tensor("output.weight") != nullptr;
   bool quantized_source = false;
   for (const GgufTensorInfo& t : in.tensors()) {
     if (!is_quantizable_tensor(t.name, t.shape)) continue;

@@ -50,7 +50,10 @@ TensorType role_type(std::string_view name, int layer, const QuantPlan& plan,
   const QuantPreset p = plan.preset;
   TensorType t = plan.base;
   if (p == QuantPreset::kPure) return t;
-  if (name == "output.weight") return TensorType::kQ6_K;  // (kept Q8_0 only for Q8_0 mixes)
+  // The output matrix (token_embd when tied): Q6_K, or Q8_0 by the fallback below when its
+  // rows are not whole super-blocks.
+  if (name == "output.weight" || (!facts.has_output && name == "token_embd.weight"))
+    return TensorType::kQ6_K;
   if (contains(name, "attn_v.weight")) {
     if (p == QuantPreset::kQ3_K_M) return layer < 2 ? TensorType::kQ5_K : TensorType::kQ4_K;
     if ((p == QuantPreset::kQ4_K_M || p == QuantPreset::kQ5_K_M) &&

@@ -31,10 +31,13 @@ std::optional<QuantPlan> parse_quant_plan(std::string_view name);
 // The names parse_quant_plan accepts, for help and error messages.
 std::string quant_plan_names();
 
-// The model-wide facts the rules need: counts of attn_v and ffn_down matrices.
+// The model-wide facts the rules need: counts of attn_v and ffn_down matrices, and whether
+// the model has its own output.weight (without one, token_embd is also the output matrix and
+// gets the output's type, as llama.cpp does for tied embeddings).
 struct QuantModelFacts {
   int n_attn_v = 0;
   int n_ffn_down = 0;
+  bool has_output = true;
 };
 
 // Whether llama.cpp quantizes this tensor at all: matrices (2+ dims) whose name ends in

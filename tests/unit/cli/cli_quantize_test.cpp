@@ -145,6 +145,16 @@ TEST(QuantPlan, Q4KMRolesOnThirtyTwoLayers) {
   EXPECT_EQ(choose_tensor_type("blk.5.attn_q.weight", {96, 96}, 5, plan, facts), TensorType::kQ5_0);
   EXPECT_EQ(choose_tensor_type("output.weight", {96, 100}, -1, plan, facts), TensorType::kQ8_0);
   EXPECT_EQ(choose_tensor_type("blk.5.attn_q.weight", {40, 96}, 5, plan, facts), TensorType::kF16);
+  // Tied embeddings: token_embd is the output matrix too.
+  const QuantModelFacts tied{.n_attn_v = 32, .n_ffn_down = 32, .has_output = false};
+  EXPECT_EQ(choose_tensor_type("token_embd.weight", shape, -1, plan, tied), TensorType::kQ6_K);
+  // Q3_K_M: attn_v Q5_K on the first two layers, attn_output and ffn_down Q4_K.
+  const QuantPlan q3 = *parse_quant_plan("q3_k_m");
+  EXPECT_EQ(choose_tensor_type("blk.1.attn_v.weight", shape, 1, q3, facts), TensorType::kQ5_K);
+  EXPECT_EQ(choose_tensor_type("blk.2.attn_v.weight", shape, 2, q3, facts), TensorType::kQ4_K);
+  EXPECT_EQ(choose_tensor_type("blk.9.attn_output.weight", shape, 9, q3, facts), TensorType::kQ4_K);
+  EXPECT_EQ(choose_tensor_type("blk.1.ffn_down.weight", shape, 1, q3, facts), TensorType::kQ5_K);
+  EXPECT_EQ(choose_tensor_type("blk.9.ffn_up.weight", shape, 9, q3, facts), TensorType::kQ3_K);
   EXPECT_FALSE(parse_quant_plan("q7_0").has_value());
   EXPECT_EQ(parse_quant_plan("q4_0")->preset, QuantPreset::kPure);
 }
