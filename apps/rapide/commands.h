@@ -8,6 +8,7 @@ namespace rapide::cli {
 // Each function adds a subcommand to `app` and arranges for it to run when chosen.
 void register_inspect(CLI::App& app);
 void register_synth(CLI::App& app);
+void register_quantize(CLI::App& app);
 void register_run(CLI::App& app);
 void register_perplexity(CLI::App& app);
 void register_batch(CLI::App& app);

@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "rapide 0.1.0");
   rapide::cli::register_inspect(app);
   rapide::cli::register_synth(app);
+  rapide::cli::register_quantize(app);
   rapide::cli::register_run(app);
   rapide::cli::register_perplexity(app);
   rapide::cli::register_batch(app);

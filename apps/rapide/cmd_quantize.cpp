@@ -1,0 +1,155 @@
+// rapide quantize: rewrites a GGUF with its matrices in another weight type, as llama.cpp's
+// llama-quantize does with round-to-nearest (no importance matrix): one type for every matrix
+// (like `llama-quantize --pure`) or a preset mixing types by tensor role (Q4_K_M ...; the rules
+// are in formats/quant_plan.h). Metadata and the tokenizer are copied; 1-D tensors (norms,
+// biases) are copied unchanged. A quantized source is dequantized to f32 first (noted on
+// stderr, since re-quantizing loses more than quantizing the original floats).
+#include <fmt/format.h>
+
+#include <cctype>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "apps/rapide/commands.h"
+#include "base/error.h"
+#include "formats/gguf_reader.h"
+#include "formats/gguf_writer.h"
+#include "formats/quant_plan.h"
+#include "kernels/matmul.h"
+
+namespace rapide::cli {
+namespace {
+
+struct QuantizeOptions {
+  std::string input;
+  std::string output;
+  std::string type;
+};
+
+// The block index of "blk.N.<role>", or -1.
+int layer_of(const std::string& name) {
+  if (!name.starts_with("blk.")) return -1;
+  int layer = 0;
+  size_t i = 4;
+  if (i >= name.size() || !std::isdigit(static_cast<unsigned char>(name[i]))) return -1;
+  for (; i < name.size() && std::isdigit(static_cast<unsigned char>(name[i])); ++i)
+    layer = layer * 10 + (name[i] - '0');
+  return layer;
+}
+
+bool is_float_type(TensorType t) {
+  return t == TensorType::kF32 || t == TensorType::kF16 || t == TensorType::kBF16;
+}
+
+void run_quantize(const QuantizeOptions& o) {
+  const std::optional<QuantPlan> plan = parse_quant_plan(o.type);
+  if (!plan)
+    fail(ErrorCode::kInvalidArgument, "--type '{}': use one of {} (any case)", o.type,
+         quant_plan_names());
+  std::error_code ec;
+  if (o.input == o.output ||
+      std::filesystem::equivalent(o.input, o.output, ec)) {  // ec set when OUT does not exist
+    fail(ErrorCode::kInvalidArgument, "quantize: input and output are the same file ({})",
+         o.output);
+  }
+  const GgufFile in = GgufFile::open(o.input);  // throws a clear error when unreadable
+
+  QuantModelFacts facts;
+  facts.has_output = in.find_tensor("output.weight") != nullptr;
+  bool quantized_source = false;
+  for (const GgufTensorInfo& t : in.tensors()) {
+    if (!is_quantizable_tensor(t.name, t.shape)) continue;
+    facts.n_attn_v += t.name.find("attn_v.weight") != std::string::npos;
+    facts.n_ffn_down += t.name.find("ffn_down") != std::string::npos;
+    quantized_source |= !is_float_type(t.type);
+  }
+  if (quantized_source) {
+    std::fprintf(stderr,
+                 "note: %s has quantized matrices; they are dequantized to f32 and quantized "
+                 "again (quality is lower than quantizing the original f16/f32 weights)\n",
+                 o.input.c_str());
+  }
+
+  GgufWriter w;
+  for (const GgufKeyValue& kv : in.metadata()) w.set(kv.key, kv.value);
+  w.set("general.file_type", GgufValue::u32(quant_plan_file_type(*plan)));
+  w.set("general.quantization_version", GgufValue::u32(2));
+
+  // Unchanged tensors are copied from the mapping at write time, so a large model is never
+  // held in memory twice.
+  auto copy = [&w](const GgufTensorInfo& t) {
+    const uint8_t* src = t.data;
+    const size_t size = t.size_bytes;
+    w.add_tensor(t.name, t.type, t.shape, [=](uint8_t* out) { std::memcpy(out, src, size); });
+  };
+  std::map<std::string, int> type_counts;
+  uint64_t in_bytes = 0;
+  for (const GgufTensorInfo& t : in.tensors()) {
+    in_bytes += t.size_bytes;
+    if (!is_quantizable_tensor(t.name, t.shape)) {
+      copy(t);
+      ++type_counts[std::string(tensor_type_name(t.type))];
+      continue;
+    }
+    const TensorType to = choose_tensor_type(t.name, t.shape, layer_of(t.name), *plan, facts);
+    ++type_counts[std::string(tensor_type_name(to))];
+    if (to == t.type) {
+      copy(t);
+      continue;
+    }
+    const int64_t cols = t.shape[0];
+    int64_t rows = 1;
+    for (size_t d = 1; d < t.shape.size(); ++d) rows *= t.shape[d];
+    const TensorType from = t.type;
+    const uint8_t* src = t.data;
+    w.add_tensor(t.name, to, t.shape, [=](uint8_t* out) {
+      std::vector<float> row(static_cast<size_t>(cols));
+      const int64_t in_row = tensor_row_bytes(from, cols), out_row = tensor_row_bytes(to, cols);
+      for (int64_t r = 0; r < rows; ++r) {
+        dequantize_row(from, src + r * in_row, row.data(), cols);
+        quantize_row(to, row.data(), out + r * out_row, cols);
+      }
+    });
+  }
+
+  std::string summary;
+  for (const auto& [name, count] : type_counts) summary += fmt::format(" {}x{}", count, name);
+  std::fprintf(stderr, "quantizing %s -> %s as %s: %zu tensors (%s)\n", o.input.c_str(),
+               o.output.c_str(), plan->name.c_str(), in.tensors().size(), summary.c_str() + 1);
+  int last_percent = -1;
+  w.write(o.output, [&](size_t done, size_t total) {
+    const int percent = static_cast<int>(done * 100 / total);
+    if (percent / 10 != last_percent / 10 || done == total) {
+      std::fprintf(stderr, "  %3d%% (%zu/%zu tensors)\n", percent, done, total);
+      last_percent = percent;
+    }
+  });
+  std::printf("wrote %s: %.1f MiB of tensor data (from %.1f MiB), %s\n", o.output.c_str(),
+              static_cast<double>(w.tensor_data_bytes()) / (1 << 20),
+              static_cast<double>(in_bytes) / (1 << 20), plan->name.c_str());
+}
+
+}  // namespace
+
+void register_quantize(CLI::App& app) {
+  auto o = std::make_shared<QuantizeOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "quantize", "Rewrite a GGUF with quantized weights (a single type or a Q4_K_M-style mix)");
+  cmd->add_option("input", o->input, "source GGUF (f32/f16/bf16; quantized ones are dequantized)")
+      ->required();
+  cmd->add_option("output", o->output, "GGUF to write")->required();
+  cmd->add_option("--type", o->type,
+                  "q8_0, q4_0, q4_1, q5_0, q5_1, q2_K, q3_K, q4_K, q5_K, q6_K, iq4_nl, iq4_xs "
+                  "(every matrix that type) or Q3_K_M, Q4_K_S, Q4_K_M, Q5_K_S, Q5_K_M (mixed "
+                  "by tensor role as llama-quantize)")
+      ->required();
+  cmd->callback([o] { run_quantize(*o); });
+}
+
+}  // namespace rapide::cli
