@@ -191,8 +191,9 @@ MUTATIONS = [
       tests="Tokenizer|tokenizer"),
     m("attention-scale-no-sqrt", "attention scales scores by 1/head_dim instead of "
       "1/sqrt(head_dim)",
-      [("src/model/attention.cpp", "const float scale = 1.0f / std::sqrt(static_cast<float>"
-        "(head_dim));", "const float scale = 1.0f / static_cast<float>(head_dim);")],
+      [("src/model/attention.cpp",
+        "shape.scale != 0.0f ? shape.scale : 1.0f / std::sqrt(static_cast<float>(head_dim));",
+        "shape.scale != 0.0f ? shape.scale : 1.0f / static_cast<float>(head_dim);")],
       tests="Attention|GreedyReference|ModelFormatsAgree"),
     m("kv-cached-freed-first", "a freed cached block goes to the front of the free list, so "
       "cached prefixes are evicted before plain free blocks",
