@@ -15,6 +15,7 @@
 
 #include "apps/rapide/commands.h"
 #include "base/error.h"
+#include "formats/quant_plan.h"
 #include "formats/gguf_reader.h"
 #include "formats/gguf_writer.h"
 #include "formats/llama_shape.h"
@@ -70,42 +71,6 @@ LlamaShape parse_shape(const std::string& text) {
   return s;
 }
 
-uint32_t gguf_file_type(TensorType type) {
-  switch (type) {  // llama_ftype (MOSTLY_*; a k-quant as its _S variant, every tensor one type)
-    case TensorType::kF32:
-      return 0;
-    case TensorType::kF16:
-      return 1;
-    case TensorType::kQ4_0:
-      return 2;
-    case TensorType::kQ8_0:
-      return 7;
-    case TensorType::kBF16:
-      return 32;
-    case TensorType::kQ4_1:
-      return 3;
-    case TensorType::kQ5_0:
-      return 8;
-    case TensorType::kQ5_1:
-      return 9;
-    case TensorType::kQ2_K:
-      return 10;
-    case TensorType::kQ3_K:
-      return 11;
-    case TensorType::kQ4_K:
-      return 14;
-    case TensorType::kQ5_K:
-      return 16;
-    case TensorType::kQ6_K:
-      return 18;
-    case TensorType::kIQ4_NL:
-      return 25;
-    case TensorType::kIQ4_XS:
-      return 30;
-  }
-  return 0;
-}
-
 void run_synth(const SynthOptions& o) {
   LlamaShape s = parse_shape(o.shape);
   const std::optional<TensorType> type = tensor_type_from_name(o.type);
@@ -129,7 +94,7 @@ void run_synth(const SynthOptions& o) {
   const std::string name = o.shape == "synth100m" ? "synth100m" : "synth";
   set_llama_hyperparameters(w, s);
   w.set("general.name", GgufValue::string(name));
-  w.set("general.file_type", GgufValue::u32(gguf_file_type(*type)));
+  w.set("general.file_type", GgufValue::u32(llama_file_type(*type)));
   w.set("general.quantization_version", GgufValue::u32(2));
   for (const auto& kv : vocab.metadata()) {
     if (kv.key.starts_with("tokenizer.")) w.set(kv.key, kv.value);

@@ -137,11 +137,12 @@ TensorType choose_tensor_type(std::string_view name, const std::vector<int64_t>&
   return t;
 }
 
-uint32_t quant_plan_file_type(const QuantPlan& plan) {
-  for (const PresetInfo& p : kPresets) {
-    if (p.preset == plan.preset) return p.file_type;
-  }
-  switch (plan.base) {  // llama_ftype MOSTLY_* (a k-quant as its _S variant)
+uint32_t llama_file_type(TensorType type) {
+  switch (type) {  // llama_ftype: MOSTLY_*, a k-quant as its _S variant
+    case TensorType::kF32:
+      return 0;
+    case TensorType::kF16:
+      return 1;
     case TensorType::kQ4_0:
       return 2;
     case TensorType::kQ4_1:
@@ -166,9 +167,17 @@ uint32_t quant_plan_file_type(const QuantPlan& plan) {
       return 25;
     case TensorType::kIQ4_XS:
       return 30;
-    default:
-      return 0;
+    case TensorType::kBF16:
+      return 32;
   }
+  return 0;
+}
+
+uint32_t quant_plan_file_type(const QuantPlan& plan) {
+  for (const PresetInfo& p : kPresets) {
+    if (p.preset == plan.preset) return p.file_type;
+  }
+  return llama_file_type(plan.base);
 }
 
 }  // namespace rapide

@@ -50,6 +50,8 @@ bool is_quantizable_tensor(std::string_view name, const std::vector<int64_t>& sh
 TensorType choose_tensor_type(std::string_view name, const std::vector<int64_t>& shape, int layer,
                               const QuantPlan& plan, const QuantModelFacts& facts);
 
+// llama_ftype for general.file_type of a file whose tensors are all `type` (MOSTLY_*).
+uint32_t llama_file_type(TensorType type);
 // llama_ftype for general.file_type (presets as their own id, single types as MOSTLY_*).
 uint32_t quant_plan_file_type(const QuantPlan& plan);
 
