@@ -13,27 +13,11 @@
 
 #include "formats/gguf_reader.h"
 #include "formats/quant_plan.h"
+#include "run_rapide.h"
 #include "test_paths.h"
 
 namespace rapide::testing {
 namespace {
-
-struct Result {
-  int exit_code = -1;
-  std::string out;  // stdout and stderr together
-};
-
-Result run(const std::string& args) {
-  Result r;
-  FILE* pipe = ::popen((rapide_binary() + " " + args + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return r;
-  char buffer[4096];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) r.out.append(buffer, n);
-  const int status = ::pclose(pipe);
-  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
-  return r;
-}
 
 const char* kModels = "reference/llamacpp/models/";
 
@@ -58,7 +42,7 @@ TEST_F(CliQuantize, SingleTypesMatchLlamaQuantizePure) {
     SCOPED_TRACE(type);
     const std::string ref_path = shared_path(std::string(kModels) + "llama-q-" + type + ".gguf");
     const std::string path = out(std::string(type) + ".gguf");
-    const Result r = run("quantize " + source() + " " + path + " --type " + type);
+    const CliResult r = run_rapide("quantize " + source() + " " + path + " --type " + type);
     ASSERT_EQ(r.exit_code, 0) << r.out;
     const GgufFile got = GgufFile::open(path), ref = GgufFile::open(ref_path);
     ASSERT_EQ(got.tensors().size(), ref.tensors().size());
@@ -79,7 +63,7 @@ TEST_F(CliQuantize, SingleTypesMatchLlamaQuantizePure) {
 TEST_F(CliQuantize, Q4KMChoosesLlamaQuantizesTypesAndRuns) {
   RAPIDE_REQUIRE_SHARED(std::string(kModels) + "llama-q-Q4_K_M.gguf");
   const std::string path = out("Q4_K_M.gguf");
-  const Result r = run("quantize " + source() + " " + path + " --type q4_k_m");
+  const CliResult r = run_rapide("quantize " + source() + " " + path + " --type q4_k_m");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   const GgufFile got = GgufFile::open(path);
   const GgufFile ref = GgufFile::open(shared_path(std::string(kModels) + "llama-q-Q4_K_M.gguf"));
@@ -91,7 +75,7 @@ TEST_F(CliQuantize, Q4KMChoosesLlamaQuantizesTypesAndRuns) {
   }
   EXPECT_EQ(got.get_u32("general.file_type"), 15u);  // LLAMA_FTYPE_MOSTLY_Q4_K_M
 
-  const Result ran = run("run -m " + path + " -p 'Once upon a time' -n 8 --temp 0 -t 2");
+  const CliResult ran = run_rapide("run -m " + path + " -p 'Once upon a time' -n 8 --temp 0 -t 2");
   EXPECT_EQ(ran.exit_code, 0) << ran.out;
 }
 
@@ -99,9 +83,10 @@ TEST_F(CliQuantize, KQuantSingleTypesAndPresetsLoadAndRun) {
   for (const char* type : {"q6_K", "iq4_xs", "Q5_K_M", "Q3_K_M", "Q4_K_S", "Q5_K_S"}) {
     SCOPED_TRACE(type);
     const std::string path = out(std::string(type) + ".gguf");
-    const Result r = run("quantize " + source() + " " + path + " --type " + type);
+    const CliResult r = run_rapide("quantize " + source() + " " + path + " --type " + type);
     ASSERT_EQ(r.exit_code, 0) << r.out;
-    const Result ran = run("run -m " + path + " -p 'Once upon a time' -n 4 --temp 0 -t 2");
+    const CliResult ran =
+        run_rapide("run -m " + path + " -p 'Once upon a time' -n 4 --temp 0 -t 2");
     EXPECT_EQ(ran.exit_code, 0) << ran.out;
   }
 }
@@ -115,7 +100,7 @@ TEST_F(CliQuantize, ClearErrors) {
       {"quantize " + out("missing.gguf") + " " + out("x.gguf") + " --type q8_0", "missing.gguf"},
   };
   for (const auto& c : cases) {
-    const Result r = run(c.args);
+    const CliResult r = run_rapide(c.args);
     EXPECT_NE(r.exit_code, 0) << c.args;
     EXPECT_NE(r.out.find(c.message), std::string::npos) << c.args << "\n" << r.out;
     EXPECT_EQ(r.out.find("terminate"), std::string::npos) << r.out;

@@ -10,30 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "run_rapide.h"
 #include "test_paths.h"
 
 namespace rapide::testing {
 namespace {
-
-struct Result {
-  int exit_code = -1;  // -1 when killed by a signal
-  std::string out;     // stdout and stderr together
-};
-
-// Runs the rapide binary; stderr (logs, figures, errors) joins stdout unless dropped.
-Result run(const std::string& args, bool keep_stderr = true) {
-  Result r;
-  const std::string command =
-      rapide_binary() + " " + args + (keep_stderr ? " 2>&1" : " 2>/dev/null");
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return r;
-  char buffer[4096];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) r.out.append(buffer, n);
-  const int status = ::pclose(pipe);
-  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
-  return r;
-}
 
 std::string model() {
   return shared_path("models/stories260K/stories260K.gguf");
@@ -42,8 +23,8 @@ std::string model() {
 TEST(CliRun, PerplexityMatchesLlamaCpp) {
   RAPIDE_REQUIRE_SHARED("models/stories260K/stories260K.gguf");
   RAPIDE_REQUIRE_SHARED("reference/text/stories-eval.txt");
-  const Result r = run("perplexity -m " + model() + " -f " +
-                       shared_path("reference/text/stories-eval.txt") + " --ctx 128");
+  const CliResult r = run_rapide("perplexity -m " + model() + " -f " +
+                                 shared_path("reference/text/stories-eval.txt") + " --ctx 128");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   const size_t at = r.out.find("PPL = ");
   ASSERT_NE(at, std::string::npos) << r.out;
@@ -55,9 +36,9 @@ TEST(CliRun, PerplexityMatchesLlamaCpp) {
 TEST(CliRun, GreedyRunPrintsTheReferenceText) {
   RAPIDE_REQUIRE_SHARED("models/stories260K/stories260K.gguf");
   RAPIDE_REQUIRE_SHARED("reference/greedy/stories260K__Once_upon_a_time.txt");
-  const Result r =
-      run("run -m " + model() + " -p 'Once upon a time' -n 200 --temp 0 --ignore-eos -t 2",
-          /*keep_stderr=*/false);
+  const CliResult r =
+      run_rapide("run -m " + model() + " -p 'Once upon a time' -n 200 --temp 0 --ignore-eos -t 2",
+                 /*keep_stderr=*/false);
   ASSERT_EQ(r.exit_code, 0) << r.out;
   std::ifstream in(shared_path("reference/greedy/stories260K__Once_upon_a_time.txt"));
   std::stringstream ss;
@@ -70,7 +51,7 @@ TEST(CliRun, GreedyRunPrintsTheReferenceText) {
 
 TEST(CliRun, ReportsTtftAndTpot) {
   RAPIDE_REQUIRE_SHARED("models/stories260K/stories260K.gguf");
-  const Result r = run("run -m " + model() + " -p 'Once upon a time' -n 20 --temp 0");
+  const CliResult r = run_rapide("run -m " + model() + " -p 'Once upon a time' -n 20 --temp 0");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   for (const char* field : {"prompt tokens: 5", "TTFT:", "prefill:", "TPOT:", "decode:"}) {
     EXPECT_NE(r.out.find(field), std::string::npos) << field << " missing in\n" << r.out;
@@ -102,7 +83,7 @@ TEST(CliRun, BadInputGivesAClearErrorAndNoCrash) {
        "exceeds the model's trained context"},
   };
   for (const BadInput& c : cases) {
-    const Result r = run(c.args);
+    const CliResult r = run_rapide(c.args);
     EXPECT_EQ(r.exit_code, 1) << c.args << "\n" << r.out;  // an error exit, not a signal
     EXPECT_NE(r.out.find("error: "), std::string::npos) << r.out;
     std::string lower = r.out;
@@ -128,12 +109,12 @@ TEST(CliRun, SpeculationFlags) {
            {"--spec ngram --draft-model " + model(),
             "--draft-model is used only with --spec draft"},
            {"--spec ngram --spec-tokens many", "--spec-tokens must be auto or a number"}}) {
-    const Result r = run(base + c.flags);
+    const CliResult r = run_rapide(base + c.flags);
     EXPECT_NE(r.exit_code, 0) << c.flags;
     EXPECT_NE(r.out.find(c.message), std::string::npos) << c.flags << ": " << r.out;
   }
-  const Result plain = run(base + "--no-print-prompt", /*keep_stderr=*/false);
-  const Result draft = run(base + "--no-print-prompt --draft-model " + model());
+  const CliResult plain = run_rapide(base + "--no-print-prompt", /*keep_stderr=*/false);
+  const CliResult draft = run_rapide(base + "--no-print-prompt --draft-model " + model());
   ASSERT_EQ(plain.exit_code, 0);
   ASSERT_EQ(draft.exit_code, 0) << draft.out;
   EXPECT_NE(draft.out.find(plain.out), std::string::npos) << draft.out;
@@ -141,10 +122,11 @@ TEST(CliRun, SpeculationFlags) {
 
   // `rapide bench --engine` reports what speculation did, per run, in its JSON.
   const std::string json = ::testing::TempDir() + "/spec_bench.json";
-  const Result bench = run("bench --engine -m " + model() +
-                           " --workload random --input-len 20 --output-len 30 --num-requests 4"
-                           " --concurrency 2 -q -t 2 --spec ngram --spec-tokens 3 --output " +
-                           json);
+  const CliResult bench =
+      run_rapide("bench --engine -m " + model() +
+                 " --workload random --input-len 20 --output-len 30 --num-requests 4"
+                 " --concurrency 2 -q -t 2 --spec ngram --spec-tokens 3 --output " +
+                 json);
   ASSERT_EQ(bench.exit_code, 0) << bench.out;
   std::ifstream in(json);
   std::stringstream text;

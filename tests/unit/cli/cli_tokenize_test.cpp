@@ -9,29 +9,11 @@
 #include <fstream>
 #include <sstream>
 
+#include "run_rapide.h"
 #include "test_paths.h"
 
 namespace rapide::testing {
 namespace {
-
-struct Result {
-  int exit_code = -1;  // -1 when killed by a signal
-  std::string out;
-};
-
-Result run(const std::string& args, bool keep_stderr = true) {
-  Result r;
-  const std::string command =
-      rapide_binary() + " " + args + (keep_stderr ? " 2>&1" : " 2>/dev/null");
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return r;
-  char buffer[4096];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) r.out.append(buffer, n);
-  const int status = ::pclose(pipe);
-  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
-  return r;
-}
 
 std::string read_all(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -87,13 +69,14 @@ TEST_P(CliTokenizeVectors, ReproducesLlamaCppVectors) {
     std::string line;
     ASSERT_TRUE(std::getline(expected, line));
     const TempFile file(text);
-    const Result r = run("tokenize -m " + vocab + " --ids --no-bos -f " + file.path, false);
+    const CliResult r =
+        run_rapide("tokenize -m " + vocab + " --ids --no-bos -f " + file.path, false);
     ASSERT_EQ(r.exit_code, 0) << r.out;
     // .out files may pad the ids with spaces; ours are single-space separated.
     EXPECT_EQ(r.out, normalized(line) + "\n") << "text: '" << text << "'";
     // And back: the ids, pasted as printed, decode to the text.
     if (!line.empty()) {
-      const Result back = run("detokenize -m " + vocab + " '" + line + "'", false);
+      const CliResult back = run_rapide("detokenize -m " + vocab + " '" + line + "'", false);
       ASSERT_EQ(back.exit_code, 0) << back.out;
       EXPECT_EQ(back.out, text);
     }
@@ -111,30 +94,30 @@ TEST(CliTokenize, OutputFormsBosAndSpecialTokens) {
   RAPIDE_REQUIRE_SHARED("tokenizer-tests/ggml-vocab-gpt-2.gguf");
   const std::string vocab = shared_path("tokenizer-tests/ggml-vocab-gpt-2.gguf");
   // GPT-2: "Hello" is 15496, " world" 995, <|endoftext|> 50256; no BOS is added.
-  EXPECT_EQ(run("tokenize -m " + vocab + " --ids 'Hello world'", false).out, "15496 995\n");
-  EXPECT_EQ(run("tokenize -m " + vocab + " 'Hello world'", false).out,
+  EXPECT_EQ(run_rapide("tokenize -m " + vocab + " --ids 'Hello world'", false).out, "15496 995\n");
+  EXPECT_EQ(run_rapide("tokenize -m " + vocab + " 'Hello world'", false).out,
             "15496\t'Hello'\n995\t' world'\n");
-  EXPECT_EQ(run("tokenize -m " + vocab + " --pieces 'Hello world'", false).out,
+  EXPECT_EQ(run_rapide("tokenize -m " + vocab + " --pieces 'Hello world'", false).out,
             "'Hello'\n' world'\n");
-  EXPECT_EQ(run("tokenize -m " + vocab + " --ids --special 'Hello<|endoftext|>'", false).out,
+  EXPECT_EQ(run_rapide("tokenize -m " + vocab + " --ids --special 'Hello<|endoftext|>'", false).out,
             "15496 50256\n");
-  EXPECT_NE(run("tokenize -m " + vocab + " --ids 'Hello<|endoftext|>'", false).out,
+  EXPECT_NE(run_rapide("tokenize -m " + vocab + " --ids 'Hello<|endoftext|>'", false).out,
             "15496 50256\n");
-  EXPECT_EQ(run("detokenize -m " + vocab + " --special 15496,50256", false).out,
+  EXPECT_EQ(run_rapide("detokenize -m " + vocab + " --special 15496,50256", false).out,
             "Hello<|endoftext|>");
-  EXPECT_EQ(run("detokenize -m " + vocab + " 15496 50256", false).out, "Hello");
-  EXPECT_EQ(run("detokenize -m " + vocab + " '[15496, 995]'", false).out, "Hello world");
+  EXPECT_EQ(run_rapide("detokenize -m " + vocab + " 15496 50256", false).out, "Hello");
+  EXPECT_EQ(run_rapide("detokenize -m " + vocab + " '[15496, 995]'", false).out, "Hello world");
 }
 
 TEST(CliTokenize, SentencePieceBosAndEscapedPieces) {
   RAPIDE_REQUIRE_SHARED("tokenizer-tests/ggml-vocab-llama-spm.gguf");
   const std::string vocab = shared_path("tokenizer-tests/ggml-vocab-llama-spm.gguf");
-  const Result with_bos = run("tokenize -m " + vocab + " --ids 'Hello'", false);
-  const Result without = run("tokenize -m " + vocab + " --ids --no-bos 'Hello'", false);
+  const CliResult with_bos = run_rapide("tokenize -m " + vocab + " --ids 'Hello'", false);
+  const CliResult without = run_rapide("tokenize -m " + vocab + " --ids --no-bos 'Hello'", false);
   EXPECT_EQ(with_bos.out, "1 " + without.out);
   // A newline is a byte token here, shown escaped; BOS shows its text.
   const TempFile file("a\nb");
-  const Result pieces = run("tokenize -m " + vocab + " --pieces -f " + file.path, false);
+  const CliResult pieces = run_rapide("tokenize -m " + vocab + " --pieces -f " + file.path, false);
   EXPECT_NE(pieces.out.find("'<s>'\n"), std::string::npos) << pieces.out;
   EXPECT_NE(pieces.out.find("'\\n'\n"), std::string::npos) << pieces.out;
 }
@@ -153,7 +136,7 @@ TEST(CliTokenize, BadInputGivesAClearError) {
            {"detokenize -m " + vocab + " 12x", "'12x' is not a list of token ids"},
            {"detokenize -m " + vocab + " 99999999", "outside the vocabulary"},
        }) {
-    const Result r = run(c.args);
+    const CliResult r = run_rapide(c.args);
     EXPECT_EQ(r.exit_code, 1) << c.args << "\n" << r.out;
     EXPECT_NE(r.out.find(c.message), std::string::npos) << c.args << "\n" << r.out;
   }
