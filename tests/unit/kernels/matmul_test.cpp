@@ -10,14 +10,10 @@
 #include "base/error.h"
 #include "base/fp16.h"
 #include "kernels/matmul.h"
+#include "weight_matrix_data.h"
 
 namespace rapide {
 namespace {
-
-struct Matrix {
-  std::vector<uint8_t> bytes;
-  TensorView view;
-};
 
 Matrix make_matrix(TensorType type, int64_t rows, int64_t cols, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -30,20 +26,8 @@ Matrix make_matrix(TensorType type, int64_t rows, int64_t cols, uint32_t seed) {
     for (float& v : row) v = dist(rng);
     quantize_row(type, row.data(), m.bytes.data() + r * row_bytes, cols);
   }
-  m.view.name = std::string("w");
-  m.view.type = type;
-  m.view.shape = {cols, rows};
-  m.view.data = m.bytes.data();
-  m.view.size_bytes = m.bytes.size();
+  point_view(m, type, rows, cols);
   return m;
-}
-
-std::vector<float> random_activations(int64_t count, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> x(static_cast<size_t>(count));
-  for (float& v : x) v = dist(rng);
-  return x;
 }
 
 // Activations as each weight type's numerics see them (llama.cpp's conventions).

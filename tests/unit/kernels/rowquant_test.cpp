@@ -13,6 +13,7 @@
 #include "base/fp16.h"
 #include "base/thread_pool.h"
 #include "kernels/matmul.h"
+#include "weight_matrix_data.h"
 
 namespace rapide {
 namespace {
@@ -45,11 +46,6 @@ std::vector<int> f16_offsets(TensorType type) {
   }
 }
 
-struct Matrix {
-  std::vector<uint8_t> bytes;
-  TensorView view;
-};
-
 // Random bytes everywhere (every sub-block scale, min, sign and bit pattern occurs: odd
 // 6-bit scales, negative Q6_K scales, the top bits of packed Q4_K/Q3_K scales) except the
 // f16 scales, which get finite values of either sign.
@@ -68,20 +64,8 @@ Matrix random_blocks(TensorType type, int64_t rows, int64_t cols, uint32_t seed)
       std::memcpy(m.bytes.data() + off + f, &h, 2);
     }
   }
-  m.view.name = std::string("w");
-  m.view.type = type;
-  m.view.shape = {cols, rows};
-  m.view.data = m.bytes.data();
-  m.view.size_bytes = m.bytes.size();
+  point_view(m, type, rows, cols);
   return m;
-}
-
-std::vector<float> random_activations(int64_t count, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> x(static_cast<size_t>(count));
-  for (float& v : x) v = dist(rng);
-  return x;
 }
 
 // The activations as llama.cpp's conversion for `type` leaves them (Q8_K for the k-quants,
