@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "apps/rapide/commands.h"
+#include "apps/rapide/write_progress.h"
 #include "base/error.h"
 #include "formats/gguf_reader.h"
 #include "formats/gguf_writer.h"
@@ -122,14 +123,7 @@ void run_quantize(const QuantizeOptions& o) {
   for (const auto& [name, count] : type_counts) summary += fmt::format(" {}x{}", count, name);
   std::fprintf(stderr, "quantizing %s -> %s as %s: %zu tensors (%s)\n", o.input.c_str(),
                o.output.c_str(), plan->name.c_str(), in.tensors().size(), summary.c_str() + 1);
-  int last_percent = -1;
-  w.write(o.output, [&](size_t done, size_t total) {
-    const int percent = static_cast<int>(done * 100 / total);
-    if (percent / 10 != last_percent / 10 || done == total) {
-      std::fprintf(stderr, "  %3d%% (%zu/%zu tensors)\n", percent, done, total);
-      last_percent = percent;
-    }
-  });
+  w.write(o.output, write_progress_printer());
   std::printf("wrote %s: %.1f MiB of tensor data (from %.1f MiB), %s\n", o.output.c_str(),
               static_cast<double>(w.tensor_data_bytes()) / (1 << 20),
               static_cast<double>(in_bytes) / (1 << 20), plan->name.c_str());

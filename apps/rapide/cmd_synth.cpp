@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "apps/rapide/commands.h"
+#include "apps/rapide/write_progress.h"
 #include "base/error.h"
 #include "formats/quant_plan.h"
 #include "formats/gguf_reader.h"
@@ -142,14 +143,7 @@ void run_synth(const SynthOptions& o) {
   std::fprintf(stderr, "writing %s: %s, %.1f M parameters, %s weights, vocab %lld from %s\n",
                o.output.c_str(), o.shape.c_str(), parameters / 1e6, o.type.c_str(),
                static_cast<long long>(n_vocab), o.vocab_from.c_str());
-  int last_percent = -1;
-  w.write(o.output, [&](size_t done, size_t total) {
-    const int percent = static_cast<int>(done * 100 / total);
-    if (percent / 10 != last_percent / 10 || done == total) {
-      std::fprintf(stderr, "  %3d%% (%zu/%zu tensors)\n", percent, done, total);
-      last_percent = percent;
-    }
-  });
+  w.write(o.output, write_progress_printer());
   const double mib = static_cast<double>(w.tensor_data_bytes()) / (1 << 20);
   std::printf("wrote %s: %.1f M parameters, %.1f MiB of %s tensor data\n", o.output.c_str(),
               parameters / 1e6, mib, o.type.c_str());
