@@ -33,6 +33,10 @@ struct HttpServerOptions {
   uint64_t max_body = 4 << 20;
   std::chrono::seconds idle_timeout{120};   // keep-alive connection without a request
   std::chrono::seconds write_timeout{120};  // a client that stops reading a response
+  std::chrono::seconds header_timeout{10};  // a new connection's first request head
+  // Open connections at most; 0 = as many as the descriptor limit allows (see start()).
+  size_t max_connections = 0;
+  size_t max_pending_bytes = 8 << 20;  // unwritten stream bytes per connection
 };
 
 class HttpServer {

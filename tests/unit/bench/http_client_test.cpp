@@ -151,6 +151,38 @@ TEST(BenchHttp, EveryFailureIsRecordedAndTheRunCompletes) {
   EXPECT_EQ(run.summary.failures.at("http_status"), 1u);
 }
 
+// Issue 18 item 14: before the bounds, the 64 KiB trailer field threw std::length_error out
+// of the run, and the endless line grew the client's memory for as long as the server sent.
+TEST(BenchHttp, OversizedTrailerAndEndlessLineFailOneRequestEach) {
+  std::atomic<int> n{0};
+  FakeServer server([&n](FakeConnection& c, const std::string&) {
+    switch (n++) {
+      case 0:
+        c.start_stream();
+        c.chunk("data: {\"choices\":[{\"text\":\"a\"}]}\n\n");
+        c.send("0\r\nX-Big: " + std::string(64 * 1024, 'a') + "\r\n\r\n");
+        break;
+      case 1: {
+        c.start_stream();
+        c.chunk("data: {\"choices\":[{\"text\":\"");
+        const std::string piece(64 * 1024, 'b');  // no newline, ever: 4 MiB of one line
+        for (int i = 0; i < 64; ++i) c.chunk(piece);
+        c.end_stream();
+        break;
+      }
+      default:
+        stream_tokens(c, 1ms, 1ms, 2);
+    }
+  });
+  const RunResult run = run_against(server.url(), simple_workload(3, 2), {1, 0, 1, 0});
+  ASSERT_EQ(run.records.size(), 3u);
+  EXPECT_EQ(run.records[0].error, ErrorKind::kIo) << run.records[0].error_message;
+  EXPECT_EQ(run.records[1].error, ErrorKind::kMalformed) << run.records[1].error_message;
+  EXPECT_NE(run.records[1].error_message.find("longer than"), std::string::npos);
+  EXPECT_TRUE(run.records[2].ok()) << run.records[2].error_message;
+  EXPECT_EQ(run.summary.failed, 2u);
+}
+
 TEST(BenchHttp, UnreachableServerAndTimeout) {
   // A port that was bound and released: nothing listens there.
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
