@@ -280,7 +280,7 @@ std::optional<HttpReply> http_get(const HttpTarget& target, const std::string& p
   request.set(http::field::user_agent, "rapide-bench");
   if (!api_key.empty()) request.set(http::field::authorization, "Bearer " + api_key);
   request.keep_alive(false);
-  beast::flat_buffer buffer;
+  beast::flat_buffer buffer(kReadBufferLimit);
   http::response<http::string_body> response;
   std::optional<HttpReply> reply;
   stream.expires_after(timeout);

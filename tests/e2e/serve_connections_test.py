@@ -7,7 +7,7 @@ usage: serve_connections_test.py RAPIDE_BINARY SHARED_DIR
 Covers 3,000 requests on fresh connections with --http-threads 4 (none closed without an
 answer), HEAD without a body, HTTP/1.0 streams without chunked encoding, `Expect:
 100-continue`, a client that half-closes after its request, --max-connections with idle
-eviction and --header-timeout.
+eviction and --header-timeout, the descriptor limit, and /v1/models without the model's path.
 """
 import concurrent.futures
 import json
@@ -122,6 +122,14 @@ def test_half_close(port):
           f"... a streamed one too (got {answer[:200]!r})")
 
 
+def test_models_hide_the_path(s):
+    # Issue 18 item 18: /v1/models showed every client the model's absolute path.
+    status, _, text = s.curl("/v1/models")
+    check(status == 200 and os.path.dirname(MODEL) not in text and
+          "stories260K.gguf" in text, f"/v1/models names the model file, not its path "
+                                      f"(got {status}: {text[:300]})")
+
+
 def test_connection_cap():
     # A lowered cap stands for the descriptor limit: more idle sockets than it allows must
     # not lock out /health (the oldest idle ones are evicted), and a client that never
@@ -180,6 +188,7 @@ def main():
     require_shared(SHARED, "models/stories260K/stories260K.gguf")
     with RapideServer(BINARY, ["-m", MODEL, "--http-threads", "4"]) as s:
         try:
+            test_models_hide_the_path(s)
             test_head(s.port)
             test_http10_stream(s.port)
             test_expect_continue(s.port)
