@@ -9,6 +9,8 @@
 #include <mutex>
 #include <optional>
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 
@@ -57,6 +59,11 @@ constexpr size_t kReadBufferLimit = kHeaderLimit - 1024;
 constexpr std::chrono::seconds kLingerTimeout{2};
 // Descriptors kept free of connections for model files, offload blocks and logs.
 constexpr size_t kReservedDescriptors = 256;
+// How often a connection waiting for its answer is peeked at (disconnect watch): soon after
+// the request, then periodically; a closed client's reset to the close probe arrives within
+// a round trip.
+constexpr std::chrono::milliseconds kFirstPeerPoll{50};
+constexpr std::chrono::milliseconds kPeerPollPeriod{500};
 
 class HttpSession final : public HttpExchange, public std::enable_shared_from_this<HttpSession> {
  public:
@@ -100,6 +107,14 @@ class HttpSession final : public HttpExchange, public std::enable_shared_from_th
   void respond(int status, const std::string& content_type, std::string body,
                const HeaderList& headers) override {
     if (closed_) return;
+    if (probing_) {
+      // The close probe is being written: the answer follows it.
+      after_probe_ = [self = shared_from_this(), status, content_type, body = std::move(body),
+                      headers]() mutable {
+        self->respond(status, content_type, std::move(body), headers);
+      };
+      return;
+    }
     finish_exchange();
     auto res = std::make_shared<http::response<http::string_body>>(
         static_cast<http::status>(status), version_);
@@ -120,6 +135,7 @@ class HttpSession final : public HttpExchange, public std::enable_shared_from_th
 
   void start_stream(const std::string& content_type) override {
     if (closed_) return;
+    stream_started_ = true;
     auto res = std::make_shared<http::response<http::empty_body>>(http::status::ok, version_);
     res->set(http::field::server, "rapide");
     res->set(http::field::content_type, content_type);
@@ -223,12 +239,13 @@ class HttpSession final : public HttpExchange, public std::enable_shared_from_th
  public:
   // Removes the oldest waiting connection from the idle list (under Shared::mutex).
   static std::shared_ptr<HttpSession> take_oldest_idle(HttpServer::Shared& shared) {
-    while (!shared.idle.empty()) {
-      std::shared_ptr<HttpSession> session = shared.idle.front().lock();
-      shared.idle.pop_front();
-      if (!session) continue;
-      session->idle_entry_.reset();
-      return session;
+    for (auto it = shared.idle.begin(); it != shared.idle.end(); ++it) {
+      // An entry that does not lock is a session being destroyed: its destructor erases it.
+      if (std::shared_ptr<HttpSession> session = it->lock()) {
+        shared.idle.erase(it);
+        session->idle_entry_.reset();
+        return session;
+      }
     }
     return nullptr;
   }
@@ -328,41 +345,104 @@ class HttpSession final : public HttpExchange, public std::enable_shared_from_th
     flush();
   }
 
-  // While a response is being generated nothing is read from the socket, so a readable
-  // socket with no bytes means the peer closed it: end the generation now rather than
-  // when the next token fails to write.
+  // While a response is being generated nothing is read from the socket, so the client
+  // hanging up shows as end of stream (or a reset) there: end the generation now rather
+  // than when the next token fails to write. Readiness alone proves nothing (with several
+  // io threads the epoll event of the request's own bytes, already read speculatively, can
+  // reach a wait started after them; an edge that came before the wait is never seen), so
+  // the socket is peeked at on readiness and also polled.
   void watch_for_disconnect() {
     const uint64_t generation = ++watch_generation_;
+    wait_readable(generation);
+    poll_peer(generation, kFirstPeerPoll);
+  }
+
+  void wait_readable(uint64_t generation) {
     stream_.socket().async_wait(
         tcp::socket::wait_read,
         net::bind_executor(stream_.get_executor(),
                            [self = shared_from_this(), generation](beast::error_code ec) {
-                             self->on_readable(ec, generation);
+                             if (!self->watching(generation) || ec == net::error::operation_aborted)
+                               return;
+                             if (ec) return self->client_gone();
+                             // Once at end of stream the socket stays readable: polls only.
+                             if (self->observe_peer() == Peer::kQuiet)
+                               self->wait_readable(generation);
                            }));
   }
 
-  // Readiness alone proves nothing: with several io threads, the epoll event of the request's
-  // own bytes (already read speculatively) can be delivered to this wait after it was
-  // started. So the socket is asked with a non-blocking peek what is really there.
-  void on_readable(beast::error_code ec, uint64_t generation) {
-    if (generation != watch_generation_ || !gone_callback_ || closed_) return;
-    if (ec == net::error::operation_aborted) return;
-    if (ec) return client_gone();
+  void poll_peer(uint64_t generation, std::chrono::milliseconds delay) {
+    peer_timer_.expires_after(delay);
+    peer_timer_.async_wait(net::bind_executor(
+        stream_.get_executor(), [self = shared_from_this(), generation](beast::error_code ec) {
+          if (ec || !self->watching(generation)) return;
+          const Peer peer = self->observe_peer();
+          // After end of stream only a reset (the answer to the close probe) is news.
+          if (peer == Peer::kQuiet || (peer == Peer::kEof && self->probe_sent_)) {
+            self->poll_peer(generation, kPeerPollPeriod);
+          }
+        }));
+  }
+
+  bool watching(uint64_t generation) const {
+    return generation == watch_generation_ && gone_callback_ && !closed_;
+  }
+
+  enum class Peer { kQuiet, kData, kEof, kGone };
+
+  // Peeks at the socket without reading and acts on what the client did.
+  Peer observe_peer() {
     char byte;
     const ssize_t n = ::recv(stream_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n > 0) return;  // a pipelined request: not a hang-up; it is read after this response
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
-      return watch_for_disconnect();  // a stale readiness event: nothing happened
+    if (n > 0) return Peer::kData;  // a pipelined request: read after this response
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return Peer::kQuiet;
+    if (n < 0) {
+      client_gone();  // reset
+      return Peer::kGone;
     }
-    if (n == 0) {
-      // End of stream: the client either closed or only half-closed (shutdown(SHUT_WR)
-      // after its request), which HTTP allows; it still gets its answer, and a client that
-      // really closed is found out by the next write failing. No further request can come.
+    // End of stream: the client either closed or only half-closed (shutdown(SHUT_WR) after
+    // its request), which HTTP allows; it still gets its answer, and no further request can
+    // come. A stream finds a closed client out by its next write failing; an answer not yet
+    // begun sends the close probe. The reset that answers the probe is not reported by
+    // recv() after end of stream, but the connection's state shows it.
+    if (!peer_eof_) {
       peer_eof_ = true;
       keep_alive_ = false;
-      return;
+      if (!stream_started_ && version_ >= 11) probe_for_close();
+    } else if (probe_sent_ && reset_by_peer()) {
+      client_gone();
+      return Peer::kGone;
     }
-    client_gone();  // reset
+    return Peer::kEof;
+  }
+
+  // Whether the kernel closed the connection (a reset came).
+  bool reset_by_peer() {
+    tcp_info info{};
+    socklen_t size = sizeof(info);
+    return ::getsockopt(stream_.socket().native_handle(), IPPROTO_TCP, TCP_INFO, &info, &size) ==
+               0 &&
+           info.tcpi_state == TCP_CLOSE;
+  }
+
+  // Both ends of a closed connection look alike until data is sent: a host whose socket is
+  // closed answers it with a reset (which the polls then see), a half-closed client reads
+  // it. The data is an interim "100 Continue", which every HTTP/1.1 client must accept and
+  // skip (RFC 9110, 15.2).
+  void probe_for_close() {
+    probing_ = true;
+    probe_sent_ = true;
+    auto interim = std::make_shared<http::response<http::empty_body>>(http::status::continue_, 11);
+    http::async_write(stream_, *interim,
+                      [self = shared_from_this(), interim](beast::error_code ec, size_t) {
+                        self->probing_ = false;
+                        if (ec) return self->client_gone();
+                        if (self->after_probe_) {
+                          auto answer = std::move(self->after_probe_);
+                          self->after_probe_ = nullptr;
+                          answer();
+                        }
+                      });
   }
 
   void client_gone() {
@@ -402,6 +482,7 @@ class HttpSession final : public HttpExchange, public std::enable_shared_from_th
     if (closed_) return;
     closed_ = true;
     in_exchange_ = false;
+    peer_timer_.cancel();
     beast::error_code ec;
     stream_.socket().close(ec);
   }
@@ -419,7 +500,12 @@ class HttpSession final : public HttpExchange, public std::enable_shared_from_th
   bool head_request_ = false;  // HEAD: the response goes without its body
   bool peer_eof_ = false;      // the client half-closed (or closed) its side
   bool raw_stream_ = false;    // an HTTP/1.0 stream: no chunked encoding
-  bool waiting_ = false;       // between requests: evictable at the connection cap
+  bool stream_started_ = false;
+  bool probing_ = false;                                  // the close probe is being written
+  bool probe_sent_ = false;                               // ... or was
+  std::function<void()> after_probe_;                     // an answer decided while it was written
+  net::steady_timer peer_timer_{stream_.get_executor()};  // disconnect watch polls
+  bool waiting_ = false;  // between requests: evictable at the connection cap
   std::optional<IdleList::iterator> idle_entry_;  // in Shared::idle; under Shared::mutex
   uint64_t requests_ = 0;                         // heads read on this connection
   // Streaming state: pending_ collects pieces while out_ is being written.

@@ -59,6 +59,9 @@ def post(path, body, version="1.1", extra=b""):
 
 
 def status_of(answer):
+    """The final status of an answer; interim 1xx responses are skipped, as clients do."""
+    while answer.startswith(b"HTTP/1.1 1"):
+        answer = answer.partition(b"\r\n\r\n")[2]
     line = answer.split(b"\r\n", 1)[0]
     parts = line.split()
     return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
@@ -120,6 +123,26 @@ def test_half_close(port):
     answer = exchange(port, post("/v1/completions", body), half_close=True)
     check(status_of(answer) == 200 and b"data: [DONE]" in answer,
           f"... a streamed one too (got {answer[:200]!r})")
+
+
+def test_closed_client_is_aborted(s):
+    # Closed and half-closed look alike when the request is read; a half-closed client must
+    # be answered, a closed one must still be aborted (found out by the close probe).
+    before = s.metrics().get("rapide_engine_requests_aborted_total", 0)
+    body = {"prompt": "Once upon a time", "max_tokens": 1500, "ignore_eos": True, "n": 32,
+            "temperature": 0}
+    with socket.create_connection(("127.0.0.1", s.port), timeout=30) as sock:
+        sock.sendall(post("/v1/completions", body))
+    start = time.time()
+    while time.time() - start < 10:
+        m = s.metrics()
+        aborted = m.get("rapide_engine_requests_aborted_total", 0) - before
+        if aborted >= 1 and m["rapide_kv_blocks_used"] == 0:
+            break
+        time.sleep(0.05)
+    check(aborted >= 1 and m["rapide_kv_blocks_used"] == 0,
+          f"a non-streamed request whose client closed is aborted and its KV freed "
+          f"({aborted:.0f} aborted in {time.time() - start:.2f} s)")
 
 
 def test_models_hide_the_path(s):
@@ -193,6 +216,7 @@ def main():
             test_http10_stream(s.port)
             test_expect_continue(s.port)
             test_half_close(s.port)
+            test_closed_client_is_aborted(s)
             test_fresh_connections(s.port)
         except Exception:
             print(s.log()[-4000:])
