@@ -58,7 +58,7 @@ const char* server_state_name(ServerState state) {
 Router::Router(ApiKeys keys, ServeMetrics& metrics) : keys_(std::move(keys)), metrics_(metrics) {}
 
 Router::~Router() {
-  workers_.join();
+  stop_workers();
 }
 
 void Router::attach(Engine& engine, ServedModel model) {

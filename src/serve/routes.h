@@ -54,6 +54,9 @@ class Router {
 
   // The HttpHandler: answers every request, errors included.
   void handle(HttpRequest&& request, std::shared_ptr<HttpExchange> exchange);
+  // Waits for the request parsing in progress; call after the io threads stopped, while
+  // the engine (its tokenizer) is still alive. Idempotent.
+  void stop_workers() { workers_.join(); }
 
  private:
   void dispatch(HttpRequest& request, const std::string& path,
