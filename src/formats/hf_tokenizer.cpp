@@ -210,7 +210,6 @@ TokenizerData parse_hf_tokenizer(const HfTokenizerInputs& in, const std::string&
     }
     put(id, text);
   }
-  const size_t base_tokens = by_id.size();
   if (tok.contains("added_tokens") && tok["added_tokens"].is_array()) {
     for (const auto& a : tok["added_tokens"]) {
       if (!a.is_object() || !a.contains("content") || !a["content"].is_string() ||
@@ -225,13 +224,6 @@ TokenizerData parse_hf_tokenizer(const HfTokenizerInputs& in, const std::string&
       added_strip[id] = static_cast<uint8_t>((attribute("lstrip") ? kStripLeft : kStripNone) |
                                              (attribute("rstrip") ? kStripRight : kStripNone));
     }
-  }
-  // Padding to a round vocab_size leaves a few ids without a token; a vocabulary naming
-  // fewer than half of the ids is not that, but a truncated or mismatched file.
-  if (base_tokens < static_cast<size_t>(n) / 2) {
-    fail(ErrorCode::kCorrupt,
-         "'{}': tokenizer.json's vocabulary names only {} of the model's {} token ids", name,
-         base_tokens, n);
   }
 
   std::unordered_map<std::string, int32_t> id_of;
