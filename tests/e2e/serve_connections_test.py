@@ -183,6 +183,30 @@ def test_connection_cap():
         check(s.proc.poll() is None, "server alive after the idle connections")
 
 
+def test_cap_with_nobody_idle():
+    # At the cap with every connection busy (nothing to evict) a newcomer gets a 503 with
+    # Retry-After instead of waiting unanswered.
+    with RapideServer(BINARY, ["-m", MODEL, "--max-connections", "2"]) as s:
+        body = {"prompt": "Once upon a time", "max_tokens": 1500, "ignore_eos": True, "n": 8,
+                "temperature": 0, "stream": True}
+        busy = [socket.create_connection(("127.0.0.1", s.port), timeout=30) for _ in range(2)]
+        try:
+            for sock in busy:
+                sock.sendall(post("/v1/completions", body))
+                sock.recv(4096)  # the stream started: the connection is busy, not idle
+            answer = exchange(s.port, b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n", timeout=10)
+            check(status_of(answer) == 503 and b"retry-after: 1" in answer.lower() and
+                  b"too_many_connections" in answer,
+                  f"at the cap with nobody idle: 503 (got {answer[:160]!r})")
+        finally:
+            for sock in busy:
+                sock.close()
+        time.sleep(0.5)
+        answer = exchange(s.port, b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close"
+                          b"\r\n\r\n", timeout=10)
+        check(status_of(answer) == 200, f"served again once they closed (got {answer[:80]!r})")
+
+
 def test_descriptor_limit():
     # Without --max-connections the cap follows the descriptor limit: before the fix, idle
     # connections beyond it made accept() fail and locked every client out (20k idle
@@ -222,6 +246,7 @@ def main():
             print(s.log()[-4000:])
             raise
     test_connection_cap()
+    test_cap_with_nobody_idle()
     test_descriptor_limit()
     return report()
 
