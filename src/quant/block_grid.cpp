@@ -163,37 +163,39 @@ void pack_block(const BlockGrid& g, const int* codes, uint8_t* out) {
   }
 }
 
-void quantize_row_weighted(TensorType type, const float* x, const float* weights, uint8_t* out,
-                           int64_t n) {
-  // Scale factors tried around round-to-nearest's: 0.80 .. 1.20 in steps of 0.02 (the
-  // shrunken ones trade clipping the extreme weight for finer steps everywhere else).
+BlockGrid search_block_grid(TensorType type, const float* x, const float* weight, int* codes) {
   constexpr int kSteps = 10;
   constexpr float kStep = 0.02f;
-  const int64_t bytes = tensor_type_block_bytes(type);
-  int codes[kBlock], best_codes[kBlock];
-  for (int64_t b = 0; b < n / kBlock; ++b) {
-    const float* xb = x + b * kBlock;
-    const float* wb = weights != nullptr ? weights + b * kBlock : nullptr;
-    BlockGrid best = make_block_grid(type, xb);
-    for (int j = 0; j < kBlock; ++j) best_codes[j] = best.nearest(xb[j]);
-    if (wb != nullptr) {
-      double best_err = DBL_MAX;
-      for (int s = -kSteps; s <= kSteps; ++s) {
-        const BlockGrid g = make_block_grid(type, xb, 1.0f + kStep * static_cast<float>(s));
-        double err = 0.0;
-        for (int j = 0; j < kBlock; ++j) {
-          codes[j] = g.nearest(xb[j]);
-          const double e = xb[j] - g.value(codes[j]);
-          err += wb[j] * e * e;
-        }
-        if (err < best_err) {
-          best_err = err;
-          best = g;
-          std::copy(codes, codes + kBlock, best_codes);
-        }
-      }
+  BlockGrid best = make_block_grid(type, x);
+  for (int j = 0; j < kBlock; ++j) codes[j] = best.nearest(x[j]);
+  if (weight == nullptr) return best;
+  double best_err = DBL_MAX;
+  int trial[kBlock];
+  for (int s = -kSteps; s <= kSteps; ++s) {
+    const BlockGrid g = make_block_grid(type, x, 1.0f + kStep * static_cast<float>(s));
+    double err = 0.0;
+    for (int j = 0; j < kBlock; ++j) {
+      trial[j] = g.nearest(x[j]);
+      const double e = x[j] - g.value(trial[j]);
+      err += weight[j] * e * e;
     }
-    pack_block(best, best_codes, out + b * bytes);
+    if (err < best_err) {
+      best_err = err;
+      best = g;
+      std::copy(trial, trial + kBlock, codes);
+    }
+  }
+  return best;
+}
+
+void quantize_row_weighted(TensorType type, const float* x, const float* weights, uint8_t* out,
+                           int64_t n) {
+  const int64_t bytes = tensor_type_block_bytes(type);
+  int codes[kBlock];
+  for (int64_t b = 0; b < n / kBlock; ++b) {
+    const BlockGrid g = search_block_grid(type, x + b * kBlock,
+                                          weights != nullptr ? weights + b * kBlock : nullptr, codes);
+    pack_block(g, codes, out + b * bytes);
   }
 }
 

@@ -175,6 +175,11 @@ class Calibrator {
       }
       result_.imatrix.last_call = static_cast<int32_t>(g.stats.calls);
     }
+    if (o_.method == CalibrationMethod::kAwq && g.has_stats) {
+      // AWQ rounds on the scale whose error, weighted by each channel's activation energy,
+      // is least (the per-block form of AWQ's clipping search).
+      g.importance = g.stats.mean_sq();
+    }
     if (o_.imatrix != nullptr) {
       const ImatrixEntry* e = o_.imatrix->find(g.matrices[0]->name);
       if (e != nullptr && static_cast<int64_t>(e->values.size()) == cols) {
@@ -327,11 +332,10 @@ class Calibrator {
       g.fold(s);
       divide_by(norm.data(), s, static_cast<int64_t>(norm.size()));
       replace_vector("output_norm.weight", norm);
-    } else if (o_.method == CalibrationMethod::kAwq && g.has_stats && g.importance.empty()) {
-      // Tied to the embeddings, the head's columns cannot be scaled: its rounding is
-      // weighted by the calibration's activations instead (the same idea, made per block).
-      g.importance = g.stats.mean_sq();
-      note(g, "awq: tied head, importance-weighted rounding");
+    } else if (o_.method == CalibrationMethod::kAwq && g.has_stats) {
+      // Tied to the embeddings, the head's columns cannot be scaled: only its rounding is
+      // weighted by the calibration's activations.
+      note(g, "awq: tied head, no channel scales");
     }
     quantize(g);
   }

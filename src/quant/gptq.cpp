@@ -53,6 +53,8 @@ std::vector<uint8_t> gptq_quantize(TensorType type, const float* w_in, int64_t r
   }
   std::vector<float> w(w_in, w_in + rows * cols);
   std::vector<double> h(h_in.begin(), h_in.end());
+  std::vector<float> hdiag(static_cast<size_t>(cols));
+  for (int64_t i = 0; i < cols; ++i) hdiag[i] = h_in[i * cols + i];
   for (int64_t i = 0; i < cols; ++i) {
     if (h[i * cols + i] == 0.0) {  // a channel the calibration never saw: its weights do not matter
       h[i * cols + i] = 1.0;
@@ -73,7 +75,12 @@ std::vector<uint8_t> gptq_quantize(TensorType type, const float* w_in, int64_t r
       for (int64_t r = 0; r < rows; ++r) {
         float* wr = w.data() + r * cols;
         BlockGrid& g = grids[r * blocks_per_row + i / kBlock];
-        if (i % kBlock == 0) g = make_block_grid(type, wr + i);
+        if (i % kBlock == 0) {
+          // The block's scale from its already-updated weights, searched for the least
+          // rounding error weighted by each channel's activation energy (diag H).
+          int unused[kBlock];
+          g = search_block_grid(type, wr + i, hdiag.data() + i, unused);
+        }
         const int code = g.nearest(wr[i]);
         codes[r * cols + i] = code;
         const float e = (wr[i] - g.value(code)) / uii;
