@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstring>
 
 #include "base/error.h"
 #include "kernels/matmul.h"
@@ -229,6 +230,12 @@ class Calibrator {
     for (FloatMatrix* m : g.matrices) {
       ReplacedTensor& out = result_.tensors[m->name];
       out.type = m->type;
+      if (o_.keep_float) {
+        out.type = TensorType::kF32;
+        out.data.resize(m->w.size() * sizeof(float));
+        std::memcpy(out.data.data(), m->w.data(), out.data.size());
+        continue;
+      }
       if (o_.method == CalibrationMethod::kGptq && g.has_stats && has_block_grid(m->type)) {
         out.data = gptq_quantize(m->type, m->w.data(), m->rows, m->cols, g.stats.mean_hessian());
         continue;

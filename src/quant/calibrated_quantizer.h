@@ -40,6 +40,9 @@ struct CalibrationOptions {
   int chunk = 512;                // tokens per forward pass (each chunk restarts at position 0)
   const Imatrix* imatrix = nullptr;  // --imatrix: importance of each matrix's input channels
   std::string dataset;            // recorded in the imatrix written
+  // Tests: return the matrices as f32 after folding, unquantized (folding alone must leave
+  // the float model's outputs unchanged).
+  bool keep_float = false;
   // Called before each layer ("blk.3", 3, 5) and for the head ("output", n, n).
   std::function<void(const std::string& what, int done, int total)> progress;
 };
