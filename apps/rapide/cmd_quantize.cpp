@@ -22,8 +22,8 @@
 
 #include "apps/rapide/commands.h"
 #include "apps/rapide/write_progress.h"
-#include "base/error.h"
 #include "base/cpu_features.h"
+#include "base/error.h"
 #include "base/mapped_file.h"
 #include "base/thread_pool.h"
 #include "formats/gguf_reader.h"
@@ -50,8 +50,8 @@ struct QuantizeOptions {
   int threads = 0;
 
   bool calibrated() const {
-    return method != "rtn" || !calibration.empty() || !imatrix_in.empty() ||
-           !imatrix_out.empty() || smooth >= 0.0f;
+    return method != "rtn" || !calibration.empty() || !imatrix_in.empty() || !imatrix_out.empty() ||
+           smooth >= 0.0f;
   }
 };
 
@@ -73,8 +73,7 @@ quant::CalibrationResult run_calibration(const QuantizeOptions& o, const QuantPl
       c.tokens.resize(static_cast<size_t>(o.calibration_tokens));
     }
     c.dataset = o.calibration;
-    std::fprintf(stderr, "calibration: %zu tokens of %s\n", c.tokens.size(),
-                 o.calibration.c_str());
+    std::fprintf(stderr, "calibration: %zu tokens of %s\n", c.tokens.size(), o.calibration.c_str());
   }
   quant::Imatrix imatrix;
   if (!o.imatrix_in.empty()) {

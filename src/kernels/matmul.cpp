@@ -298,8 +298,8 @@ WeightMatrix WeightMatrix::prepare(const TensorView& view, ActQuant act) {
   return prepare_rows(view, 0, view.rows(), act);
 }
 
-WeightMatrix WeightMatrix::prepare_rows(const TensorView& view, int64_t row_begin,
-                                        int64_t row_end, ActQuant act) {
+WeightMatrix WeightMatrix::prepare_rows(const TensorView& view, int64_t row_begin, int64_t row_end,
+                                        ActQuant act) {
   if (!is_supported_tensor_type(static_cast<uint32_t>(view.type))) {
     fail(ErrorCode::kUnsupported, "tensor '{}': type {} has no matmul kernel", view.name,
          static_cast<uint32_t>(view.type));
@@ -448,8 +448,7 @@ void WeightMatrix::multiply_reference(const float* x, int64_t n, float* y) const
   if (n <= 0 || !impl_) return;
   const PackedWeights& w = impl_->packed;
   const KernelSet& ks = matmul::reference_kernels();
-  const Activations a = convert_activations(ks, w.type, w.float_act, x, n, w.cols,
-                                            thread_scratch(),
+  const Activations a = convert_activations(ks, w.type, w.float_act, x, n, w.cols, thread_scratch(),
                                             [&](auto&& convert) { convert(int64_t{0}, n); });
   if (w.float_act) return matmul::dequant_panels(ks.dot_f32, w, a, 0, w.panels, 0, n, y);
   if (matmul::is_row_type(w.type)) {

@@ -38,7 +38,7 @@ struct PackedWeights {
   int64_t cols = 0;
   int64_t panels = 0;
   int64_t panel_bytes = 0;
-  WeightBuffer data;  // huge-page backed where possible: decode streams all of it
+  WeightBuffer data;       // huge-page backed where possible: decode streams all of it
   bool float_act = false;  // ActQuant::kOff on a quantized type: f32 activations
 
   // Whether panels hold whole GGUF rows (row-wise types, and every float_act matrix).

@@ -24,8 +24,8 @@ std::vector<float> load_vector(const TensorView& view, int64_t expected) {
   return out;
 }
 
-WeightMatrix load_matrix(const ModelFile& file, const std::string& name, int64_t cols,
-                         int64_t rows, ActQuant act) {
+WeightMatrix load_matrix(const ModelFile& file, const std::string& name, int64_t cols, int64_t rows,
+                         ActQuant act) {
   const TensorView& view = file.get(name);
   if (view.shape.size() != 2 || view.shape[0] != cols || view.shape[1] != rows) {
     fail(ErrorCode::kCorrupt, "tensor '{}' has the wrong shape: expected [{}, {}]", name, cols,
@@ -305,8 +305,7 @@ void Model::attention_block(int layer, const Batch& batch, KvStore& kv, ThreadPo
 }
 
 void Model::gated_ffn(const WeightMatrix& gate, const WeightMatrix& up, const WeightMatrix& down,
-                      const float* in, int n, int width, float* out, ThreadPool& pool,
-                      int layer) {
+                      const float* in, int n, int width, float* out, ThreadPool& pool, int layer) {
   const WeightMatrix* gate_up[] = {&gate, &up};
   float* const gate_up_out[] = {gate_.data(), up_.data()};
   WeightMatrix::multiply_group(gate_up, in, n, gate_up_out, pool);
@@ -403,8 +402,7 @@ void Model::ffn_block(int layer, int n, ThreadPool& pool) {
     moe_ffn(layer, n, pool);
   } else {
     observe(layer, LinearInput::kFfnIn, xn_.data(), n, c.dim);
-    gated_ffn(w.ffn_gate, w.ffn_up, w.ffn_down, xn_.data(), n, c.ffn_dim, xn_.data(), pool,
-              layer);
+    gated_ffn(w.ffn_gate, w.ffn_up, w.ffn_down, xn_.data(), n, c.ffn_dim, xn_.data(), pool, layer);
   }
   for_tokens(pool, n, c.dim, [&](int begin, int end) {
     if (c.post_norms) {

@@ -77,8 +77,7 @@ class Model {
   // xn_ [n][dim] -> xn_: the gated FFN of width `width`, dense or one expert's.
   // `layer` >= 0 names the dense FFN for the observer (experts pass -1: not observed).
   void gated_ffn(const WeightMatrix& gate, const WeightMatrix& up, const WeightMatrix& down,
-                 const float* in, int n, int width, float* out, ThreadPool& pool,
-                 int layer = -1);
+                 const float* in, int n, int width, float* out, ThreadPool& pool, int layer = -1);
   void observe(int layer, LinearInput input, const float* x, int n, int64_t cols) const {
     if (observer_ != nullptr) observer_->observe(layer, input, x, n, cols);
   }

@@ -48,6 +48,20 @@ void pack_nibbles(const int* codes, uint8_t* qs, uint8_t* qh) {
   if (qh != nullptr) std::memcpy(qh, &high, 4);
 }
 
+// The nibble-coded blocks: d, m when the type has one, qh when it has fifth bits.
+template <typename Block>
+void pack_nibble_block(const BlockGrid& g, const int* codes, uint8_t* out) {
+  Block b;
+  b.d = g.d16;
+  if constexpr (requires { b.m; }) b.m = g.m16;
+  if constexpr (requires { b.qh; }) {
+    pack_nibbles(codes, b.qs, b.qh);
+  } else {
+    pack_nibbles(codes, b.qs, nullptr);
+  }
+  std::memcpy(out, &b, sizeof(b));
+}
+
 }  // namespace
 
 bool has_block_grid(TensorType type) {
@@ -128,36 +142,14 @@ void pack_block(const BlockGrid& g, const int* codes, uint8_t* out) {
       return;
     }
     case TensorType::kQ4_0:
-    case TensorType::kIQ4_NL: {  // same layout: f16 d, 16 bytes of nibble pairs
-      BlockQ4_0 b;
-      b.d = g.d16;
-      pack_nibbles(codes, b.qs, nullptr);
-      std::memcpy(out, &b, sizeof(b));
-      return;
-    }
-    case TensorType::kQ4_1: {
-      BlockQ4_1 b;
-      b.d = g.d16;
-      b.m = g.m16;
-      pack_nibbles(codes, b.qs, nullptr);
-      std::memcpy(out, &b, sizeof(b));
-      return;
-    }
-    case TensorType::kQ5_0: {
-      BlockQ5_0 b;
-      b.d = g.d16;
-      pack_nibbles(codes, b.qs, b.qh);
-      std::memcpy(out, &b, sizeof(b));
-      return;
-    }
-    case TensorType::kQ5_1: {
-      BlockQ5_1 b;
-      b.d = g.d16;
-      b.m = g.m16;
-      pack_nibbles(codes, b.qs, b.qh);
-      std::memcpy(out, &b, sizeof(b));
-      return;
-    }
+    case TensorType::kIQ4_NL:  // same layout: f16 d, 16 bytes of nibble pairs
+      return pack_nibble_block<BlockQ4_0>(g, codes, out);
+    case TensorType::kQ4_1:
+      return pack_nibble_block<BlockQ4_1>(g, codes, out);
+    case TensorType::kQ5_0:
+      return pack_nibble_block<BlockQ5_0>(g, codes, out);
+    case TensorType::kQ5_1:
+      return pack_nibble_block<BlockQ5_1>(g, codes, out);
     default:
       fail(ErrorCode::kUnsupported, "no block grid for tensor type {}", tensor_type_name(g.type));
   }
@@ -193,8 +185,8 @@ void quantize_row_weighted(TensorType type, const float* x, const float* weights
   const int64_t bytes = tensor_type_block_bytes(type);
   int codes[kBlock];
   for (int64_t b = 0; b < n / kBlock; ++b) {
-    const BlockGrid g = search_block_grid(type, x + b * kBlock,
-                                          weights != nullptr ? weights + b * kBlock : nullptr, codes);
+    const BlockGrid g = search_block_grid(
+        type, x + b * kBlock, weights != nullptr ? weights + b * kBlock : nullptr, codes);
     pack_block(g, codes, out + b * bytes);
   }
 }

@@ -27,9 +27,9 @@ struct BlockGrid {
   uint16_t d16 = 0, m16 = 0;  // the stored f16 scale and min (m: Q4_1 / Q5_1)
   float d = 0.0f, m = 0.0f;   // their values
 
-  int codes() const;             // number of codes
-  float value(int code) const;   // what dequantize_row yields for `code`
-  int nearest(float v) const;    // the code whose value is nearest v
+  int codes() const;            // number of codes
+  float value(int code) const;  // what dequantize_row yields for `code`
+  int nearest(float v) const;   // the code whose value is nearest v
 };
 
 // The grid round-to-nearest would choose for the 32 values x (the largest magnitude at the

@@ -20,8 +20,8 @@
 namespace rapide::quant {
 namespace {
 
-constexpr LinearInput kInputs[] = {LinearInput::kAttnIn, LinearInput::kAttnOut,
-                                   LinearInput::kFfnIn, LinearInput::kFfnDown};
+constexpr LinearInput kInputs[] = {LinearInput::kAttnIn, LinearInput::kAttnOut, LinearInput::kFfnIn,
+                                   LinearInput::kFfnDown};
 
 // Keeps the statistics of one layer's inputs (or the head's, layer -1).
 class StatsCollector final : public LinearObserver {
@@ -195,9 +195,9 @@ class Calibrator {
 
   void smooth(Group& g, std::vector<float>& norm) {
     if (o_.smooth_alpha < 0.0f || !g.has_stats || g.all_float()) return;
-    const std::vector<float> s = smooth_scales(std::vector<const FloatMatrix*>(
-                                                   g.matrices.begin(), g.matrices.end()),
-                                               g.stats.max_abs, o_.smooth_alpha);
+    const std::vector<float> s =
+        smooth_scales(std::vector<const FloatMatrix*>(g.matrices.begin(), g.matrices.end()),
+                      g.stats.max_abs, o_.smooth_alpha);
     g.fold(s);
     divide_by(norm.data(), s, static_cast<int64_t>(norm.size()));
     note(g, fmt::format("smoothquant alpha {:.2f}", o_.smooth_alpha));
@@ -242,8 +242,8 @@ class Calibrator {
       }
       if (o_.method == CalibrationMethod::kGptq && !has_block_grid(m->type) && g.has_stats &&
           !g.all_float()) {
-        note(g, fmt::format("{}: gptq has no block grid for {}, round-to-nearest",
-                            m->name, tensor_type_name(m->type)));
+        note(g, fmt::format("{}: gptq has no block grid for {}, round-to-nearest", m->name,
+                            tensor_type_name(m->type)));
       }
       out.data = quantize_matrix(m->type, m->w.data(), m->rows, m->cols,
                                  g.importance.empty() ? nullptr : g.importance.data());

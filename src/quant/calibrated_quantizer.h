@@ -35,11 +35,11 @@ enum class CalibrationMethod { kRtn, kAwq, kGptq };
 
 struct CalibrationOptions {
   CalibrationMethod method = CalibrationMethod::kRtn;
-  float smooth_alpha = -1.0f;     // < 0: no SmoothQuant
-  std::vector<int32_t> tokens;    // calibration text, BOS first; empty: none
-  int chunk = 512;                // tokens per forward pass (each chunk restarts at position 0)
+  float smooth_alpha = -1.0f;        // < 0: no SmoothQuant
+  std::vector<int32_t> tokens;       // calibration text, BOS first; empty: none
+  int chunk = 512;                   // tokens per forward pass (each chunk restarts at position 0)
   const Imatrix* imatrix = nullptr;  // --imatrix: importance of each matrix's input channels
-  std::string dataset;            // recorded in the imatrix written
+  std::string dataset;               // recorded in the imatrix written
   // Tests: return the matrices as f32 after folding, unquantized (folding alone must leave
   // the float model's outputs unchanged).
   bool keep_float = false;

@@ -53,8 +53,8 @@ AwqResult search_awq_scales(std::span<const FloatMatrix* const> group,
     for (float& v : s) v /= centre;
     double error = 0.0;
     for (const FloatMatrix* m : group) {
-      if (m->cols != cols) fail(ErrorCode::kInternal, "awq: {} has {} columns, not {}", m->name,
-                                m->cols, cols);
+      if (m->cols != cols)
+        fail(ErrorCode::kInternal, "awq: {} has {} columns, not {}", m->name, m->cols, cols);
       error += scaled_error(*m, s, h, channel_weights);
     }
     if (step == 0) best.rtn_error = error;

@@ -45,8 +45,10 @@ std::vector<float> inverse_cholesky(std::vector<double> h, int64_t n, double dam
 std::vector<uint8_t> gptq_quantize(TensorType type, const float* w_in, int64_t rows, int64_t cols,
                                    const std::vector<float>& h_in, const GptqOptions& options) {
   if (!has_block_grid(type)) {
-    fail(ErrorCode::kUnsupported, "gptq: type {} is not supported (use q4_0, q4_1, q5_0, q5_1, "
-         "q8_0 or iq4_nl)", tensor_type_name(type));
+    fail(ErrorCode::kUnsupported,
+         "gptq: type {} is not supported (use q4_0, q4_1, q5_0, q5_1, "
+         "q8_0 or iq4_nl)",
+         tensor_type_name(type));
   }
   if (cols % kBlock != 0 || options.block % kBlock != 0) {
     fail(ErrorCode::kInvalidArgument, "gptq: {} columns are not whole 32-weight blocks", cols);
@@ -91,8 +93,8 @@ std::vector<uint8_t> gptq_quantize(TensorType type, const float* w_in, int64_t r
     if (i2 < cols) {  // the block's errors onto every later column, as one product
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows),
                   static_cast<int>(cols - i2), static_cast<int>(i2 - i1), -1.0f, err.data(),
-                  static_cast<int>(bsize), u.data() + i1 * cols + i2, static_cast<int>(cols),
-                  1.0f, w.data() + i2, static_cast<int>(cols));
+                  static_cast<int>(bsize), u.data() + i1 * cols + i2, static_cast<int>(cols), 1.0f,
+                  w.data() + i2, static_cast<int>(cols));
     }
   }
   const int64_t block_bytes = tensor_type_block_bytes(type);

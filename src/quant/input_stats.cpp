@@ -25,9 +25,8 @@ void InputStats::add(const float* x, int64_t n, bool with_hessian) {
   if (with_hessian) {
     if (hessian.empty()) hessian.assign(static_cast<size_t>(cols * cols), 0.0f);
     // H += X^T X: the one product here that grows with the calibration set.
-    cblas_ssyrk(CblasRowMajor, CblasUpper, CblasTrans, static_cast<int>(cols),
-                static_cast<int>(n), 1.0f, x, static_cast<int>(cols), 1.0f, hessian.data(),
-                static_cast<int>(cols));
+    cblas_ssyrk(CblasRowMajor, CblasUpper, CblasTrans, static_cast<int>(cols), static_cast<int>(n),
+                1.0f, x, static_cast<int>(cols), 1.0f, hessian.data(), static_cast<int>(cols));
   }
   tokens += n;
   ++calls;

@@ -11,11 +11,11 @@ namespace rapide::quant {
 struct InputStats {
   int64_t cols = 0;
   int64_t tokens = 0;
-  int64_t calls = 0;               // forward passes that contributed (imatrix ncall)
-  std::vector<double> sum_abs;     // per channel
-  std::vector<double> sum_sq;      // per channel
-  std::vector<float> max_abs;      // per channel
-  std::vector<float> hessian;      // cols x cols sum of x x^T, empty when not collected
+  int64_t calls = 0;            // forward passes that contributed (imatrix ncall)
+  std::vector<double> sum_abs;  // per channel
+  std::vector<double> sum_sq;   // per channel
+  std::vector<float> max_abs;   // per channel
+  std::vector<float> hessian;   // cols x cols sum of x x^T, empty when not collected
 
   // Adds n rows of cols floats.
   void add(const float* x, int64_t n, bool with_hessian);

@@ -67,8 +67,8 @@ TEST_F(CliQuantizeCalibrated, FilesKeepTheTypesLayoutAndRun) {
         changed += std::memcmp(t->data, w.data, w.size_bytes) != 0;
       }
       EXPECT_GT(changed, 20);  // the matrices of every layer, not a copy of round-to-nearest
-      const CliResult ppl = run_rapide("perplexity -m " + path + " -f " + shared_path(kHeldOut) +
-                                       " --ctx 128");
+      const CliResult ppl =
+          run_rapide("perplexity -m " + path + " -f " + shared_path(kHeldOut) + " --ctx 128");
       ASSERT_EQ(ppl.exit_code, 0) << ppl.out;
       EXPECT_NE(ppl.out.find("PPL = "), std::string::npos);
     }

@@ -13,7 +13,7 @@
 namespace rapide::quant {
 namespace {
 
-constexpr TensorType kTypes[] = {TensorType::kQ4_0, TensorType::kQ4_1,  TensorType::kQ5_0,
+constexpr TensorType kTypes[] = {TensorType::kQ4_0, TensorType::kQ4_1, TensorType::kQ5_0,
                                  TensorType::kQ5_1, TensorType::kQ8_0, TensorType::kIQ4_NL};
 
 std::vector<float> random_block(uint32_t seed) {
