@@ -1,7 +1,5 @@
 // AVX-512 f32 dot product for ActQuant::kOff (scalar twin: matmul_dequant.cpp).
-#include <immintrin.h>
-
-#include "kernels/matmul_internal.h"
+#include "kernels/avx512_common.h"
 
 namespace rapide::matmul::avx512 {
 
@@ -20,13 +18,7 @@ float dot_f32(const float* w, const float* x, int64_t n) {
     const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
     acc1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, w + i), _mm512_maskz_loadu_ps(m, x + i), acc1);
   }
-  // Halves by hand: GCC 12's _mm512_reduce_add_ps trips -Wuninitialized in its own header.
-  const __m512 acc = _mm512_add_ps(acc0, acc1);
-  const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
+  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
 }
 
 }  // namespace rapide::matmul::avx512
