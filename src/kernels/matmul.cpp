@@ -30,7 +30,7 @@ const KernelSet& avx2_kernels() {
   static const KernelSet set{
       avx2::round_f16, avx2::to_bf16, avx2::quantize_q8, avx2::f32, avx2::f16,
       avx2::bf16,      avx2::q8_0,    avx2::q4_0,        0,  // sign trick: no offset to correct
-      avx2::row_dot,   avx2::row_dot_tokens, avx2::row_dot_rows, avx2::dot_f32};
+      avx2::row_dot,   avx2::row_dot_tokens, avx2::row_dot_rows, avx2::dot_f32, avx2::dequant_row};
   return set;
 }
 
@@ -39,7 +39,8 @@ const KernelSet& avx512_kernels() {
                              avx512::f32,       avx512::f16,     avx512::bf16,
                              avx512::q8_0,      avx512::q4_0,    128,  // weights + 128
                              avx512::row_dot,   avx512::row_dot_tokens,
-                             avx512::row_dot_rows, avx512::dot_f32};
+                             avx512::row_dot_rows, avx512::dot_f32,
+                             avx512::dequant_row};
   return set;
 }
 
@@ -415,7 +416,7 @@ void WeightMatrix::multiply_same_shape(IsaLevel level, std::span<const WeightMat
       const int64_t begin = std::max(p0, base) - base, end = std::min(p1, base + w.panels) - base;
       if (begin < end) {
         if (w.float_act) {
-          matmul::dequant_panels(ks.dot_f32, w, a, begin, end, t0, t1, ys[i]);
+          matmul::dequant_panels(ks, w, a, begin, end, t0, t1, ys[i]);
         } else if (row_type) {
           matmul::row_panels(row_kernels, w, a, begin, end, t0, t1, ys[i]);
         } else {
@@ -450,7 +451,7 @@ void WeightMatrix::multiply_reference(const float* x, int64_t n, float* y) const
   const KernelSet& ks = matmul::reference_kernels();
   const Activations a = convert_activations(ks, w.type, w.float_act, x, n, w.cols, thread_scratch(),
                                             [&](auto&& convert) { convert(int64_t{0}, n); });
-  if (w.float_act) return matmul::dequant_panels(ks.dot_f32, w, a, 0, w.panels, 0, n, y);
+  if (w.float_act) return matmul::dequant_panels(ks, w, a, 0, w.panels, 0, n, y);
   if (matmul::is_row_type(w.type)) {
     return matmul::row_panels(matmul::row_kernels(ks, w.type), w, a, 0, w.panels, 0, n, y);
   }

@@ -78,6 +78,9 @@ using QuantizeKernel = void (*)(const float* x, int64_t cols, int bias_offset,  
 
 // Dot product of n f32 values (ActQuant::kOff: a dequantized weight row with a token).
 using FloatDot = float (*)(const float* w, const float* x, int64_t n);
+// One GGUF row of `type` to n f32 values, bit-identical to dequantize_row (the scalar twin);
+// the SIMD ones convert Q8_0 / Q4_0 blocks in vectors and call it for the other types.
+using DequantRow = void (*)(TensorType type, const uint8_t* row, float* out, int64_t n);
 
 struct KernelSet {
   RoundKernel round_f16;
@@ -89,6 +92,7 @@ struct KernelSet {
   RowDotTokens (*row_dot_tokens)(TensorType);  // of this ISA (see kernels/rowquant.h)
   RowDotRows (*row_dot_rows)(TensorType);
   FloatDot dot_f32;
+  DequantRow dequant_row;
 };
 
 // One row-wise type's kernels: `dot` always; `tokens` (kRowTokens tokens x 1 row) and
@@ -109,8 +113,8 @@ void row_panels(const RowKernels& k, const PackedWeights& w, const Activations& 
                 int64_t p1, int64_t t0, int64_t t1, float* y);
 
 // Panels [p0, p1) x tokens [t0, t1) of a float_act matrix: each row is dequantized to f32
-// once (the scalar dequantize_row) and dotted with every token's f32 activations (a.f32).
-void dequant_panels(FloatDot dot, const PackedWeights& w, const Activations& a, int64_t p0,
+// once (ks.dequant_row) and dotted with every token's f32 activations (a.f32, ks.dot_f32).
+void dequant_panels(const KernelSet& ks, const PackedWeights& w, const Activations& a, int64_t p0,
                     int64_t p1, int64_t t0, int64_t t1, float* y);
 
 // The kernel family of each ISA level.
@@ -120,6 +124,7 @@ const KernelSet& avx512_kernels();
 
 namespace scalar {
 float dot_f32(const float* w, const float* x, int64_t n);
+void dequant_row(TensorType type, const uint8_t* row, float* out, int64_t n);
 void round_f16(const float* x, float* out, int64_t count);
 void to_bf16(const float* x, uint32_t* out, int64_t cols);
 void quantize_q8(const float* x, int64_t cols, int bias_offset, int8_t* q, float* d, int32_t* bias);
@@ -133,6 +138,7 @@ void q4_0(const PackedWeights&, const Activations&, int64_t, int64_t, int64_t, i
 #define RAPIDE_DECLARE_KERNELS(ns)                                                                 \
   namespace ns {                                                                                   \
   float dot_f32(const float* w, const float* x, int64_t n);                                        \
+  void dequant_row(TensorType type, const uint8_t* row, float* out, int64_t n);                    \
   void round_f16(const float* x, float* out, int64_t count);                                       \
   void to_bf16(const float* x, uint32_t* out, int64_t cols);                                       \
   void quantize_q8(const float* x, int64_t cols, int bias_offset, int8_t* q, float* d,             \

@@ -8,8 +8,9 @@
 // factor U of H^-1 (LAPACK); columns are processed in blocks of 128 whose updates to the
 // rest of the matrix are applied lazily, once per block, as one matrix product (BLAS).
 // Group-wise scales match the type's blocks: a 32-weight block's grid (block_grid.h) is
-// chosen when its first column is reached, from the already-updated weights of that block,
-// and the block's later columns are rounded on that grid. The output has exactly the
+// chosen when its first column is reached, from the already-updated weights of that block
+// (the scale among 0.8-1.2x round-to-nearest's with the least error weighted by diag H), and
+// the block's later columns are rounded on that grid. The output has exactly the
 // layout quantize_row writes.
 #pragma once
 
