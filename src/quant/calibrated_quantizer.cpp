@@ -94,7 +94,6 @@ struct Group {
   InputStats stats;
   bool has_stats = false;
   std::vector<float> importance;  // mean x^2 of the (scaled) input: weighted rounding
-  std::vector<float> scale;       // product of the scales folded so far (x is now x / scale)
 
   bool all_float() const {
     return std::all_of(matrices.begin(), matrices.end(), [](const FloatMatrix* m) {
@@ -102,13 +101,11 @@ struct Group {
              m->type == TensorType::kBF16;
     });
   }
+  // The matrices become W diag(s) and their input x / s: the statistics follow.
   void fold(const std::vector<float>& s) {
     for (FloatMatrix* m : matrices) scale_columns(*m, s);
     if (has_stats) stats.divide_channels(s);
-    for (size_t c = 0; c < s.size(); ++c) {
-      scale[c] *= s[c];
-      if (!importance.empty()) importance[c] /= s[c] * s[c];
-    }
+    for (size_t c = 0; c < importance.size(); ++c) importance[c] /= s[c] * s[c];
   }
 };
 
@@ -161,7 +158,6 @@ class Calibrator {
   // The group's statistics: from this pass's collection, else from --imatrix.
   void attach_stats(Group& g, std::map<LinearInput, InputStats>& collected) {
     const int64_t cols = g.matrices[0]->cols;
-    g.scale.assign(static_cast<size_t>(cols), 1.0f);
     auto it = collected.find(g.input);
     if (it != collected.end()) {
       g.stats = std::move(it->second);
