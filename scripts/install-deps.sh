@@ -10,6 +10,8 @@ packages=(
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libxxhash-dev libzstd-dev liblz4-dev libpcre2-dev
   libboost-dev                      # Asio/Beast (header-only) for the HTTP server
+  libreadline-dev                   # line editing and history in `rapide chat`
+  dpkg-dev                          # dpkg-shlibdeps: the .deb's dependencies (cpack)
   python3 python3-jinja2            # chat-template oracle in tests
   curl
 )

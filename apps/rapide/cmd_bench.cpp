@@ -228,7 +228,7 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--url", o->url, "server root, http://HOST:PORT")->capture_default_str();
   cmd->add_flag("--engine", o->engine, "benchmark the in-process engine instead (needs -m)");
   cmd->add_option("--api", o->api, "completions | chat")->capture_default_str();
-  cmd->add_option("--served-model", o->served_model,
+  cmd->add_option("--served-model-name,--served-model", o->served_model,
                   "the request's \"model\" field (default: first id of GET /v1/models)");
   cmd->add_option("--api-key", o->api_key, "sent as Authorization: Bearer KEY");
   cmd->add_option("--timeout", o->timeout_s, "seconds per request")->capture_default_str();
@@ -242,7 +242,7 @@ void register_bench(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--dataset", o->dataset,
                   "JSONL file: {\"prompt\" | \"messages\", \"output_len\"}");
-  cmd->add_option("--num-requests", o->num_requests, "requests per run")->capture_default_str();
+  cmd->add_option("--num-requests,--num-prompts", o->num_requests, "requests per run")->capture_default_str();
   cmd->add_option("--input-len", o->input_len,
                   "tokens of the varying prompt part: N, A-B, normal:M:SD, D@W+D@W");
   cmd->add_option("--output-len", o->output_len, "output tokens, same forms as --input-len");
@@ -262,7 +262,7 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--concurrency", o->concurrency,
                   "closed loop: users, or a list to sweep (1,4,16)")
       ->capture_default_str();
-  cmd->add_option("--rate,--rates", o->rates,
+  cmd->add_option("--rate,--rates,--request-rate", o->rates,
                   "open loop: requests/s, or a list to sweep (1,2,4,inf)");
   cmd->add_option("--burstiness", o->burstiness, "gamma shape: 1 = Poisson, < 1 = burstier")
       ->check(CLI::PositiveNumber)

@@ -19,7 +19,7 @@ void add_engine_flags(CLI::App& command, EngineFlags& flags) {
   command.add_option("--prefill-chunk", o.prefill_chunk, "most prompt tokens of one sequence per step")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
-  command.add_option("-c,--ctx-size", o.max_context, "context length (0 = the model's)")
+  command.add_option("-c,--ctx-size,--max-model-len", o.max_context, "context length (0 = the model's)")
       ->check(CLI::Range(0, 1 << 24))
       ->capture_default_str();
   command.add_option("--batching", flags.batching, "continuous | static")->capture_default_str();

@@ -54,6 +54,16 @@ class HttpSession final : public HttpExchange, public std::enable_shared_from_th
 
   net::any_io_executor executor() override { return stream_.get_executor(); }
 
+  std::string peer() const override {
+    boost::system::error_code ec;
+    const tcp::endpoint remote = stream_.socket().remote_endpoint(ec);
+    return ec ? "unknown" : fmt::format("{}:{}", remote.address().to_string(), remote.port());
+  }
+
+  void add_header(std::string name, std::string value) override {
+    extra_headers_.emplace_back(std::move(name), std::move(value));
+  }
+
   void respond(int status, const std::string& content_type, std::string body,
                const HeaderList& headers) override {
     if (closed_) return;
@@ -63,6 +73,8 @@ class HttpSession final : public HttpExchange, public std::enable_shared_from_th
     res->set(http::field::server, "rapide");
     res->set(http::field::content_type, content_type);
     for (const auto& [name, value] : headers) res->set(name, value);
+    for (const auto& [name, value] : extra_headers_) res->set(name, value);
+    extra_headers_.clear();
     res->keep_alive(keep_alive_);
     res->body() = std::move(body);
     res->prepare_payload();
@@ -80,6 +92,8 @@ class HttpSession final : public HttpExchange, public std::enable_shared_from_th
     res->set(http::field::content_type, content_type);
     res->set(http::field::cache_control, "no-cache");
     res->set("X-Accel-Buffering", "no");  // proxies must not hold back tokens
+    for (const auto& [name, value] : extra_headers_) res->set(name, value);
+    extra_headers_.clear();
     res->keep_alive(keep_alive_);
     res->chunked(true);
     auto serializer = std::make_shared<http::response_serializer<http::empty_body>>(*res);
@@ -279,6 +293,7 @@ class HttpSession final : public HttpExchange, public std::enable_shared_from_th
   bool closed_ = false;
   bool counted_ = false;  // in ServeMetrics::requests_in_flight
   bool linger_after_ = false;
+  HeaderList extra_headers_;  // add_header()'s, for the current response
   // Streaming state: pending_ collects pieces while out_ is being written.
   bool writing_ = false;
   bool ending_ = false;

@@ -10,6 +10,8 @@
 #include "base/error.h"
 #include "base/logging.h"
 #include "serve/generation.h"
+#include "serve/index_page.h"
+#include "serve/tokenize_endpoints.h"
 
 namespace rapide::serve {
 
@@ -54,23 +56,48 @@ const char* server_state_name(ServerState state) {
   return "unknown";
 }
 
-Router::Router(ApiKeys keys, ServeMetrics& metrics) : keys_(std::move(keys)), metrics_(metrics) {}
+Router::Router(ApiKeys keys, ServeMetrics& metrics, RouterOptions options)
+    : keys_(std::move(keys)),
+      metrics_(metrics),
+      options_(std::move(options)),
+      cors_(options_.allowed_origins) {}
 
 Router::~Router() = default;
 
 void Router::attach(Engine& engine, ServedModel model) {
   engine_ = &engine;
   model_ = std::move(model);
-  chat_ = std::make_unique<api::ChatPrompter>(engine.tokenizer());
+  chat_ = std::make_unique<api::ChatPrompter>(engine.tokenizer(), model_.chat_template);
   spdlog::info("chat prompts: {}", chat_->description());
   set_state(ServerState::kReady);
 }
 
-void Router::handle(HttpRequest&& request, std::shared_ptr<HttpExchange> exchange) {
+void Router::handle(HttpRequest&& request, std::shared_ptr<HttpExchange> connection) {
   std::string path(request.target());
   if (const size_t query = path.find('?'); query != std::string::npos) path.resize(query);
+  auto record = std::make_shared<RequestRecord>();
+  record->start = Clock::now();
+  const auto given_id = request["X-Request-Id"];
+  record->id = !given_id.empty() && given_id.size() <= 128
+                   ? std::string(given_id)
+                   : fmt::format("req-{}", next_request_.fetch_add(1));
+  record->client = connection->peer();
+  record->method = std::string(request.method_string());
+  record->path = path;
+  record->quiet = path == "/health" || path == "/metrics";
+  auto exchange = std::make_shared<LoggedExchange>(std::move(connection), record);
+  exchange->add_header("X-Request-Id", record->id);
+  const auto origin_field = request[http::field::origin];
+  const std::string_view origin(origin_field.data(), origin_field.size());
+  for (auto& [name, value] : cors_.response_headers(origin)) exchange->add_header(name, value);
   std::string label = "other";
   try {
+    if (request.method() == http::verb::options && cors_.allows(origin)) {
+      label = "preflight";
+      exchange->respond(204, "text/plain", "", cors_.preflight_headers(origin));
+      metrics_.observe_status(label, 204);
+      return;
+    }
     dispatch(request, path, exchange, label);
     return;
   } catch (const api::ApiError& e) {
@@ -90,7 +117,16 @@ void Router::handle(HttpRequest&& request, std::shared_ptr<HttpExchange> exchang
 }
 
 void Router::dispatch(const HttpRequest& request, const std::string& path,
-                      const std::shared_ptr<HttpExchange>& exchange, std::string& label) {
+                      const std::shared_ptr<LoggedExchange>& exchange, std::string& label) {
+  if (path == "/") {
+    label = "index";
+    require_method(request, http::verb::get, path);
+    exchange->respond(200, "text/html; charset=utf-8",
+                      index_page(state() == ServerState::kLoading ? "loading" : model_.id,
+                                 server_state_name(state())));
+    metrics_.observe_status(label, 200);
+    return;
+  }
   if (path == "/health") {
     label = "health";
     require_method(request, http::verb::get, path);
@@ -117,12 +153,20 @@ void Router::dispatch(const HttpRequest& request, const std::string& path,
     metrics_.observe_status(label, 200);
     return;
   }
-  if (path.starts_with("/v1/")) {
+  const bool tokenizer_path = path == "/tokenize" || path == "/detokenize";
+  if (path.starts_with("/v1/") || tokenizer_path) {
     const auto authorization = request[http::field::authorization];
     if (keys_.enabled() &&
         !keys_.accepts(std::string_view(authorization.data(), authorization.size()))) {
       throw api::ApiError(401, "missing or invalid API key: send 'Authorization: Bearer <key>'", {},
                           "invalid_api_key");
+    }
+    if (tokenizer_path) {
+      label = path.substr(1);
+      require_method(request, http::verb::post, path);
+      tokenizer_route(request, path, exchange);
+      metrics_.observe_status(label, 200);
+      return;
     }
     if (path == "/v1/models" || path.starts_with("/v1/models/")) {
       label = "models";
@@ -143,16 +187,34 @@ void Router::dispatch(const HttpRequest& request, const std::string& path,
       "not_found");
 }
 
-void Router::list_models(const std::string& path, const std::shared_ptr<HttpExchange>& exchange) {
+void Router::require_ready_state() const {
   if (state() == ServerState::kLoading) {
     throw api::ApiError(503, "the model is still loading", {}, "loading").with_retry_after(5);
   }
+}
+
+void Router::tokenizer_route(const HttpRequest& request, const std::string& path,
+                             const std::shared_ptr<HttpExchange>& exchange) {
+  require_ready_state();
+  const json body = api::parse_json_body(request.body());
+  const json answer = path == "/tokenize"
+                          ? tokenize_response(body, engine_->tokenizer(), *chat_,
+                                              engine_->max_context())
+                          : detokenize_response(body, engine_->tokenizer());
+  exchange->respond(200, kJson, api::dump_json(answer));
+}
+
+void Router::list_models(const std::string& path, const std::shared_ptr<HttpExchange>& exchange) {
+  require_ready_state();
   const json model = {{"id", model_.id},
                       {"object", "model"},
                       {"created", model_.created},
                       {"owned_by", "rapide"},
                       {"description", model_.description},
-                      {"max_model_len", engine_->max_context()}};
+                      {"max_model_len", engine_->max_context()},
+                      {"parameters", model_.summary.parameters},
+                      {"file_size", model_.summary.file_bytes},
+                      {"weight_type", model_.summary.weight_type}};
   if (path == "/v1/models") {
     exchange->respond(200, kJson, api::dump_json(json{{"object", "list"}, {"data", {model}}}));
     return;
@@ -165,7 +227,7 @@ void Router::list_models(const std::string& path, const std::shared_ptr<HttpExch
 }
 
 void Router::generate(const HttpRequest& request, api::Endpoint endpoint,
-                      const std::shared_ptr<HttpExchange>& exchange) {
+                      const std::shared_ptr<LoggedExchange>& exchange) {
   const ServerState s = state();
   if (s == ServerState::kLoading) {
     throw api::ApiError(503, "the model is still loading", {}, "loading").with_retry_after(5);
@@ -174,6 +236,12 @@ void Router::generate(const HttpRequest& request, api::Endpoint endpoint,
     throw api::ApiError(503, "the server is shutting down", {}, "draining").with_retry_after(5);
   }
   const json body = api::parse_json_body(request.body());
+  if (options_.log_prompts) {
+    const json* prompt = body.contains("messages") ? &body["messages"] : nullptr;
+    if (!prompt && body.contains("prompt")) prompt = &body["prompt"];
+    if (prompt) exchange->record().prompt = prompt->is_string() ? prompt->get<std::string>()
+                                                               : api::dump_json(*prompt);
+  }
   api::GenerationSpec spec = api::parse_request(body, endpoint, engine_->tokenizer());
   api::check_front_end(spec, model_.id, api::FrontEnd::kServer);
   chat_->fill_prompt(spec);
@@ -181,6 +249,7 @@ void Router::generate(const HttpRequest& request, api::Endpoint endpoint,
   context.engine = engine_;
   context.metrics = &metrics_;
   context.model_id = model_.id;
+  context.record = exchange->shared_record();
   GenerationJob::start(context, std::move(spec), exchange);
 }
 
