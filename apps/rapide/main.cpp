@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   rapide::cli::register_synth(app);
   rapide::cli::register_quantize(app);
   rapide::cli::register_run(app);
+  rapide::cli::register_chat(app);
   rapide::cli::register_perplexity(app);
   rapide::cli::register_batch(app);
   rapide::cli::register_serve(app);

@@ -40,9 +40,9 @@ std::string format_request_line(const RequestRecord& r, double e2e_seconds, LogF
   std::string line = fmt::format("request {} {} {} {} {}", r.id, r.client, r.method, r.path, r.status);
   if (r.prompt_tokens >= 0) line += fmt::format(" prompt_tokens={}", r.prompt_tokens);
   if (r.completion_tokens >= 0) line += fmt::format(" completion_tokens={}", r.completion_tokens);
-  if (r.ttft >= 0) line += fmt::format(" ttft={:.3f}s", r.ttft);
+  if (r.ttft >= 0) line += fmt::format(" ttft={:.4f}s", r.ttft);
   if (r.tpot >= 0) line += fmt::format(" tpot={:.4f}s", r.tpot);
-  line += fmt::format(" e2e={:.3f}s", e2e_seconds);
+  line += fmt::format(" e2e={:.4f}s", e2e_seconds);
   if (!r.finish_reason.empty()) line += " finish=" + r.finish_reason;
   // Quoted as JSON strings, so a message or prompt cannot break the line apart.
   if (!r.error.empty()) line += " error=" + nlohmann::json(r.error).dump();
@@ -101,7 +101,7 @@ void log_request(RequestRecord& record) {
   record.logged = true;
   const std::string line =
       format_request_line(record, seconds_between(record.start, Clock::now()), log_format());
-  if (record.quiet && record.status < 400) {
+  if (record.quiet) {  // a probe's 503 while loading is its expected answer, too
     spdlog::debug("{}", line);
   } else {
     spdlog::info("{}", line);
