@@ -28,6 +28,7 @@ struct ServeOptions {
   std::string served_model_name;
   std::string chat_template;
   LogSettings log;
+  std::string pooling = "last";
   double drain_timeout_s = 30.0;
   uint64_t demo_seed = 1;
 };
@@ -64,6 +65,7 @@ void serve_main(ServeOptions& o) {
   // Before anything loads: a wrong --chat-template fails in a second, not after the model.
   const std::string chat_template =
       o.chat_template.empty() ? std::string() : resolve_chat_template(o.chat_template);
+  o.server.router.pooling = serve::parse_pooling(o.pooling);
   o.server.drain_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(o.drain_timeout_s * 1000.0));
   serve::Server server(o.server);
@@ -85,6 +87,8 @@ void serve_main(ServeOptions& o) {
            : fmt::format("{} ({})", model_file_name(o.model.model_path).string(),
                          loaded.file->format);
   served.summary = summarize_model(*loaded.file);
+  served.file = loaded.file;
+  served.threads = threads;
   served.chat_template = chat_template;
   served.created = std::chrono::duration_cast<std::chrono::seconds>(
                        std::chrono::system_clock::now().time_since_epoch())
@@ -132,6 +136,9 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--allowed-origins", o->server.router.allowed_origins,
                   "CORS: origins whose web pages may call the API, or * (repeatable; default "
                   "none)");
+  cmd->add_option("--pooling", o->pooling,
+                  "/v1/embeddings: last (the last token's hidden state) | mean (all tokens')")
+      ->capture_default_str();
   cmd->add_option("--log-format", o->log.format, "text | json")->capture_default_str();
   cmd->add_option("--log-file", o->log.file, "append the log to this file instead of stderr");
   cmd->add_option("--log-level", o->log.level,

@@ -1,5 +1,6 @@
 #include "serve/routes.h"
 
+#include <boost/asio/post.hpp>
 #include <boost/beast/http/field.hpp>
 #include <boost/beast/http/verb.hpp>
 
@@ -68,6 +69,9 @@ void Router::attach(Engine& engine, ServedModel model) {
   engine_ = &engine;
   model_ = std::move(model);
   chat_ = std::make_unique<api::ChatPrompter>(engine.tokenizer(), model_.chat_template);
+  if (model_.file) {
+    embedder_ = std::make_unique<Embedder>(model_.file, options_.pooling, model_.threads);
+  }
   spdlog::info("chat prompts: {}", chat_->description());
   set_state(ServerState::kReady);
 }
@@ -168,6 +172,12 @@ void Router::dispatch(const HttpRequest& request, const std::string& path,
       metrics_.observe_status(label, 200);
       return;
     }
+    if (path == "/v1/embeddings") {
+      label = "embeddings";
+      require_method(request, http::verb::post, path);
+      embeddings(request, exchange);
+      return;
+    }
     if (path == "/v1/models" || path.starts_with("/v1/models/")) {
       label = "models";
       require_method(request, http::verb::get, path);
@@ -202,6 +212,36 @@ void Router::tokenizer_route(const HttpRequest& request, const std::string& path
                                               engine_->max_context())
                           : detokenize_response(body, engine_->tokenizer());
   exchange->respond(200, kJson, api::dump_json(answer));
+}
+
+void Router::embeddings(const HttpRequest& request, const std::shared_ptr<LoggedExchange>& exchange) {
+  require_ready_state();
+  if (!embedder_) throw api::ApiError(404, "this server does not compute embeddings", {}, "not_found");
+  const json body = api::parse_json_body(request.body());
+  if (body.is_object() && body.contains("model") && body["model"].is_string() &&
+      body["model"] != model_.id) {
+    throw api::model_not_found(body["model"].get<std::string>());
+  }
+  auto inputs = std::make_shared<std::vector<std::vector<int32_t>>>(
+      parse_embedding_inputs(body, engine_->tokenizer(), engine_->max_context()));
+  int64_t tokens = 0;
+  for (const auto& input : *inputs) tokens += static_cast<int64_t>(input.size());
+  exchange->record().prompt_tokens = tokens;
+  // The worker answers on the connection's strand, as engine events do.
+  embedder_->submit(*inputs, [this, exchange, inputs](std::vector<std::vector<float>> vectors,
+                                                      std::string error) {
+    boost::asio::post(exchange->executor(), [this, exchange, inputs, vectors = std::move(vectors),
+                                             error = std::move(error)] {
+      if (!error.empty()) {
+        send_error(*exchange, api::ApiError(500, error, {}, "embedding_failed"));
+        metrics_.observe_status("embeddings", 500);
+        return;
+      }
+      exchange->respond(200, kJson,
+                        api::dump_json(embeddings_response(vectors, *inputs, model_.id)));
+      metrics_.observe_status("embeddings", 200);
+    });
+  });
 }
 
 void Router::list_models(const std::string& path, const std::shared_ptr<HttpExchange>& exchange) {

@@ -5,6 +5,7 @@
 //   GET  /v1/models, /v1/models/{id}            the served model
 //   GET  /health                                ready (200) / loading / draining (503)
 //   GET  /metrics                               Prometheus text (metrics.h)
+//   POST /v1/embeddings                         pooled hidden states (embeddings.h)
 //   POST /tokenize, /detokenize                 the tokenizer (tokenize_endpoints.h)
 //   GET  /                                      a page of links (index_page.h)
 //   OPTIONS any                                 CORS preflight, with --allowed-origins (cors.h)
@@ -24,6 +25,7 @@
 #include "formats/model_summary.h"
 #include "serve/auth.h"
 #include "serve/cors.h"
+#include "serve/embeddings.h"
 #include "serve/http_server.h"
 #include "serve/metrics.h"
 #include "serve/request_log.h"
@@ -40,12 +42,15 @@ struct ServedModel {
   int64_t created = 0;      // Unix seconds the server loaded it
   ModelSummary summary;     // parameters, file size, weight type
   std::string chat_template;  // --chat-template's source; empty: the model's own
+  std::shared_ptr<const ModelFile> file;  // for /v1/embeddings' own Model; null: no embeddings
+  int threads = 1;                        // of that Model's pool
 };
 
 // The router's switches from the command line.
 struct RouterOptions {
   std::vector<std::string> allowed_origins;  // CORS; empty: off
   bool log_prompts = false;                  // prompt text in the request log
+  Pooling pooling = Pooling::kLast;          // /v1/embeddings
 };
 
 class Router {
@@ -73,6 +78,7 @@ class Router {
   void tokenizer_route(const HttpRequest& request, const std::string& path,
                        const std::shared_ptr<HttpExchange>& exchange);
   void require_ready_state() const;
+  void embeddings(const HttpRequest& request, const std::shared_ptr<LoggedExchange>& exchange);
 
   ApiKeys keys_;
   ServeMetrics& metrics_;
@@ -84,6 +90,7 @@ class Router {
   Engine* engine_ = nullptr;
   ServedModel model_;
   std::unique_ptr<api::ChatPrompter> chat_;
+  std::unique_ptr<Embedder> embedder_;  // last: its worker finishes before the rest goes
 };
 
 }  // namespace rapide::serve

@@ -5,6 +5,8 @@ usage: serve_everyday_test.py RAPIDE_BINARY SHARED_DIR
 
 * /tokenize and /detokenize in llama.cpp's and vLLM's shapes; the ids must equal llama.cpp's
   own for the Llama-2 vocabulary (shared/tokenizer-tests, an independent oracle).
+* /v1/embeddings: OpenAI's shape, unit vectors, a batched input equal to itself alone, token
+  ids equal to their text, --pooling mean differing from last.
 * /v1/models: max_model_len, parameters, file size (= the file's size on disk), weight type,
   and no absolute path of the model.
 * GET / answers a page linking /health and /metrics; CORS is off by default, and with
@@ -80,6 +82,45 @@ def check_tokenizer_endpoints(server):
     check(status == 405, "GET /tokenize is a 405")
 
 
+def norm(v):
+    return sum(x * x for x in v) ** 0.5
+
+
+def embed(server, body):
+    status, _, text = server.curl("/v1/embeddings", body)
+    return status, (json.loads(text) if status == 200 else text)
+
+
+def check_embeddings(server):
+    """Returns the vector of "Hello world" (last or mean pooling, as the server runs)."""
+    status, one = embed(server, {"model": "m", "input": "Hello world"})
+    check(status == 200 and one["object"] == "list" and one["data"][0]["object"] == "embedding"
+          and one["data"][0]["index"] == 0 and one["model"] == "m", f"OpenAI shape: {one}")
+    if status != 200:
+        return []
+    vector = one["data"][0]["embedding"]
+    check(len(vector) > 0 and abs(norm(vector) - 1.0) < 1e-4, f"L2-normalised: {norm(vector)}")
+    check(one["usage"]["prompt_tokens"] == 3 and one["usage"]["total_tokens"] == 3,
+          f"usage counts BOS + 2 tokens: {one['usage']}")
+    _, many = embed(server, {"input": ["a different text entirely", "Hello world"]})
+    check(len(many["data"]) == 2 and [d["index"] for d in many["data"]] == [0, 1],
+          "a list of strings gives one vector each, in order")
+    batched = many["data"][1]["embedding"]
+    check(max(abs(a - b) for a, b in zip(batched, vector)) < 1e-4,
+          "an input batched with another gets the vector it gets alone")
+    check(max(abs(a - b) for a, b in zip(many["data"][0]["embedding"], vector)) > 1e-3,
+          "different texts give different vectors")
+    ids = [1] + llama_cpp_ids("Hello world")
+    _, by_ids = embed(server, {"input": ids})
+    check(max(abs(a - b) for a, b in zip(by_ids["data"][0]["embedding"], vector)) < 1e-5,
+          "token ids give the same vector as their text")
+    status, text = embed(server, {"input": []})
+    check(status == 400 and "input" in text, f"an empty input is a 400: {text}")
+    status, text = embed(server, {"input": "x", "model": "other"})
+    check(status == 404, f"another model's name is a 404: {status}")
+    return vector
+
+
 def check_models(server):
     status, _, body = server.curl("/v1/models")
     model = json.loads(body)["data"][0]
@@ -130,11 +171,13 @@ def text_request_lines(log):
 
 
 def check_text_log(tmp):
+    """Returns the server's (last-token pooled) embedding of "Hello world"."""
     log_file = os.path.join(tmp, "text.log")
     with FileLoggedServer(BINARY, ["-m", MODEL, "--served-model-name", "m", "--allowed-origins", "https://app.example.com",
                                    "--log-stats-interval", "0.05"], log_file) as server:
         check_tokenizer_endpoints(server)
         check_models(server)
+        last = check_embeddings(server)
         check_index_and_cors(server, cors_on=True)
         status, headers, _ = generate(server)
         check(status == 200 and headers.get("x-request-id", "").startswith("req-"),
@@ -167,13 +210,18 @@ def check_text_log(tmp):
                     r"queued \d+, KV [\d.]+% used, prefix-cache hit rate ([\d.]+%|off)", log)
           is not None, "the periodic engine line appears while busy")
     check(not any(m.group(5) == "/health" for m in lines), "health probes are not logged at info")
+    return last
 
 
-def check_json_log(tmp):
+def check_json_log(tmp, last):
     log_file = os.path.join(tmp, "json.log")
-    with FileLoggedServer(BINARY, ["-m", MODEL, "--served-model-name", "m", "--log-format", "json", "--log-prompts",
+    with FileLoggedServer(BINARY, ["-m", MODEL, "--served-model-name", "m", "--pooling", "mean",
+                                   "--log-format", "json", "--log-prompts",
                                    "--log-stats-interval", "0.05"], log_file) as server:
         check_index_and_cors(server, cors_on=False)
+        mean = check_embeddings(server)
+        check(last and mean and max(abs(a - b) for a, b in zip(last, mean)) > 1e-3,
+              "--pooling mean gives another vector than last")
         status, _, _ = generate(server)
         check(status == 200, "generation works with the JSON log")
         time.sleep(0.5)
@@ -203,8 +251,8 @@ def main():
                    "tokenizer-tests/ggml-vocab-llama-spm.gguf.inp")
     import tempfile
     with tempfile.TemporaryDirectory() as tmp:
-        check_text_log(tmp)
-        check_json_log(tmp)
+        last = check_text_log(tmp)
+        check_json_log(tmp, last)
     return report()
 
 
