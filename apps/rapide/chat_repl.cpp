@@ -61,9 +61,8 @@ std::optional<std::string> read_message() {
 }
 
 std::string params_text(const SamplingParams& p) {
-  return fmt::format(
-      "temperature {} | top_p {} | top_k {} | min_p {} | max_tokens {} | seed {}\n",
-      p.temperature, p.top_p, p.top_k, p.min_p, p.max_tokens, p.seed);
+  return fmt::format("temperature {} | top_p {} | top_k {} | min_p {} | max_tokens {} | seed {}\n",
+                     p.temperature, p.top_p, p.top_k, p.min_p, p.max_tokens, p.seed);
 }
 
 // "/params NAME VALUE": sets one parameter, or throws Error(kInvalidArgument).
@@ -134,7 +133,8 @@ bool run_command(const std::string& line, std::string& system, json& history,
 
 }  // namespace
 
-void run_chat_repl(ChatBackend& backend, SamplingParams sampling, const std::string& initial_system) {
+void run_chat_repl(ChatBackend& backend, SamplingParams sampling,
+                   const std::string& initial_system) {
   std::string system = initial_system;
   json history = json::array();
   std::string history_file;

@@ -18,7 +18,8 @@ struct DashAlias {
 };
 constexpr DashAlias kDashAliases[] = {
     {"-np", "--max-seqs", nullptr},
-    {"-ngl", nullptr, "-ngl (GPU layers) has no meaning for rapide, which runs on the CPU: ignored"},
+    {"-ngl", nullptr,
+     "-ngl (GPU layers) has no meaning for rapide, which runs on the CPU: ignored"},
     {"--n-gpu-layers", nullptr,
      "--n-gpu-layers has no meaning for rapide, which runs on the CPU: ignored"},
 };

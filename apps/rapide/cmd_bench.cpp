@@ -288,7 +288,8 @@ void register_bench(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--dataset", o->dataset,
                   "JSONL file: {\"prompt\" | \"messages\", \"output_len\"}");
-  cmd->add_option("--num-requests,--num-prompts", o->num_requests, "requests per run")->capture_default_str();
+  cmd->add_option("--num-requests,--num-prompts", o->num_requests, "requests per run")
+      ->capture_default_str();
   cmd->add_option("--input-len", o->input_len,
                   "tokens of the varying prompt part: N, A-B, normal:M:SD, D@W+D@W");
   cmd->add_option("--output-len", o->output_len, "output tokens, same forms as --input-len");

@@ -144,7 +144,8 @@ void chat_main(const ChatOptions& o) {
 void register_chat(CLI::App& app) {
   auto o = std::make_shared<ChatOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "chat", "talk to a model in the terminal, through its chat template (-m) or a server (--url)");
+      "chat",
+      "talk to a model in the terminal, through its chat template (-m) or a server (--url)");
   add_model_options(*cmd, o->model);
   cmd->get_option("--model")->required(false);
   cmd->add_option("--url", o->url, "a running server's root, http://HOST:PORT, instead of -m");

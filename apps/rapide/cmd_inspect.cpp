@@ -9,9 +9,9 @@
 #include <string>
 
 #include "apps/rapide/commands.h"
-#include "formats/model_summary.h"
 #include "formats/gguf_reader.h"
 #include "formats/model_file.h"
+#include "formats/model_summary.h"
 
 namespace rapide::cli {
 namespace {
@@ -126,8 +126,8 @@ void print_text(const ModelFile& m, const GgufFile* gguf, bool all_metadata) {
              c.rope_style == RopeStyle::kNeox ? "neox" : "normal");
   fmt::print("  tied_embeddings {}  qkv_bias {}\n", c.tied_embeddings ? "yes" : "no",
              c.qkv_bias ? "yes" : "no");
-  fmt::print("parameters:      {} ({} of tensor data)\n", human_count(summarize_model(m).parameters),
-             human_bytes(m.total_tensor_bytes()));
+  fmt::print("parameters:      {} ({} of tensor data)\n",
+             human_count(summarize_model(m).parameters), human_bytes(m.total_tensor_bytes()));
 
   size_t width = 4;
   for (const auto& t : m.tensors) width = std::max(width, t.name.size());

@@ -82,10 +82,9 @@ void serve_main(ServeOptions& o) {
   serve::ServedModel served;
   served.id = model_id_for(o);
   // The file's name, not its path: clients need not learn the server's directory layout.
-  served.description =
-      demo ? serve::kDemoModelDescription
-           : fmt::format("{} ({})", model_file_name(o.model.model_path).string(),
-                         loaded.file->format);
+  served.description = demo ? serve::kDemoModelDescription
+                            : fmt::format("{} ({})", model_file_name(o.model.model_path).string(),
+                                          loaded.file->format);
   served.summary = summarize_model(*loaded.file);
   served.file = loaded.file;
   served.threads = threads;

@@ -26,7 +26,8 @@ class JsonLineFormatter final : public spdlog::formatter {
  public:
   void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override {
     const auto since_epoch = msg.time.time_since_epoch();
-    const std::time_t seconds = std::chrono::duration_cast<std::chrono::seconds>(since_epoch).count();
+    const std::time_t seconds =
+        std::chrono::duration_cast<std::chrono::seconds>(since_epoch).count();
     const auto millis =
         std::chrono::duration_cast<std::chrono::milliseconds>(since_epoch).count() % 1000;
     std::tm local{};

@@ -101,7 +101,8 @@ double LengthDist::mean() const {
 
 int LengthDist::upper() const {
   int most = 0;
-  for (const Part& p : parts_) most = std::max(most, p.shape == Shape::kNormal ? p.a + 3 * p.b : p.b);
+  for (const Part& p : parts_)
+    most = std::max(most, p.shape == Shape::kNormal ? p.a + 3 * p.b : p.b);
   return most;
 }
 

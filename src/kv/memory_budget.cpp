@@ -157,7 +157,8 @@ uint64_t memory_limit_bytes() {
   }
   const std::pair<const char*, const char*> cgroups[] = {
       {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"},
-      {"/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"},
+      {"/sys/fs/cgroup/memory/memory.limit_in_bytes",
+       "/sys/fs/cgroup/memory/memory.usage_in_bytes"},
   };
   for (const auto& [max_path, current_path] : cgroups) {
     const std::optional<uint64_t> max = read_cgroup_number(max_path);

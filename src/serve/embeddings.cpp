@@ -21,8 +21,9 @@ std::vector<int32_t> token_list(const json& ids, const Tokenizer& tokenizer) {
   for (const json& id : ids) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
         id.get<int64_t>() >= tokenizer.vocab_size()) {
-      throw api::ApiError(400, fmt::format("'input' token ids must be in 0..{}", tokenizer.vocab_size() - 1),
-                          "input", "invalid_value");
+      throw api::ApiError(
+          400, fmt::format("'input' token ids must be in 0..{}", tokenizer.vocab_size() - 1),
+          "input", "invalid_value");
     }
     out.push_back(id.get<int32_t>());
   }
@@ -37,7 +38,8 @@ Pooling parse_pooling(const std::string& name) {
   fail(ErrorCode::kInvalidArgument, "--pooling must be last or mean, got '{}'", name);
 }
 
-std::vector<std::vector<int32_t>> parse_embedding_inputs(const json& body, const Tokenizer& tokenizer,
+std::vector<std::vector<int32_t>> parse_embedding_inputs(const json& body,
+                                                         const Tokenizer& tokenizer,
                                                          int max_context) {
   if (!body.is_object() || !body.contains("input")) {
     throw api::ApiError(400, "'input' is required: a string, a list of strings or token ids",
@@ -89,7 +91,8 @@ std::vector<std::vector<int32_t>> parse_embedding_inputs(const json& body, const
 }
 
 json embeddings_response(const std::vector<std::vector<float>>& vectors,
-                         const std::vector<std::vector<int32_t>>& inputs, const std::string& model_id) {
+                         const std::vector<std::vector<int32_t>>& inputs,
+                         const std::string& model_id) {
   json data = json::array();
   size_t tokens = 0;
   for (size_t i = 0; i < vectors.size(); ++i) {
@@ -190,7 +193,8 @@ std::vector<std::vector<float>> Embedder::embed(const std::vector<std::vector<in
                  hidden.begin() + static_cast<size_t>(t + 1) * c.dim);
       }
     }
-    for (size_t i = begin; i < end; ++i) out[i] = pool_hidden_states(rows[i - begin], c.dim, pooling_);
+    for (size_t i = begin; i < end; ++i)
+      out[i] = pool_hidden_states(rows[i - begin], c.dim, pooling_);
     begin = end;
   }
   return out;

@@ -37,7 +37,8 @@ std::string format_request_line(const RequestRecord& r, double e2e_seconds, LogF
   if (format == LogFormat::kJson) {
     return fields.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
-  std::string line = fmt::format("request {} {} {} {} {}", r.id, r.client, r.method, r.path, r.status);
+  std::string line =
+      fmt::format("request {} {} {} {} {}", r.id, r.client, r.method, r.path, r.status);
   if (r.prompt_tokens >= 0) line += fmt::format(" prompt_tokens={}", r.prompt_tokens);
   if (r.completion_tokens >= 0) line += fmt::format(" completion_tokens={}", r.completion_tokens);
   if (r.ttft >= 0) line += fmt::format(" ttft={:.4f}s", r.ttft);

@@ -30,7 +30,7 @@ struct RequestRecord {
   TimePoint start;
   bool quiet = false;  // /health and /metrics: debug level, so probes do not flood the log
   int status = 0;
-  std::string error;   // a 4xx/5xx's message
+  std::string error;  // a 4xx/5xx's message
   // Generation requests only (-1: not one).
   int64_t prompt_tokens = -1;
   int64_t completion_tokens = -1;

@@ -207,16 +207,18 @@ void Router::tokenizer_route(const HttpRequest& request, const std::string& path
                              const std::shared_ptr<HttpExchange>& exchange) {
   require_ready_state();
   const json body = api::parse_json_body(request.body());
-  const json answer = path == "/tokenize"
-                          ? tokenize_response(body, engine_->tokenizer(), *chat_,
-                                              engine_->max_context())
-                          : detokenize_response(body, engine_->tokenizer());
+  const json answer = path == "/tokenize" ? tokenize_response(body, engine_->tokenizer(), *chat_,
+                                                              engine_->max_context())
+                                          : detokenize_response(body, engine_->tokenizer());
   exchange->respond(200, kJson, api::dump_json(answer));
 }
 
-void Router::embeddings(const HttpRequest& request, const std::shared_ptr<LoggedExchange>& exchange) {
+void Router::embeddings(const HttpRequest& request,
+                        const std::shared_ptr<LoggedExchange>& exchange) {
   require_ready_state();
-  if (!embedder_) throw api::ApiError(404, "this server does not compute embeddings", {}, "not_found");
+  if (!embedder_) {
+    throw api::ApiError(404, "this server does not compute embeddings", {}, "not_found");
+  }
   const json body = api::parse_json_body(request.body());
   if (body.is_object() && body.contains("model") && body["model"].is_string() &&
       body["model"] != model_.id) {
@@ -279,8 +281,10 @@ void Router::generate(const HttpRequest& request, api::Endpoint endpoint,
   if (options_.log_prompts) {
     const json* prompt = body.contains("messages") ? &body["messages"] : nullptr;
     if (!prompt && body.contains("prompt")) prompt = &body["prompt"];
-    if (prompt) exchange->record().prompt = prompt->is_string() ? prompt->get<std::string>()
-                                                               : api::dump_json(*prompt);
+    if (prompt) {
+      exchange->record().prompt =
+          prompt->is_string() ? prompt->get<std::string>() : api::dump_json(*prompt);
+    }
   }
   api::GenerationSpec spec = api::parse_request(body, endpoint, engine_->tokenizer());
   api::check_front_end(spec, model_.id, api::FrontEnd::kServer);

@@ -37,10 +37,10 @@ const char* server_state_name(ServerState state);
 
 // The model being served: what /v1/models says about it, and the chat template override.
 struct ServedModel {
-  std::string id;           // what clients put in "model"
-  std::string description;  // e.g. "demo (random weights)" or the file name it came from
-  int64_t created = 0;      // Unix seconds the server loaded it
-  ModelSummary summary;     // parameters, file size, weight type
+  std::string id;             // what clients put in "model"
+  std::string description;    // e.g. "demo (random weights)" or the file name it came from
+  int64_t created = 0;        // Unix seconds the server loaded it
+  ModelSummary summary;       // parameters, file size, weight type
   std::string chat_template;  // --chat-template's source; empty: the model's own
   std::shared_ptr<const ModelFile> file;  // for /v1/embeddings' own Model; null: no embeddings
   int threads = 1;                        // of that Model's pool

@@ -84,8 +84,8 @@ void Server::attach(Engine& engine, ServedModel model) {
 }
 
 void Server::schedule_stats_line() {
-  stats_timer_.expires_after(std::chrono::milliseconds(
-      static_cast<int64_t>(options_.log_stats_interval_s * 1000.0)));
+  stats_timer_.expires_after(
+      std::chrono::milliseconds(static_cast<int64_t>(options_.log_stats_interval_s * 1000.0)));
   stats_timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec) return;  // cancelled: the server stops
     if (auto line = stats_log_.line(engine_->stats(), Clock::now(), log_format())) {

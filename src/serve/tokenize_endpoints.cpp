@@ -22,7 +22,8 @@ bool bool_field(const json& body, const char* name, bool fallback) {
 
 json tokenize_response(const json& body, const Tokenizer& tokenizer, const api::ChatPrompter& chat,
                        int max_model_len) {
-  if (!body.is_object()) throw api::ApiError(400, "the body must be a JSON object", {}, "invalid_type");
+  if (!body.is_object())
+    throw api::ApiError(400, "the body must be a JSON object", {}, "invalid_type");
   std::vector<int32_t> ids;
   if (body.contains("messages")) {
     const api::GenerationSpec spec = api::parse_chat_request(body, tokenizer);
@@ -36,8 +37,8 @@ json tokenize_response(const json& body, const Tokenizer& tokenizer, const api::
       throw api::ApiError(400, "give the text as 'content' (or 'prompt'), or 'messages'", field,
                           "invalid_value");
     }
-    const bool add_special = bool_field(
-        body, "add_special_tokens", bool_field(body, "add_special", !llama_cpp));
+    const bool add_special =
+        bool_field(body, "add_special_tokens", bool_field(body, "add_special", !llama_cpp));
     const bool parse_special = bool_field(body, "parse_special", true);
     try {
       ids = tokenizer.encode(body[field].get<std::string>(), add_special, parse_special);
@@ -54,7 +55,8 @@ json tokenize_response(const json& body, const Tokenizer& tokenizer, const api::
       tokens.push_back(id);
     }
   }
-  json out = {{"tokens", std::move(tokens)}, {"count", ids.size()}, {"max_model_len", max_model_len}};
+  json out = {
+      {"tokens", std::move(tokens)}, {"count", ids.size()}, {"max_model_len", max_model_len}};
   if (bool_field(body, "return_token_strs", false)) {
     json strs = json::array();
     for (const int32_t id : ids) strs.push_back(tokenizer.token_to_piece(id, true));

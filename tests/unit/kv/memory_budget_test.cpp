@@ -87,7 +87,6 @@ TEST(MemoryBudget, FormatBytes) {
   EXPECT_EQ(format_bytes(2 * kGiB), "2.00 GiB");
 }
 
-
 TEST(MemoryBudget, ABudgetAboveWhatTheMachineCanGiveFailsWithBothSizes) {
   const uint64_t gib = uint64_t{1} << 30;
   EXPECT_NO_THROW(check_budget_fits(2 * gib, 2 * gib));

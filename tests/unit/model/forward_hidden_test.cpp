@@ -29,7 +29,8 @@ TEST(ForwardHidden, TiedHeadOfTheHiddenStatesGivesForwardsLogits) {
   ThreadPool pool(2);
 
   Batch batch;
-  for (size_t p = 0; p < kTokens.size(); ++p) batch.add(kTokens[p], 0, static_cast<int32_t>(p), true);
+  for (size_t p = 0; p < kTokens.size(); ++p)
+    batch.add(kTokens[p], 0, static_cast<int32_t>(p), true);
   ContiguousKvStore kv_a(c, 1, 64);
   const std::span<const float> hidden_span = model.forward_hidden(batch, kv_a, pool);
   ASSERT_EQ(hidden_span.size(), kTokens.size() * c.dim);

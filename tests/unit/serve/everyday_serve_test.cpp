@@ -72,7 +72,8 @@ TEST(RequestLog, ErrorsAndPromptsAreQuotedSoTheLineStaysOneLine) {
 }
 
 TEST(RequestLog, JsonLineIsAnObjectWithTheSameFields) {
-  const auto j = nlohmann::json::parse(format_request_line(generation_record(), 0.5, LogFormat::kJson));
+  const auto j =
+      nlohmann::json::parse(format_request_line(generation_record(), 0.5, LogFormat::kJson));
   EXPECT_EQ(j["event"], "request");
   EXPECT_EQ(j["request_id"], "req-3");
   EXPECT_EQ(j["status"], 200);
