@@ -8,7 +8,7 @@ the greeting, a streamed reply followed by its TTFT/TPOT line, /params (show and
 /system, multi-line input (a trailing backslash and a triple-quote block), /save writing the
 conversation with the roles and texts typed, /reset, an unknown command answered without
 leaving, a usage error for a wrong template name (exit 2 is for flags; this is exit 1), and
-Ctrl-D ending the session with status 0.
+Ctrl-D ending the session with status 0; then `chat --url` against a running server.
 """
 import json
 import os
@@ -21,8 +21,10 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "e2e"))
 from checks import check, report  # noqa: E402
 from require_shared import require_shared, shared_dir  # noqa: E402
+from serve_fixture import RapideServer  # noqa: E402
 
 BINARY, SHARED = sys.argv[1], shared_dir(sys.argv[2])
 MODEL = os.path.join(SHARED, "models/stories260K/stories260K.gguf")
@@ -135,6 +137,18 @@ def main():
         finally:
             if term.proc.poll() is None:
                 term.proc.kill()
+
+    # --url: the same loop against a running server, its reply streamed from the SSE chunks.
+    with RapideServer(BINARY, ["-m", MODEL, "--chat-template", "chatml"]) as server:
+        with tempfile.TemporaryDirectory() as home:
+            chat = subprocess.run([BINARY, "chat", "--url", f"http://127.0.0.1:{server.port}",
+                                   "-n", "5", "--temp", "0", "--ignore-eos"],
+                                  input="Once upon a time\n/quit\n", capture_output=True,
+                                  text=True, timeout=60, env=dict(os.environ, HOME=home))
+        m = re.search(FIGURES, chat.stdout)
+        check(chat.returncode == 0 and m is not None and m.group(2) == "5",
+              f"chat --url replies through the server: {chat.returncode} {chat.stdout[-300:]!r}")
+        check("POST /v1/chat/completions 200" in server.log(), "the server logged the chat turn")
 
     bad = subprocess.run([BINARY, "chat", "-m", MODEL, "--chat-template", "no-such-template"],
                          capture_output=True, text=True, stdin=subprocess.DEVNULL)
