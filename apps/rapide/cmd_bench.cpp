@@ -42,6 +42,7 @@ using namespace rapide::bench;
 struct BenchOptions {
   // Target.
   std::string url = "http://127.0.0.1:8080";
+  std::string host, port;  // vLLM's spelling of --url's parts; replace them when given
   bool engine = false;
   std::string api = "completions";
   std::string served_model;
@@ -210,6 +211,8 @@ void run_bench(BenchOptions& o) {
   } else {
     HttpBackendOptions h;
     h.target = parse_url(o.url);
+    if (!o.host.empty()) h.target.host = o.host;
+    if (!o.port.empty()) h.target.port = o.port;
     if (o.api != "completions" && o.api != "chat") {
       fail(ErrorCode::kInvalidArgument, "--api must be completions or chat, got '{}'", o.api);
     }
@@ -272,6 +275,8 @@ void register_bench(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "bench", "load a server (or the in-process engine) and report TTFT, TPOT, throughput");
   cmd->add_option("--url", o->url, "server root, http://HOST:PORT")->capture_default_str();
+  cmd->add_option("--host", o->host, "the server's host (replaces --url's)");
+  cmd->add_option("--port", o->port, "the server's port (replaces --url's)");
   cmd->add_flag("--engine", o->engine, "benchmark the in-process engine instead (needs -m)");
   cmd->add_option("--api", o->api, "completions | chat")->capture_default_str();
   cmd->add_option("--served-model-name,--served-model", o->served_model,

@@ -121,6 +121,10 @@ TEST(CliConventions, BenchFailsWhenEveryRequestFails) {
   const CliResult r = run_rapide("bench --url http://127.0.0.1:1 --num-prompts 3 -q");
   EXPECT_EQ(r.exit_code, 1) << r.out;
   EXPECT_NE(r.out.find("3 of 3 requests failed"), std::string::npos) << r.out;
+  // vLLM's --host / --port name the same server.
+  const CliResult parts = run_rapide("bench --host 127.0.0.1 --port 1 --num-prompts 2 -q");
+  EXPECT_EQ(parts.exit_code, 1) << parts.out;
+  EXPECT_NE(parts.out.find("127.0.0.1:1"), std::string::npos) << parts.out;
 }
 
 TEST(CliConventions, BenchDefaultWorkloadsFitTheModelsContext) {
