@@ -2,34 +2,9 @@
 
 #include <fmt/format.h>
 
+#include "template/jinja_operators.h"  // html_escape, shared with Jinja's escape filter
+
 namespace rapide::serve {
-
-namespace {
-
-std::string html_escape(const std::string& text) {
-  std::string out;
-  for (const char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
-}  // namespace
 
 std::string index_page(const std::string& model_id, const std::string& state) {
   return fmt::format(R"(<!doctype html>
@@ -50,7 +25,7 @@ code{{background:#f3f3f3;padding:0 .2em}}</style></head>
 (<code>/usr/share/doc/rapide</code> when installed from the package).</p>
 </body></html>
 )",
-                     html_escape(model_id), html_escape(state));
+                     jinja::html_escape(model_id), jinja::html_escape(state));
 }
 
 }  // namespace rapide::serve
