@@ -16,11 +16,13 @@ struct CliResult {
   std::string out;     // stdout, and stderr (logs, figures, errors) unless dropped
 };
 
-// `args` go through the shell (quote as on a command line).
-inline CliResult run_rapide(const std::string& args, bool keep_stderr = true) {
+// `args` go through the shell (quote as on a command line); `env` ("NAME=VALUE ...") sets
+// environment variables for this run only.
+inline CliResult run_rapide(const std::string& args, bool keep_stderr = true,
+                            const std::string& env = "") {
   CliResult r;
-  const std::string command =
-      rapide_binary() + " " + args + (keep_stderr ? " 2>&1" : " 2>/dev/null");
+  const std::string command = (env.empty() ? "" : "env " + env + " ") + rapide_binary() + " " +
+                              args + (keep_stderr ? " 2>&1" : " 2>/dev/null");
   FILE* pipe = ::popen(command.c_str(), "r");
   if (pipe == nullptr) return r;
   char buffer[4096];

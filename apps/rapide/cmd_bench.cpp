@@ -42,6 +42,7 @@ using namespace rapide::bench;
 struct BenchOptions {
   // Target.
   std::string url = "http://127.0.0.1:8080";
+  std::string host, port;  // vLLM's spelling of --url's parts; replace them when given
   bool engine = false;
   std::string api = "completions";
   std::string served_model;
@@ -67,6 +68,8 @@ struct BenchOptions {
   std::string slo;
   std::string output_json, output_html;
   bool quiet = false;
+  double max_error_rate = -1;  // < 0: fail only when every request failed
+  bool sizes_given = false;    // --prefix-len or --context-len on the command line
   std::string flags_text;
 };
 
@@ -101,29 +104,65 @@ WorkloadOptions workload_options(const BenchOptions& o) {
   w.turns = o.turns;
   w.dataset = o.dataset;
   w.seed = o.seed;
+  w.sizes_given = o.sizes_given;
   if (w.kind == WorkloadKind::kJsonl && w.dataset.empty()) {
     fail(ErrorCode::kInvalidArgument, "--workload jsonl needs --dataset FILE");
   }
   return w;
 }
 
-// The served model's id from GET /v1/models, so the "model" field matches what the server
-// expects without the user looking it up.
-std::string discover_model(const HttpTarget& target, const std::string& api_key) {
+// What GET /v1/models says of the served model: its id, so the "model" field matches what the
+// server expects without the user looking it up, and its context (vLLM's and rapide's
+// max_model_len; 0 when absent), so the default workload fits it.
+struct ServedModelInfo {
+  std::string id = "default";
+  int max_model_len = 0;
+};
+
+ServedModelInfo discover_model(const HttpTarget& target, const std::string& api_key) {
+  ServedModelInfo info;
   const auto reply = http_get(target, "/v1/models", api_key, std::chrono::seconds(5));
   if (!reply) {
     spdlog::warn("{}:{} does not answer GET /v1/models; requests will report why", target.host,
                  target.port);
-    return "default";
+    return info;
   }
   const nlohmann::json j = nlohmann::json::parse(reply->body, nullptr, false);
   if (reply->status == 200 && j.is_object() && j.contains("data") && j["data"].is_array() &&
       !j["data"].empty() && j["data"][0].contains("id") && j["data"][0]["id"].is_string()) {
-    return j["data"][0]["id"].get<std::string>();
+    const nlohmann::json& model = j["data"][0];
+    info.id = model["id"].get<std::string>();
+    if (model.contains("max_model_len") && model["max_model_len"].is_number_integer()) {
+      info.max_model_len = model["max_model_len"].get<int>();
+    }
+    return info;
   }
   spdlog::warn("GET /v1/models gave HTTP {} without a model id; sending model \"default\"",
                reply->status);
-  return "default";
+  return info;
+}
+
+// Exits non-zero (after the report is out) when every request failed, or more than
+// --max-error-rate of them: a benchmark of errors must not pass for a result.
+void check_error_rate(const BenchReport& report, double max_error_rate) {
+  size_t total = 0, failed = 0;
+  std::string example;
+  for (const RunResult& run : report.runs) {
+    for (const RequestRecord& r : run.records) {
+      ++total;
+      if (r.ok()) continue;
+      ++failed;
+      if (example.empty()) example = r.error_message;
+    }
+  }
+  if (total == 0 || failed == 0) return;
+  const double rate = static_cast<double>(failed) / total;
+  if (failed == total || (max_error_rate >= 0 && rate > max_error_rate)) {
+    fail(ErrorCode::kUnavailable, "{} of {} requests failed ({:.1f} %{}), e.g.: {}", failed, total,
+         100.0 * rate,
+         max_error_rate >= 0 ? fmt::format(", above --max-error-rate {}", max_error_rate) : "",
+         example);
+  }
 }
 
 void run_bench(BenchOptions& o) {
@@ -164,6 +203,7 @@ void run_bench(BenchOptions& o) {
     draft = load_draft_model(o.engine_flags.draft_model);
     engine = std::make_unique<Engine>(*loaded.model, *loaded.tokenizer, engine_options,
                                       draft ? draft->ref.get() : nullptr);
+    workload.max_context = engine->max_context();
     SamplingParams sampling;
     sampling.temperature = static_cast<float>(o.temperature);
     sampling.seed = o.seed;
@@ -171,17 +211,25 @@ void run_bench(BenchOptions& o) {
   } else {
     HttpBackendOptions h;
     h.target = parse_url(o.url);
+    if (!o.host.empty()) h.target.host = o.host;
+    if (!o.port.empty()) h.target.port = o.port;
     if (o.api != "completions" && o.api != "chat") {
       fail(ErrorCode::kInvalidArgument, "--api must be completions or chat, got '{}'", o.api);
     }
     h.chat = o.api == "chat";
     h.api_key = o.api_key;
-    h.model = o.served_model.empty() ? discover_model(h.target, o.api_key) : o.served_model;
+    const ServedModelInfo served = discover_model(h.target, o.api_key);
+    h.model = o.served_model.empty() ? served.id : o.served_model;
+    workload.max_context = served.max_model_len;
     h.temperature = o.temperature;
     h.force_length = o.force_length;
     h.timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1e3));
     backend = std::make_unique<HttpBackend>(io, h);
   }
+
+  std::string fitted;
+  workload = fit_to_context(workload, fitted);
+  if (!fitted.empty()) spdlog::info("{}", fitted);
 
   BenchReport report;
   report.backend = backend->describe();
@@ -217,6 +265,7 @@ void run_bench(BenchOptions& o) {
     write_html_file(o.output_html, report);
     spdlog::info("wrote {}", o.output_html);
   }
+  check_error_rate(report, o.max_error_rate);
 }
 
 }  // namespace
@@ -226,9 +275,11 @@ void register_bench(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "bench", "load a server (or the in-process engine) and report TTFT, TPOT, throughput");
   cmd->add_option("--url", o->url, "server root, http://HOST:PORT")->capture_default_str();
+  cmd->add_option("--host", o->host, "the server's host (replaces --url's)");
+  cmd->add_option("--port", o->port, "the server's port (replaces --url's)");
   cmd->add_flag("--engine", o->engine, "benchmark the in-process engine instead (needs -m)");
   cmd->add_option("--api", o->api, "completions | chat")->capture_default_str();
-  cmd->add_option("--served-model", o->served_model,
+  cmd->add_option("--served-model-name,--served-model", o->served_model,
                   "the request's \"model\" field (default: first id of GET /v1/models)");
   cmd->add_option("--api-key", o->api_key, "sent as Authorization: Bearer KEY");
   cmd->add_option("--timeout", o->timeout_s, "seconds per request")->capture_default_str();
@@ -242,7 +293,8 @@ void register_bench(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--dataset", o->dataset,
                   "JSONL file: {\"prompt\" | \"messages\", \"output_len\"}");
-  cmd->add_option("--num-requests", o->num_requests, "requests per run")->capture_default_str();
+  cmd->add_option("--num-requests,--num-prompts", o->num_requests, "requests per run")
+      ->capture_default_str();
   cmd->add_option("--input-len", o->input_len,
                   "tokens of the varying prompt part: N, A-B, normal:M:SD, D@W+D@W");
   cmd->add_option("--output-len", o->output_len, "output tokens, same forms as --input-len");
@@ -262,7 +314,7 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--concurrency", o->concurrency,
                   "closed loop: users, or a list to sweep (1,4,16)")
       ->capture_default_str();
-  cmd->add_option("--rate,--rates", o->rates,
+  cmd->add_option("--rate,--rates,--request-rate", o->rates,
                   "open loop: requests/s, or a list to sweep (1,2,4,inf)");
   cmd->add_option("--burstiness", o->burstiness, "gamma shape: 1 = Poisson, < 1 = burstier")
       ->check(CLI::PositiveNumber)
@@ -273,6 +325,9 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--output", o->output_json, "write all per-request timings + summary (JSON)");
   cmd->add_option("--html", o->output_html, "write a self-contained HTML report");
   cmd->add_flag("-q,--quiet", o->quiet, "no progress line");
+  cmd->add_option("--max-error-rate", o->max_error_rate,
+                  "exit 1 when more than this share of requests fail (default: only when all do)")
+      ->check(CLI::Range(0.0, 1.0));
 
   auto files = std::make_shared<std::vector<std::string>>();
   CLI::App* compare = cmd->add_subcommand("compare", "compare two --output files side by side");
@@ -286,6 +341,7 @@ void register_bench(CLI::App& app) {
   cmd->callback([o, cmd, compare] {
     if (compare->parsed()) return;
     o->flags_text = cmd->config_to_str(false, false);
+    o->sizes_given = cmd->count("--prefix-len") > 0 || cmd->count("--context-len") > 0;
     run_bench(*o);
   });
 }

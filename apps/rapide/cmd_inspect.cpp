@@ -11,6 +11,7 @@
 #include "apps/rapide/commands.h"
 #include "formats/gguf_reader.h"
 #include "formats/model_file.h"
+#include "formats/model_summary.h"
 
 namespace rapide::cli {
 namespace {
@@ -53,12 +54,6 @@ std::string token_text(const TokenizerData& t, int32_t id) {
   return t.tokens[id];
 }
 
-uint64_t parameter_count(const ModelFile& m) {
-  uint64_t n = 0;
-  for (const auto& t : m.tensors) n += static_cast<uint64_t>(t.element_count());
-  return n;
-}
-
 nlohmann::json to_json(const ModelFile& m, const GgufFile* gguf) {
   using nlohmann::json;
   const ModelConfig& c = m.config;
@@ -90,7 +85,7 @@ nlohmann::json to_json(const ModelFile& m, const GgufFile* gguf) {
                        {"bytes", t.size_bytes}});
   }
   out["tensors"] = tensors;
-  out["parameters"] = parameter_count(m);
+  out["parameters"] = summarize_model(m).parameters;
   out["total_tensor_bytes"] = m.total_tensor_bytes();
   const TokenizerData& t = m.tokenizer;
   auto special = [&](int32_t id) { return json{{"id", id}, {"text", token_text(t, id)}}; };
@@ -131,8 +126,8 @@ void print_text(const ModelFile& m, const GgufFile* gguf, bool all_metadata) {
              c.rope_style == RopeStyle::kNeox ? "neox" : "normal");
   fmt::print("  tied_embeddings {}  qkv_bias {}\n", c.tied_embeddings ? "yes" : "no",
              c.qkv_bias ? "yes" : "no");
-  fmt::print("parameters:      {} ({} of tensor data)\n", human_count(parameter_count(m)),
-             human_bytes(m.total_tensor_bytes()));
+  fmt::print("parameters:      {} ({} of tensor data)\n",
+             human_count(summarize_model(m).parameters), human_bytes(m.total_tensor_bytes()));
 
   size_t width = 4;
   for (const auto& t : m.tensors) width = std::max(width, t.name.size());

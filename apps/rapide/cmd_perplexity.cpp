@@ -99,7 +99,7 @@ void register_perplexity(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("perplexity", "perplexity of a text, llama.cpp's method");
   add_model_options(*cmd, options->model);
   cmd->add_option("-f,--file", options->text_path, "text file to score")->required();
-  cmd->add_option("-c,--ctx", options->context, "window length in tokens")->capture_default_str();
+  cmd->add_option("-c,--ctx-size,--ctx", options->context, "window length in tokens")->capture_default_str();
   cmd->add_option("-b,--batch", options->batch, "tokens per forward pass")
       ->check(CLI::Range(1, 65536))
       ->capture_default_str();

@@ -45,16 +45,8 @@ void run(const RunOptions& options) {
   const Tokenizer& tokenizer = *loaded.tokenizer;
   std::vector<int32_t> tokens = tokenizer.encode(prompt, !options.no_bos, options.special);
 
-  EngineOptions engine_options = options.engine.resolve(loaded.pool->size());
-  // One sequence: a KV budget of exactly one full context, not the server default.
-  const ModelConfig& c = loaded.model->config();
-  const int context = engine_options.max_context > 0 ? engine_options.max_context : c.max_context;
-  const KvLayout layout =
-      KvLayout::for_model(c, engine_options.kv_block_size, engine_options.kv_type);
-  const uint64_t blocks = (context + layout.block_size - 1) / layout.block_size;
-  if (options.engine.options.kv_memory == EngineOptions{}.kv_memory) {
-    engine_options.kv_memory = std::to_string(blocks * layout.block_bytes());
-  }
+  const EngineOptions engine_options =
+      options.engine.resolve_for_one_sequence(loaded.pool->size(), loaded.model->config());
   loaded.pool.reset();  // the engine builds its own pool
   const auto draft = load_draft_model(options.engine.draft_model);
   Engine engine(*loaded.model, tokenizer, engine_options, draft ? draft->ref.get() : nullptr);

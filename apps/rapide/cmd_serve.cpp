@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <filesystem>
 
+#include <fmt/ranges.h>
+
 #include "apps/rapide/commands.h"
 #include "apps/rapide/engine_flags.h"
 #include "apps/rapide/model_options.h"
@@ -10,8 +12,10 @@
 #include "base/error.h"
 #include "base/logging.h"
 #include "engine/engine.h"
+#include "formats/model_summary.h"
 #include "serve/demo_model.h"
 #include "serve/server.h"
+#include "template/named_templates.h"
 
 namespace rapide::cli {
 
@@ -22,6 +26,9 @@ struct ServeOptions {
   EngineFlags engine;
   serve::ServerOptions server;
   std::string served_model_name;
+  std::string chat_template;
+  LogSettings log;
+  std::string pooling = "last";
   double drain_timeout_s = 30.0;
   int header_timeout_s = 10;
   uint64_t demo_seed = 1;
@@ -41,7 +48,7 @@ LoadedModel load_demo_model(const ModelOptions& options, uint64_t seed) {
   return loaded;
 }
 
-// The model's file (or HF folder) name without its directories.
+// The model's file (or an HF model's folder) name, without the directories above it.
 std::filesystem::path model_file_name(const std::string& model_path) {
   std::filesystem::path path(model_path);
   if (path.filename().empty()) path = path.parent_path();  // "folder/" of an HF model
@@ -55,6 +62,11 @@ std::string model_id_for(const ServeOptions& o) {
 }
 
 void serve_main(ServeOptions& o) {
+  configure_logging(o.log);
+  // Before anything loads: a wrong --chat-template fails in a second, not after the model.
+  const std::string chat_template =
+      o.chat_template.empty() ? std::string() : resolve_chat_template(o.chat_template);
+  o.server.router.pooling = serve::parse_pooling(o.pooling);
   o.server.drain_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(o.drain_timeout_s * 1000.0));
   o.server.http.header_timeout = std::chrono::seconds(o.header_timeout_s);
@@ -71,11 +83,14 @@ void serve_main(ServeOptions& o) {
 
   serve::ServedModel served;
   served.id = model_id_for(o);
-  // The file name only: every client may read /v1/models, the server's directories are
-  // none of their business.
+  // The file's name, not its path: clients need not learn the server's directory layout.
   served.description = demo ? serve::kDemoModelDescription
                             : fmt::format("{} ({})", model_file_name(o.model.model_path).string(),
                                           loaded.file->format);
+  served.summary = summarize_model(*loaded.file);
+  served.file = loaded.file;
+  served.threads = threads;
+  served.chat_template = chat_template;
   served.created = std::chrono::duration_cast<std::chrono::seconds>(
                        std::chrono::system_clock::now().time_since_epoch())
                        .count();
@@ -127,6 +142,25 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--served-model-name", o->served_model_name,
                   "model id in the API (default: the model file's name)");
   cmd->add_option("--demo-seed", o->demo_seed, "weights seed of the built-in demo model")
+      ->capture_default_str();
+  cmd->add_option("--chat-template", o->chat_template,
+                  "chat template replacing the model's: a file, or a name (" +
+                      fmt::format("{}", fmt::join(chat_template_names(), ", ")) + ")");
+  cmd->add_option("--allowed-origins", o->server.router.allowed_origins,
+                  "CORS: origins whose web pages may call the API, or * (repeatable; default "
+                  "none)");
+  cmd->add_option("--pooling", o->pooling,
+                  "/v1/embeddings: last (the last token's hidden state) | mean (all tokens')")
+      ->capture_default_str();
+  cmd->add_option("--log-format", o->log.format, "text | json")->capture_default_str();
+  cmd->add_option("--log-file", o->log.file, "append the log to this file instead of stderr");
+  cmd->add_option("--log-level", o->log.level,
+                  "trace | debug | info | warn | error | off (default: RAPIDE_LOG, else info)");
+  cmd->add_flag("--log-prompts", o->server.router.log_prompts,
+                "put prompt text in the request log lines (off: prompts may be private)");
+  cmd->add_option("--log-stats-interval", o->server.log_stats_interval_s,
+                  "seconds between the engine lines logged while busy (0 = none)")
+      ->check(CLI::Range(0.0, 86400.0))
       ->capture_default_str();
   add_engine_flags(*cmd, o->engine);
   cmd->callback([o] { serve_main(*o); });

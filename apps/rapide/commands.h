@@ -10,6 +10,7 @@ void register_inspect(CLI::App& app);
 void register_synth(CLI::App& app);
 void register_quantize(CLI::App& app);
 void register_run(CLI::App& app);
+void register_chat(CLI::App& app);
 void register_perplexity(CLI::App& app);
 void register_batch(CLI::App& app);
 void register_serve(CLI::App& app);

@@ -5,6 +5,7 @@
 #include <random>
 
 #include "base/error.h"
+#include "model/kv_store.h"
 
 namespace rapide::cli {
 
@@ -19,7 +20,7 @@ void add_engine_flags(CLI::App& command, EngineFlags& flags) {
   command.add_option("--prefill-chunk", o.prefill_chunk, "most prompt tokens of one sequence per step")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
-  command.add_option("-c,--ctx-size", o.max_context, "context length (0 = the model's)")
+  command.add_option("-c,--ctx-size,--max-model-len", o.max_context, "context length (0 = the model's)")
       ->check(CLI::Range(0, 1 << 24))
       ->capture_default_str();
   command.add_option("--batching", flags.batching, "continuous | static")->capture_default_str();
@@ -112,6 +113,17 @@ EngineOptions EngineFlags::resolve(int threads) const {
     o.kv_type = KvType::kF32;
   } else {
     fail(ErrorCode::kInvalidArgument, "--kv-type must be f16 or f32, got '{}'", kv_type);
+  }
+  return o;
+}
+
+EngineOptions EngineFlags::resolve_for_one_sequence(int threads, const ModelConfig& c) const {
+  EngineOptions o = resolve(threads);
+  const int context = o.max_context > 0 ? o.max_context : c.max_context;
+  const KvLayout layout = KvLayout::for_model(c, o.kv_block_size, o.kv_type);
+  const uint64_t blocks = (context + layout.block_size - 1) / layout.block_size;
+  if (options.kv_memory == EngineOptions{}.kv_memory) {
+    o.kv_memory = std::to_string(blocks * layout.block_bytes());
   }
   return o;
 }

@@ -9,9 +9,15 @@ namespace rapide::api {
 
 using nlohmann::json;
 
-ChatPrompter::ChatPrompter(const Tokenizer& tokenizer) : tokenizer_(tokenizer) {
+ChatPrompter::ChatPrompter(const Tokenizer& tokenizer, const std::string& override_source)
+    : tokenizer_(tokenizer) {
   if (tokenizer.bos_id() >= 0) bos_text_ = tokenizer.token_to_piece(tokenizer.bos_id(), true);
   if (tokenizer.eos_id() >= 0) eos_text_ = tokenizer.token_to_piece(tokenizer.eos_id(), true);
+  if (!override_source.empty()) {  // the user chose it: a syntax error is theirs to fix
+    template_ = std::make_unique<ChatTemplate>(override_source);
+    description_ = "the chat template given with --chat-template";
+    return;
+  }
   const std::string& source = tokenizer.data().chat_template;
   if (source.empty()) {
     description_ = "no chat template in the model: plain 'role: content' fallback";

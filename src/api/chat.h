@@ -25,8 +25,9 @@ namespace rapide::api {
 class ChatPrompter {
  public:
   // A template that does not parse is not fatal: description() says so and the fallback
-  // is used, so a model with an exotic template can still be served.
-  explicit ChatPrompter(const Tokenizer& tokenizer);
+  // is used, so a model with an exotic template can still be served. A non-empty
+  // `override_source` (--chat-template) replaces the model's template; it must parse.
+  explicit ChatPrompter(const Tokenizer& tokenizer, const std::string& override_source = {});
   ~ChatPrompter();
 
   // Renders and tokenizes. Throws ApiError(400) for a template error (raise_exception).

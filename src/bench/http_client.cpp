@@ -161,6 +161,7 @@ class StreamingRequest : public std::enable_shared_from_this<StreamingRequest> {
       case StreamChunk::Kind::kContent:
         record_.token_times.push_back(now());
         record_.output_text += chunk.text;
+        if (post_.on_text) post_.on_text(chunk.text);
         break;
       case StreamChunk::Kind::kOther:
         break;

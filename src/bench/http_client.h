@@ -33,6 +33,8 @@ struct HttpPost {
   std::string body;     // JSON
   std::string api_key;  // sent as "Authorization: Bearer KEY" when not empty
   std::chrono::milliseconds timeout{std::chrono::minutes(10)};  // whole request
+  // Called with each content chunk's text as it arrives (`rapide chat --url` prints it).
+  std::function<void(const std::string&)> on_text;
 };
 
 // Starts the request; `done` runs on the io_context thread with `record` filled in (token

@@ -1,5 +1,7 @@
 #include "bench/length_dist.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -95,6 +97,23 @@ double LengthDist::mean() const {
     total_weight += p.weight;
   }
   return total_weight > 0 ? sum / total_weight : 0.0;
+}
+
+int LengthDist::upper() const {
+  int most = 0;
+  for (const Part& p : parts_)
+    most = std::max(most, p.shape == Shape::kNormal ? p.a + 3 * p.b : p.b);
+  return most;
+}
+
+LengthDist LengthDist::scaled(double factor) const {
+  LengthDist out = *this;
+  for (Part& p : out.parts_) {
+    p.a = std::max(1, static_cast<int>(p.a * factor));
+    p.b = std::max(p.shape == Shape::kNormal ? 0 : 1, static_cast<int>(p.b * factor));
+  }
+  out.text_ = fmt::format("{} x {:.2f}", text_, factor);
+  return out;
 }
 
 }  // namespace rapide::bench

@@ -20,6 +20,10 @@ class LengthDist {
 
   int sample(std::mt19937_64& rng) const;
   double mean() const;
+  // The largest length it gives in practice (a normal part counts to mean + 3 sd).
+  int upper() const;
+  // Every length times `factor` (at least 1), e.g. to fit a small model's context.
+  LengthDist scaled(double factor) const;
   const std::string& text() const { return text_; }
 
  private:

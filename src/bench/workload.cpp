@@ -106,6 +106,35 @@ const char* workload_kind_name(WorkloadKind kind) {
   return "?";
 }
 
+WorkloadOptions fit_to_context(const WorkloadOptions& given, std::string& note) {
+  note.clear();
+  WorkloadOptions o = given;
+  if (o.max_context <= 0 || o.kind == WorkloadKind::kJsonl) return o;
+  const Defaults defaults = defaults_for(o.kind);
+  const LengthDist input = o.input_len.value_or(LengthDist::parse(defaults.input));
+  const LengthDist output = o.output_len.value_or(LengthDist::parse(defaults.output));
+  const int per_turn = input.upper() + output.upper();
+  int worst = per_turn;
+  if (o.kind == WorkloadKind::kSharedPrefix) worst += o.prefix_len;
+  if (o.kind == WorkloadKind::kRag) worst += o.context_len;
+  if (o.kind == WorkloadKind::kMultiTurn) worst = per_turn * std::max(1, o.turns);
+  // A tenth spare for BOS, the chat template and tokenizers that count a little differently.
+  const int budget = o.max_context * 9 / 10;
+  if (worst <= budget) return o;
+  const double factor = static_cast<double>(budget) / worst;
+  if (!o.input_len) o.input_len = input.scaled(factor);
+  if (!o.output_len) o.output_len = output.scaled(factor);
+  if (!o.sizes_given) {
+    o.prefix_len = std::max(1, static_cast<int>(o.prefix_len * factor));
+    o.context_len = std::max(1, static_cast<int>(o.context_len * factor));
+  }
+  note = fmt::format(
+      "the {} workload's default sizes (worst case {} tokens) exceed the model's context of {}: "
+      "lengths you did not set are scaled by {:.2f}",
+      workload_kind_name(o.kind), worst, o.max_context, factor);
+  return o;
+}
+
 std::vector<Conversation> build_workload(const WorkloadOptions& options,
                                          const TokenCounter& counter) {
   const Defaults defaults = defaults_for(options.kind);

@@ -49,7 +49,15 @@ struct WorkloadOptions {
   std::string dataset;     // jsonl: path
   uint64_t seed = 0;       // lengths and choices
   uint64_t text_seed = 0;  // the words themselves (vary it per run so runs share no cache)
+  // The model's context (0 = unknown). The defaults the user left (unset lengths, and
+  // prefix_len / context_len unless sizes_given) shrink so a request's worst case fits.
+  int max_context = 0;
+  bool sizes_given = false;
 };
+
+// `options` with its defaults shrunk to fit max_context (see WorkloadOptions); `note` says
+// what changed ("" when nothing did).
+WorkloadOptions fit_to_context(const WorkloadOptions& options, std::string& note);
 
 // Throws Error for a bad dataset (missing file, a line without prompt or messages).
 std::vector<Conversation> build_workload(const WorkloadOptions& options,

@@ -37,8 +37,10 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, const EngineOptions& op
   const int threads = options_.threads > 0 ? options_.threads : physical_core_count();
   pool_ = std::make_unique<ThreadPool>(threads);
   const KvLayout layout = KvLayout::for_model(c, options_.kv_block_size, options_.kv_type);
-  kv_ = PagedKvStore::with_budget(layout, parse_memory_budget(options_.kv_memory), max_context_,
-                                  options_.kv_layout);
+  const uint64_t kv_budget = parse_memory_budget(options_.kv_memory);
+  // At once, rather than after a long stall in the allocator and then bad_alloc.
+  check_budget_fits(kv_budget, memory_limit_bytes());
+  kv_ = PagedKvStore::with_budget(layout, kv_budget, max_context_, options_.kv_layout);
   prefix_cache_ = make_prefix_cache(layout);
   proposer_ = make_proposer(draft);
   scheduler_ = std::make_unique<Scheduler>(options_, *kv_, prefix_cache_.get(), proposer_.get());
@@ -379,6 +381,7 @@ void Engine::step() {
     stats_.steps++;
     stats_.preemptions += plan.preempted.size();
     stats_.computed_prompt_tokens += static_cast<uint64_t>(plan.prefill_tokens);
+    stats_.decoded_tokens += static_cast<uint64_t>(plan.decode_tokens);
     if (stats_.recent_steps.size() >= kRecentSteps) {
       stats_.recent_steps.erase(stats_.recent_steps.begin());
     }

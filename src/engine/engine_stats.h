@@ -38,6 +38,7 @@ struct EngineStats {
   uint64_t prompt_tokens = 0;           // of finished requests
   uint64_t computed_prompt_tokens = 0;  // prompt positions actually run (recomputes included)
   uint64_t generated_tokens = 0;
+  uint64_t decoded_tokens = 0;  // tokens fed to decode steps so far (running requests too)
   uint64_t preemptions = 0;
   int waiting = 0;
   int running = 0;

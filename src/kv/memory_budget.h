@@ -28,6 +28,15 @@ uint64_t parse_memory_budget(std::string_view text, uint64_t mem_available_bytes
 // missing or has no MemAvailable line (non-Linux, very old kernels).
 uint64_t mem_available_bytes();
 
+// The memory this process can still get: MemAvailable, lowered by the cgroup's limit minus
+// its usage when the process runs in a memory-limited cgroup (v2 memory.max, or v1
+// memory.limit_in_bytes), as in a container. UINT64_MAX when /proc/meminfo cannot tell.
+uint64_t memory_limit_bytes();
+
+// Throws Error(kExceedsCapacity) naming both sizes when `budget` bytes of KV are more than
+// `limit` (memory_limit_bytes()): failing at start beats a long stall, then bad_alloc.
+void check_budget_fits(uint64_t budget, uint64_t limit);
+
 // "2.00 GiB", "512.0 MiB", "20.0 KiB", "512 B": for log lines and error messages.
 std::string format_bytes(uint64_t bytes);
 

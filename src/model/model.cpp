@@ -416,13 +416,7 @@ void Model::ffn_block(int layer, int n, ThreadPool& pool) {
   });
 }
 
-std::span<const float> Model::forward(const Batch& batch, KvStore& kv, ThreadPool& pool) {
-  const int n = batch.size();
-  if (n == 0) return {};
-  const int n_logits = batch.logits_count();
-  ensure_scratch(n, n_logits);
-  last_forward_expert_runs_ = 0;
-  last_forward_weight_bytes_ = weight_bytes_ - all_expert_bytes_;  // experts add as they run
+void Model::run_layers(const Batch& batch, KvStore& kv, ThreadPool& pool) {
   embed(batch);
   prepare_rope(batch);
   // Every layer's attention runs the same jobs. Blocks are in place: the caller made the
@@ -430,8 +424,34 @@ std::span<const float> Model::forward(const Batch& batch, KvStore& kv, ThreadPoo
   attention_.plan(kv, batch, config_.n_heads);
   for (int layer = 0; layer < config_.n_layers; ++layer) {
     attention_block(layer, batch, kv, pool);
-    ffn_block(layer, n, pool);
+    ffn_block(layer, batch.size(), pool);
   }
+}
+
+std::span<const float> Model::forward_hidden(const Batch& batch, KvStore& kv, ThreadPool& pool) {
+  const int n = batch.size();
+  if (n == 0) return {};
+  ensure_scratch(n, 0);
+  last_forward_expert_runs_ = 0;
+  last_forward_weight_bytes_ = weight_bytes_ - all_expert_bytes_;
+  run_layers(batch, kv, pool);
+  const int dim = config_.dim;
+  hidden_.resize(static_cast<size_t>(n) * dim);
+  for (int i = 0; i < n; ++i) {
+    rms_norm(x_.data() + static_cast<size_t>(i) * dim, output_norm_.data(), dim, config_.rms_eps,
+             hidden_.data() + static_cast<size_t>(i) * dim);
+  }
+  return {hidden_.data(), hidden_.size()};
+}
+
+std::span<const float> Model::forward(const Batch& batch, KvStore& kv, ThreadPool& pool) {
+  const int n = batch.size();
+  if (n == 0) return {};
+  const int n_logits = batch.logits_count();
+  ensure_scratch(n, n_logits);
+  last_forward_expert_runs_ = 0;
+  last_forward_weight_bytes_ = weight_bytes_ - all_expert_bytes_;  // experts add as they run
+  run_layers(batch, kv, pool);
   if (n_logits == 0) return {};
   // Only the rows that need logits pay for the final norm and the (large) output head.
   const int dim = config_.dim;

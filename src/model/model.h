@@ -57,6 +57,11 @@ class Model {
   // layers (model/linear_observer.h); nullptr stops it. The observer must outlive its use.
   void set_linear_observer(LinearObserver* observer) { observer_ = observer; }
 
+  // The same pass without the output head: every token's hidden state after the final norm
+  // (what the head would read; embeddings pool these), rows x dim floats in batch order.
+  // needs_logits is ignored. Valid until the next forward() or forward_hidden().
+  std::span<const float> forward_hidden(const Batch& batch, KvStore& kv, ThreadPool& pool);
+
   // Bytes of all weight matrices: what a decode step of a dense model reads (for roofline
   // figures). A mixture-of-experts step reads only the experts its rows chose:
   // last_forward_weight_bytes().
@@ -71,6 +76,7 @@ class Model {
 
  private:
   void ensure_scratch(int n_tokens, int n_logits);
+  void run_layers(const Batch& batch, KvStore& kv, ThreadPool& pool);  // embedding to last layer
   void embed(const Batch& batch);
   void attention_block(int layer, const Batch& batch, KvStore& kv, ThreadPool& pool);
   void ffn_block(int layer, int n, ThreadPool& pool);
@@ -104,6 +110,7 @@ class Model {
   int scratch_logits_ = 0;
   std::vector<float> x_, xn_, q_, k_, v_, att_, gate_, up_, rope_cos_, rope_sin_;
   std::vector<float> logits_in_, logits_;
+  std::vector<float> hidden_;  // forward_hidden()'s rows
   // MoE scratch: router probabilities, each token's chosen experts and weights, the rows
   // gathered for one expert, and each (token, slot)'s weighted expert output.
   std::vector<float> router_probs_, expert_weight_, gathered_, expert_out_, slot_out_, shared_out_;

@@ -115,12 +115,28 @@ void GenerationJob::on_event(size_t index, TokenEvent&& event) {
     if (event.completion_tokens > 0) o.ttft = m.ttft_seconds;
     if (event.completion_tokens > 1) o.tpot = m.tpot_seconds;
     context_.metrics->observe_sequence(o);
+    note_finished_choice(event, o);
     --remaining_;
   }
   if (spec_.stream && (!event.text.empty() || event.finished)) {
     stream_event(index, event.text, event.finished);
   }
   if (remaining_ == 0) finish();
+}
+
+void GenerationJob::note_finished_choice(const TokenEvent& event, const SequenceObservation& o) {
+  RequestRecord* r = context_.record.get();
+  if (r == nullptr) return;
+  // Token counts add up over the choices; timings and the finish reason are the first
+  // choice's, as a one-choice request (the common case) has them.
+  const bool first = r->completion_tokens < 0;
+  r->prompt_tokens = std::max<int64_t>(r->prompt_tokens, 0) + (first ? event.prompt_tokens : 0);
+  r->completion_tokens = std::max<int64_t>(r->completion_tokens, 0) + event.completion_tokens;
+  if (first) {
+    r->ttft = o.ttft;
+    r->tpot = o.tpot;
+    r->finish_reason = finish_reason_name(event.finish_reason);
+  }
 }
 
 void GenerationJob::stream_event(size_t index, const std::string& text, bool final) {

@@ -16,6 +16,7 @@
 #include "engine/engine.h"
 #include "serve/http_exchange.h"
 #include "serve/metrics.h"
+#include "serve/request_log.h"
 
 namespace rapide::serve {
 
@@ -23,6 +24,7 @@ struct GenerationContext {
   Engine* engine = nullptr;
   ServeMetrics* metrics = nullptr;
   std::string model_id;
+  std::shared_ptr<RequestRecord> record;  // the request log's line; may be null
 };
 
 class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
@@ -49,6 +51,8 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
 
   void submit_all();
   void client_gone();
+  // Copies a finished choice's figures into the request log's record.
+  void note_finished_choice(const TokenEvent& event, const SequenceObservation& o);
   void stream_event(size_t index, const std::string& text, bool final);
   void finish();
   const char* endpoint_label() const;

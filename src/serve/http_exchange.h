@@ -19,6 +19,12 @@ class HttpExchange {
  public:
   virtual ~HttpExchange() = default;
   virtual boost::asio::any_io_executor executor() = 0;
+  // The client's address and port ("127.0.0.1:41234"), for the request log.
+  virtual std::string peer() const = 0;
+
+  // Adds a header to this exchange's response, whichever way it is written (respond or
+  // start_stream): CORS and X-Request-Id, decided before the handler runs.
+  virtual void add_header(std::string name, std::string value) = 0;
 
   // A complete response; the connection then reads its next request (keep-alive).
   virtual void respond(int status, const std::string& content_type, std::string body,

@@ -104,6 +104,16 @@ class HttpSession final : public HttpExchange, public std::enable_shared_from_th
 
   net::any_io_executor executor() override { return stream_.get_executor(); }
 
+  std::string peer() const override {
+    boost::system::error_code ec;
+    const tcp::endpoint remote = stream_.socket().remote_endpoint(ec);
+    return ec ? "unknown" : fmt::format("{}:{}", remote.address().to_string(), remote.port());
+  }
+
+  void add_header(std::string name, std::string value) override {
+    extra_headers_.emplace_back(std::move(name), std::move(value));
+  }
+
   void respond(int status, const std::string& content_type, std::string body,
                const HeaderList& headers) override {
     if (closed_) return;
@@ -121,6 +131,8 @@ class HttpSession final : public HttpExchange, public std::enable_shared_from_th
     res->set(http::field::server, "rapide");
     res->set(http::field::content_type, content_type);
     for (const auto& [name, value] : headers) res->set(name, value);
+    for (const auto& [name, value] : extra_headers_) res->set(name, value);
+    extra_headers_.clear();
     res->keep_alive(keep_alive_);
     res->body() = std::move(body);
     res->prepare_payload();
@@ -146,6 +158,8 @@ class HttpSession final : public HttpExchange, public std::enable_shared_from_th
       raw_stream_ = true;
       keep_alive_ = false;
     }
+    for (const auto& [name, value] : extra_headers_) res->set(name, value);
+    extra_headers_.clear();
     res->keep_alive(keep_alive_);
     res->chunked(!raw_stream_);
     auto serializer = std::make_shared<http::response_serializer<http::empty_body>>(*res);
@@ -508,6 +522,7 @@ class HttpSession final : public HttpExchange, public std::enable_shared_from_th
   bool waiting_ = false;  // between requests: evictable at the connection cap
   std::optional<IdleList::iterator> idle_entry_;  // in Shared::idle; under Shared::mutex
   uint64_t requests_ = 0;                         // heads read on this connection
+  HeaderList extra_headers_;  // add_header()'s, for the current response
   // Streaming state: pending_ collects pieces while out_ is being written.
   bool writing_ = false;
   bool ending_ = false;

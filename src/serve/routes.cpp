@@ -11,6 +11,8 @@
 #include "base/error.h"
 #include "base/logging.h"
 #include "serve/generation.h"
+#include "serve/index_page.h"
+#include "serve/tokenize_endpoints.h"
 
 namespace rapide::serve {
 
@@ -55,7 +57,11 @@ const char* server_state_name(ServerState state) {
   return "unknown";
 }
 
-Router::Router(ApiKeys keys, ServeMetrics& metrics) : keys_(std::move(keys)), metrics_(metrics) {}
+Router::Router(ApiKeys keys, ServeMetrics& metrics, RouterOptions options)
+    : keys_(std::move(keys)),
+      metrics_(metrics),
+      options_(std::move(options)),
+      cors_(options_.allowed_origins) {}
 
 Router::~Router() {
   stop_workers();
@@ -64,16 +70,40 @@ Router::~Router() {
 void Router::attach(Engine& engine, ServedModel model) {
   engine_ = &engine;
   model_ = std::move(model);
-  chat_ = std::make_unique<api::ChatPrompter>(engine.tokenizer());
+  chat_ = std::make_unique<api::ChatPrompter>(engine.tokenizer(), model_.chat_template);
+  if (model_.file) {
+    embedder_ = std::make_unique<Embedder>(model_.file, options_.pooling, model_.threads);
+  }
   spdlog::info("chat prompts: {}", chat_->description());
   set_state(ServerState::kReady);
 }
 
-void Router::handle(HttpRequest&& request, std::shared_ptr<HttpExchange> exchange) {
+void Router::handle(HttpRequest&& request, std::shared_ptr<HttpExchange> connection) {
   std::string path(request.target());
   if (const size_t query = path.find('?'); query != std::string::npos) path.resize(query);
+  auto record = std::make_shared<RequestRecord>();
+  record->start = Clock::now();
+  const auto given_id = request["X-Request-Id"];
+  record->id = !given_id.empty() && given_id.size() <= 128
+                   ? std::string(given_id)
+                   : fmt::format("req-{}", next_request_.fetch_add(1));
+  record->client = connection->peer();
+  record->method = std::string(request.method_string());
+  record->path = path;
+  record->quiet = path == "/health" || path == "/metrics";
+  auto exchange = std::make_shared<LoggedExchange>(std::move(connection), record);
+  exchange->add_header("X-Request-Id", record->id);
+  const auto origin_field = request[http::field::origin];
+  const std::string_view origin(origin_field.data(), origin_field.size());
+  for (auto& [name, value] : cors_.response_headers(origin)) exchange->add_header(name, value);
   std::string label = "other";
   try {
+    if (request.method() == http::verb::options && cors_.allows(origin)) {
+      label = "preflight";
+      exchange->respond(204, "text/plain", "", cors_.preflight_headers(origin));
+      metrics_.observe_status(label, 204);
+      return;
+    }
     dispatch(request, path, exchange, label);
   } catch (...) {
     answer_failure(*exchange, std::string(request.method_string()) + " " + path, label,
@@ -101,7 +131,16 @@ void Router::answer_failure(HttpExchange& exchange, const std::string& what,
 }
 
 void Router::dispatch(HttpRequest& request, const std::string& path,
-                      const std::shared_ptr<HttpExchange>& exchange, std::string& label) {
+                      const std::shared_ptr<LoggedExchange>& exchange, std::string& label) {
+  if (path == "/") {
+    label = "index";
+    require_method(request, http::verb::get, path);
+    exchange->respond(200, "text/html; charset=utf-8",
+                      index_page(state() == ServerState::kLoading ? "loading" : model_.id,
+                                 server_state_name(state())));
+    metrics_.observe_status(label, 200);
+    return;
+  }
   if (path == "/health") {
     label = "health";
     require_method(request, http::verb::get, path);
@@ -128,12 +167,26 @@ void Router::dispatch(HttpRequest& request, const std::string& path,
     metrics_.observe_status(label, 200);
     return;
   }
-  if (path.starts_with("/v1/")) {
+  const bool tokenizer_path = path == "/tokenize" || path == "/detokenize";
+  if (path.starts_with("/v1/") || tokenizer_path) {
     const auto authorization = request[http::field::authorization];
     if (keys_.enabled() &&
         !keys_.accepts(std::string_view(authorization.data(), authorization.size()))) {
       throw api::ApiError(401, "missing or invalid API key: send 'Authorization: Bearer <key>'", {},
                           "invalid_api_key");
+    }
+    if (tokenizer_path) {
+      label = path.substr(1);
+      require_method(request, http::verb::post, path);
+      tokenizer_route(request, path, exchange);
+      metrics_.observe_status(label, 200);
+      return;
+    }
+    if (path == "/v1/embeddings") {
+      label = "embeddings";
+      require_method(request, http::verb::post, path);
+      embeddings(request, exchange);
+      return;
     }
     if (path == "/v1/models" || path.starts_with("/v1/models/")) {
       label = "models";
@@ -154,16 +207,66 @@ void Router::dispatch(HttpRequest& request, const std::string& path,
       "not_found");
 }
 
-void Router::list_models(const std::string& path, const std::shared_ptr<HttpExchange>& exchange) {
+void Router::require_ready_state() const {
   if (state() == ServerState::kLoading) {
     throw api::ApiError(503, "the model is still loading", {}, "loading").with_retry_after(5);
   }
+}
+
+void Router::tokenizer_route(const HttpRequest& request, const std::string& path,
+                             const std::shared_ptr<HttpExchange>& exchange) {
+  require_ready_state();
+  const json body = api::parse_json_body(request.body());
+  const json answer = path == "/tokenize" ? tokenize_response(body, engine_->tokenizer(), *chat_,
+                                                              engine_->max_context())
+                                          : detokenize_response(body, engine_->tokenizer());
+  exchange->respond(200, kJson, api::dump_json(answer));
+}
+
+void Router::embeddings(const HttpRequest& request,
+                        const std::shared_ptr<LoggedExchange>& exchange) {
+  require_ready_state();
+  if (!embedder_) {
+    throw api::ApiError(404, "this server does not compute embeddings", {}, "not_found");
+  }
+  const json body = api::parse_json_body(request.body());
+  if (body.is_object() && body.contains("model") && body["model"].is_string() &&
+      body["model"] != model_.id) {
+    throw api::model_not_found(body["model"].get<std::string>());
+  }
+  auto inputs = std::make_shared<std::vector<std::vector<int32_t>>>(
+      parse_embedding_inputs(body, engine_->tokenizer(), engine_->max_context()));
+  int64_t tokens = 0;
+  for (const auto& input : *inputs) tokens += static_cast<int64_t>(input.size());
+  exchange->record().prompt_tokens = tokens;
+  // The worker answers on the connection's strand, as engine events do.
+  embedder_->submit(*inputs, [this, exchange, inputs](std::vector<std::vector<float>> vectors,
+                                                      std::string error) {
+    boost::asio::post(exchange->executor(), [this, exchange, inputs, vectors = std::move(vectors),
+                                             error = std::move(error)] {
+      if (!error.empty()) {
+        send_error(*exchange, api::ApiError(500, error, {}, "embedding_failed"));
+        metrics_.observe_status("embeddings", 500);
+        return;
+      }
+      exchange->respond(200, kJson,
+                        api::dump_json(embeddings_response(vectors, *inputs, model_.id)));
+      metrics_.observe_status("embeddings", 200);
+    });
+  });
+}
+
+void Router::list_models(const std::string& path, const std::shared_ptr<HttpExchange>& exchange) {
+  require_ready_state();
   const json model = {{"id", model_.id},
                       {"object", "model"},
                       {"created", model_.created},
                       {"owned_by", "rapide"},
                       {"description", model_.description},
-                      {"max_model_len", engine_->max_context()}};
+                      {"max_model_len", engine_->max_context()},
+                      {"parameters", model_.summary.parameters},
+                      {"file_size", model_.summary.file_bytes},
+                      {"weight_type", model_.summary.weight_type}};
   if (path == "/v1/models") {
     exchange->respond(200, kJson, api::dump_json(json{{"object", "list"}, {"data", {model}}}));
     return;
@@ -176,7 +279,7 @@ void Router::list_models(const std::string& path, const std::shared_ptr<HttpExch
 }
 
 void Router::generate(HttpRequest& request, api::Endpoint endpoint,
-                      const std::shared_ptr<HttpExchange>& exchange, const std::string& label) {
+                      const std::shared_ptr<LoggedExchange>& exchange, const std::string& label) {
   const ServerState s = state();
   if (s == ServerState::kLoading) {
     throw api::ApiError(503, "the model is still loading", {}, "loading").with_retry_after(5);
@@ -192,6 +295,14 @@ void Router::generate(HttpRequest& request, api::Endpoint endpoint,
     std::shared_ptr<api::GenerationSpec> spec;
     try {
       const json parsed = api::parse_json_body(body);
+      if (options_.log_prompts) {
+        const json* prompt = parsed.contains("messages") ? &parsed["messages"] : nullptr;
+        if (!prompt && parsed.contains("prompt")) prompt = &parsed["prompt"];
+        if (prompt) {
+          exchange->record().prompt =
+              prompt->is_string() ? prompt->get<std::string>() : api::dump_json(*prompt);
+        }
+      }
       spec = std::make_shared<api::GenerationSpec>(
           api::parse_request(parsed, endpoint, engine_->tokenizer()));
       api::check_front_end(*spec, model_.id, api::FrontEnd::kServer);
@@ -207,6 +318,7 @@ void Router::generate(HttpRequest& request, api::Endpoint endpoint,
         context.engine = engine_;
         context.metrics = &metrics_;
         context.model_id = model_.id;
+        context.record = exchange->shared_record();
         GenerationJob::start(context, std::move(*spec), exchange);
       } catch (...) {
         answer_failure(*exchange, what, label, std::current_exception());

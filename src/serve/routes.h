@@ -10,6 +10,13 @@
 //   GET  /v1/models, /v1/models/{id}            the served model
 //   GET  /health                                ready (200) / loading / draining (503)
 //   GET  /metrics                               Prometheus text (metrics.h)
+//   POST /v1/embeddings                         pooled hidden states (embeddings.h)
+//   POST /tokenize, /detokenize                 the tokenizer (tokenize_endpoints.h)
+//   GET  /                                      a page of links (index_page.h)
+//   OPTIONS any                                 CORS preflight, with --allowed-origins (cors.h)
+//
+// Every request gets an id (the client's X-Request-Id, else req-N), echoed in the response's
+// X-Request-Id, and one log line when its response is complete (request_log.h).
 #pragma once
 
 #include <atomic>
@@ -23,25 +30,40 @@
 #include "api/chat.h"
 #include "api/openai_protocol.h"
 #include "engine/engine.h"
+#include "formats/model_summary.h"
 #include "serve/auth.h"
+#include "serve/cors.h"
+#include "serve/embeddings.h"
 #include "serve/http_server.h"
 #include "serve/metrics.h"
+#include "serve/request_log.h"
 
 namespace rapide::serve {
 
 enum class ServerState { kLoading = 0, kReady = 1, kDraining = 2 };
 const char* server_state_name(ServerState state);
 
-// What /v1/models says about the model being served.
+// The model being served: what /v1/models says about it, and the chat template override.
 struct ServedModel {
-  std::string id;           // what clients put in "model"
-  std::string description;  // e.g. "demo (random weights)" or the file it came from
-  int64_t created = 0;      // Unix seconds the server loaded it
+  std::string id;             // what clients put in "model"
+  std::string description;    // e.g. "demo (random weights)" or the file name it came from
+  int64_t created = 0;        // Unix seconds the server loaded it
+  ModelSummary summary;       // parameters, file size, weight type
+  std::string chat_template;  // --chat-template's source; empty: the model's own
+  std::shared_ptr<const ModelFile> file;  // for /v1/embeddings' own Model; null: no embeddings
+  int threads = 1;                        // of that Model's pool
+};
+
+// The router's switches from the command line.
+struct RouterOptions {
+  std::vector<std::string> allowed_origins;  // CORS; empty: off
+  bool log_prompts = false;                  // prompt text in the request log
+  Pooling pooling = Pooling::kLast;          // /v1/embeddings
 };
 
 class Router {
  public:
-  Router(ApiKeys keys, ServeMetrics& metrics);
+  Router(ApiKeys keys, ServeMetrics& metrics, RouterOptions options = {});
   // Whether /v1/* requires an API key.
   bool auth_enabled() const { return keys_.enabled(); }
   ~Router();
@@ -60,22 +82,31 @@ class Router {
 
  private:
   void dispatch(HttpRequest& request, const std::string& path,
-                const std::shared_ptr<HttpExchange>& exchange, std::string& label);
+                const std::shared_ptr<LoggedExchange>& exchange, std::string& label);
   void generate(HttpRequest& request, api::Endpoint endpoint,
-                const std::shared_ptr<HttpExchange>& exchange, const std::string& label);
+                const std::shared_ptr<LoggedExchange>& exchange, const std::string& label);
   // Answers a request that failed with `error` (ApiError, Error or any exception); on the
   // exchange's strand. `what` ("POST /v1/completions") names it in the log.
   void answer_failure(HttpExchange& exchange, const std::string& what, const std::string& label,
                       std::exception_ptr error);
   void list_models(const std::string& path, const std::shared_ptr<HttpExchange>& exchange);
+  void tokenizer_route(const HttpRequest& request, const std::string& path,
+                       const std::shared_ptr<HttpExchange>& exchange);
+  void require_ready_state() const;
+  void embeddings(const HttpRequest& request, const std::shared_ptr<LoggedExchange>& exchange);
 
   ApiKeys keys_;
   ServeMetrics& metrics_;
+  RouterOptions options_;
+  CorsPolicy cors_;
+  std::atomic<uint64_t> next_request_{1};
   std::atomic<ServerState> state_{ServerState::kLoading};
   // Set once by attach() before the state turns ready; read only in the ready state.
   Engine* engine_ = nullptr;
   ServedModel model_;
   std::unique_ptr<api::ChatPrompter> chat_;
+  std::unique_ptr<Embedder> embedder_;
+  // Last: destroyed (joined) first, so no parse in progress outlives the members it uses.
   boost::asio::thread_pool workers_{2};  // request parsing off the io threads
 };
 

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/post.hpp>
 
 #include "base/clock.h"
 #include "base/logging.h"
@@ -18,8 +19,10 @@ constexpr std::chrono::seconds kFlushTimeout{5};
 
 Server::Server(const ServerOptions& options)
     : options_(options),
-      router_(std::make_unique<Router>(ApiKeys(options.api_keys, options.api_key_file), metrics_)),
-      signals_(io_, SIGINT, SIGTERM) {
+      router_(std::make_unique<Router>(ApiKeys(options.api_keys, options.api_key_file), metrics_,
+                                       options.router)),
+      signals_(io_, SIGINT, SIGTERM),
+      stats_timer_(io_) {
   http_ = std::make_unique<HttpServer>(
       io_, options_.http,
       [router = router_.get()](HttpRequest&& request, std::shared_ptr<HttpExchange> exchange) {
@@ -75,6 +78,21 @@ void Server::watch_signals() {
 void Server::attach(Engine& engine, ServedModel model) {
   engine_ = &engine;
   router_->attach(engine, std::move(model));
+  if (options_.log_stats_interval_s > 0) {
+    boost::asio::post(io_, [this] { schedule_stats_line(); });
+  }
+}
+
+void Server::schedule_stats_line() {
+  stats_timer_.expires_after(
+      std::chrono::milliseconds(static_cast<int64_t>(options_.log_stats_interval_s * 1000.0)));
+  stats_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec) return;  // cancelled: the server stops
+    if (auto line = stats_log_.line(engine_->stats(), Clock::now(), log_format())) {
+      spdlog::info("{}", *line);
+    }
+    schedule_stats_line();
+  });
 }
 
 bool Server::stop_requested() const {
@@ -114,6 +132,8 @@ bool Server::wait() {
 }
 
 void Server::stop_io() {
+  // The stats timer's pending wait needs no cancel (which would race its handler on an io
+  // thread): once io_ stops, it never runs, and the timer's destructor discards it.
   io_.stop();
   for (std::thread& t : threads_) {
     if (t.joinable()) t.join();

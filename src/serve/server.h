@@ -17,11 +17,13 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 #include "engine/engine.h"
 #include "serve/http_server.h"
 #include "serve/metrics.h"
 #include "serve/routes.h"
+#include "serve/stats_log.h"
 
 namespace rapide::serve {
 
@@ -31,6 +33,9 @@ struct ServerOptions {
   std::chrono::milliseconds drain_timeout{30000};
   std::vector<std::string> api_keys;
   std::string api_key_file;
+  RouterOptions router;
+  // Seconds between the engine lines logged while busy (stats_log.h); 0 = never.
+  double log_stats_interval_s = 10.0;
 };
 
 class Server {
@@ -58,6 +63,7 @@ class Server {
   void run_io();
   void watch_signals();
   void stop_io();
+  void schedule_stats_line();
 
   ServerOptions options_;
   boost::asio::io_context io_;
@@ -65,6 +71,8 @@ class Server {
   std::unique_ptr<Router> router_;
   std::unique_ptr<HttpServer> http_;
   boost::asio::signal_set signals_;
+  boost::asio::steady_timer stats_timer_;
+  StatsLog stats_log_;  // touched only by the timer's handler
   std::vector<std::thread> threads_;
   Engine* engine_ = nullptr;
 

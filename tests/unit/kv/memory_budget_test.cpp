@@ -87,5 +87,21 @@ TEST(MemoryBudget, FormatBytes) {
   EXPECT_EQ(format_bytes(2 * kGiB), "2.00 GiB");
 }
 
+TEST(MemoryBudget, ABudgetAboveWhatTheMachineCanGiveFailsWithBothSizes) {
+  const uint64_t gib = uint64_t{1} << 30;
+  EXPECT_NO_THROW(check_budget_fits(2 * gib, 2 * gib));
+  try {
+    check_budget_fits(3 * gib, 2 * gib);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kExceedsCapacity);
+    EXPECT_NE(std::string(e.what()).find("3.00 GiB"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("only 2.00 GiB"), std::string::npos) << e.what();
+  }
+  // Whatever this machine has, it has some memory left and less than an exabyte.
+  EXPECT_GT(memory_limit_bytes(), 0u);
+  EXPECT_LT(memory_limit_bytes(), uint64_t{1} << 60);
+}
+
 }  // namespace
 }  // namespace rapide

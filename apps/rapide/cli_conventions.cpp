@@ -1,0 +1,210 @@
+#include "apps/rapide/cli_conventions.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+
+#include <fmt/format.h>
+
+namespace rapide::cli {
+
+namespace {
+
+// llama.cpp flags with more than one letter after a single dash, and their rapide names.
+struct DashAlias {
+  const char* from;
+  const char* to;  // nullptr: accepted and ignored (with its value)
+  const char* note;
+};
+constexpr DashAlias kDashAliases[] = {
+    {"-np", "--max-seqs", nullptr},
+    {"-ngl", nullptr,
+     "-ngl (GPU layers) has no meaning for rapide, which runs on the CPU: ignored"},
+    {"--n-gpu-layers", nullptr,
+     "--n-gpu-layers has no meaning for rapide, which runs on the CPU: ignored"},
+};
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string env_name_for(const std::string& long_name) {
+  std::string env = "RAPIDE_";
+  for (const char c : long_name) {
+    env += c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  }
+  return env;
+}
+
+void add_env_names(CLI::App& command) {
+  for (CLI::Option* option : command.get_options()) {
+    const std::vector<std::string>& names = option->get_lnames();
+    if (names.empty() || names[0] == "help" || names[0] == "version" || names[0] == "config") {
+      continue;
+    }
+    if (option->get_envname().empty()) option->envname(env_name_for(names[0]));
+  }
+}
+
+// The subcommand being parsed when the error happened: the deepest one selected.
+const CLI::App* deepest_selected(const CLI::App& app) {
+  const CLI::App* at = &app;
+  for (;;) {
+    const std::vector<CLI::App*> chosen = at->get_subcommands();
+    if (chosen.empty()) return at;
+    at = chosen.front();
+  }
+}
+
+std::string command_path(const CLI::App* command) {
+  std::string path;
+  for (const CLI::App* at = command; at != nullptr; at = at->get_parent()) {
+    path = at->get_parent() == nullptr ? "rapide" + path : " " + at->get_name() + path;
+  }
+  return path;
+}
+
+std::vector<std::string> flag_names(const CLI::App& command) {
+  std::vector<std::string> names;
+  for (const CLI::Option* option : command.get_options()) {
+    for (const std::string& n : option->get_lnames()) names.push_back("--" + n);
+    for (const std::string& n : option->get_snames()) names.push_back("-" + n);
+  }
+  return names;
+}
+
+std::vector<std::string> subcommand_names(const CLI::App& command) {
+  std::vector<std::string> names;
+  for (const CLI::App* sub : command.get_subcommands({})) names.push_back(sub->get_name());
+  return names;
+}
+
+// "unknown flag --ctx-siz; did you mean --ctx-size?" from CLI11's list of unexpected
+// arguments, else "".
+std::string explain_extras(const CLI::App& app, const std::string& message) {
+  const size_t colon = message.find(": ");
+  if (colon == std::string::npos) return "";
+  std::vector<std::string> words;
+  for (size_t at = colon + 2; at < message.size();) {
+    const size_t space = std::min(message.find(' ', at), message.size());
+    words.push_back(message.substr(at, space - at));
+    at = space + 1;
+  }
+  const CLI::App* command = deepest_selected(app);
+  const std::string where = command_path(command);
+  for (const std::string& word : words) {  // a mistyped flag is the likely culprit
+    if (word.size() < 2 || word[0] != '-') continue;
+    const std::string flag = word.substr(0, word.find('='));
+    const std::string guess = closest_name(flag, flag_names(*command));
+    return fmt::format("unknown flag {} for '{}'{}; see '{} --help'", flag, where,
+                       guess.empty() ? "" : "; did you mean " + guess + "?", where);
+  }
+  const std::string& word = words.empty() ? message : words.back();
+  const std::string guess = closest_name(word, subcommand_names(*command));
+  return fmt::format("unexpected argument '{}' for '{}'{}; see '{} --help'", word, where,
+                     guess.empty() ? "" : "; did you mean " + guess + "?", where);
+}
+
+// TOML as CLI11 reads it, where a key outside any [section] belongs to the subcommand being
+// run: `rapide serve --config f` with `port = 8080` sets serve's --port. Keys under
+// [serve] apply to serve only, so one file can configure several subcommands.
+class SubcommandConfig final : public CLI::ConfigTOML {
+ public:
+  explicit SubcommandConfig(const CLI::App& app) : app_(app) {}
+  std::vector<CLI::ConfigItem> from_config(std::istream& input) const override {
+    std::vector<CLI::ConfigItem> items = CLI::ConfigTOML::from_config(input);
+    const std::vector<CLI::App*> chosen = app_.get_subcommands();
+    if (chosen.empty()) return items;
+    for (CLI::ConfigItem& item : items) {
+      if (item.parents.empty()) item.parents = {chosen.front()->get_name()};
+    }
+    return items;
+  }
+
+ private:
+  const CLI::App& app_;
+};
+
+std::string one_line_failure(const CLI::App* app, const CLI::Error& e) {
+  std::string line;
+  if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) line = explain_extras(*app, e.what());
+  if (line.empty()) {
+    const std::string where = command_path(deepest_selected(*app));
+    line = fmt::format("{} (see '{} --help')", e.what(), where);
+  }
+  return "error: " + line + "\n";
+}
+
+}  // namespace
+
+std::vector<std::string> rewrite_flag_aliases(int argc, const char* const* argv) {
+  std::vector<std::string> out;
+  for (int i = 0; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const std::string name = arg.substr(0, arg.find('='));
+    const auto alias = std::find_if(std::begin(kDashAliases), std::end(kDashAliases),
+                                    [&](const DashAlias& a) { return name == a.from; });
+    if (i == 0 || alias == std::end(kDashAliases)) {
+      out.push_back(arg);
+      continue;
+    }
+    const bool value_attached = name.size() != arg.size();
+    if (alias->to == nullptr) {
+      std::fprintf(stderr, "note: %s\n", alias->note);
+      if (!value_attached && i + 1 < argc) ++i;  // its value goes with it
+      continue;
+    }
+    out.push_back(std::string(alias->to) + arg.substr(name.size()));
+  }
+  return out;
+}
+
+std::string closest_name(const std::string& typed, const std::vector<std::string>& candidates) {
+  std::string best;
+  size_t best_distance = std::string::npos;
+  for (const std::string& c : candidates) {
+    const size_t d = edit_distance(typed, c);
+    if (d < best_distance) {
+      best = c;
+      best_distance = d;
+    }
+  }
+  // A third of the name may be wrong: "--ctx-siz" finds "--ctx-size", "--xyz" finds nothing.
+  if (best.empty() || best_distance * 3 > std::max(typed.size(), best.size())) return "";
+  return best;
+}
+
+void apply_cli_conventions(CLI::App& app) {
+  app.failure_message(one_line_failure);
+  app.set_config("--config", "",
+                 "read flags from a TOML file: 'ctx-size = 4096' lines for the subcommand run, "
+                 "[serve] sections for one subcommand");
+  app.config_formatter(std::make_shared<SubcommandConfig>(app));
+  // `rapide serve --config FILE`: --config belongs to the top level, reached from a
+  // subcommand's arguments through fallthrough.
+  app.allow_config_extras(CLI::config_extras_mode::error);
+  for (CLI::App* command : app.get_subcommands({})) {
+    add_env_names(*command);
+    command->fallthrough();
+    command->allow_config_extras(CLI::config_extras_mode::error);
+    for (CLI::App* sub : command->get_subcommands({})) add_env_names(*sub);
+  }
+}
+
+int exit_for_parse_error(CLI::App& app, const CLI::ParseError& e) {
+  const int code = app.exit(e);  // prints help, version or the failure message
+  return code == 0 ? 0 : kUsageExitCode;
+}
+
+}  // namespace rapide::cli

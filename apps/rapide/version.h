@@ -1,0 +1,13 @@
+// What `rapide --version` prints: the release, the commit the binary was built from, the
+// build type and the kernel ISA this machine will run (src/base/cpu_features.h), so a bug
+// report or a benchmark figure names exactly what produced it.
+#pragma once
+
+#include <string>
+
+namespace rapide::cli {
+
+// e.g. "rapide 0.1.0\ncommit 6c5e8e0a1b2c\nbuild Release\nkernels avx512 (cpu: avx2 ...)".
+std::string version_text();
+
+}  // namespace rapide::cli

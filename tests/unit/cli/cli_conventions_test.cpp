@@ -1,0 +1,147 @@
+// One flag vocabulary across subcommands (issue 20), through the real binary: --version's
+// identity lines, "did you mean" and exit code 2 for usage errors, the llama.cpp / vLLM
+// aliases, flags from RAPIDE_<FLAG> and from --config, and --kv-memory beyond the machine.
+// The effective context is read from the engine's start-up line ("context N").
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "run_rapide.h"
+#include "test_paths.h"
+
+namespace rapide::testing {
+namespace {
+
+std::string model() {
+  return shared_path("models/stories260K/stories260K.gguf");
+}
+
+// A quick greedy run with extra flags and environment variables ("NAME=VALUE").
+CliResult quick_run(const std::string& flags, const std::string& env = "") {
+  return run_rapide("run -m " + model() + " -p 'Once upon a time' -n 2 --temp 0 " + flags, true,
+                    env);
+}
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(CliConventions, VersionNamesReleaseCommitBuildAndKernels) {
+  const CliResult r = run_rapide("--version");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("rapide 0."), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\ncommit "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\nbuild "), std::string::npos) << r.out;
+  // The ISA line names one of the kernel families rapide has.
+  EXPECT_TRUE(r.out.find("\nkernels scalar") != std::string::npos ||
+              r.out.find("\nkernels avx2") != std::string::npos ||
+              r.out.find("\nkernels avx512") != std::string::npos)
+      << r.out;
+}
+
+TEST(CliConventions, UsageErrorsAreOneLineWithASuggestionAndExitTwo) {
+  RAPIDE_REQUIRE_SHARED("models/stories260K/stories260K.gguf");
+  struct Case {
+    std::string args;
+    std::string message;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"run -m " + model() + " -p hi --ctx-siz 64", "did you mean --ctx-size?"},
+           {"serve --prot 8080", "did you mean --port?"},
+           {"perplexity -m x -f y --ctx-sise 64", "did you mean --ctx-size?"},
+           {"run -m " + model() + " -p hi --frobnicate", "unknown flag --frobnicate"},
+           {"run -m " + model() + " -p hi --top-k lots", "--top-k"},
+           {"run -p hi", "--model is required"},
+           {"", "subcommand is required"},
+       }) {
+    const CliResult r = run_rapide(c.args);
+    EXPECT_EQ(r.exit_code, 2) << c.args << "\n" << r.out;
+    EXPECT_NE(r.out.find(c.message), std::string::npos) << c.args << "\n" << r.out;
+    EXPECT_EQ(r.out.find("error: "), 0u) << r.out;
+    EXPECT_EQ(r.out.find('\n'), r.out.size() - 1) << "one line: " << r.out;
+  }
+  EXPECT_EQ(run_rapide("run --help").exit_code, 0);
+}
+
+TEST(CliConventions, LlamaCppAndVllmSpellingsAreAccepted) {
+  RAPIDE_REQUIRE_SHARED("models/stories260K/stories260K.gguf");
+  const CliResult r = quick_run("--max-model-len 96 -np 3 -ngl 99");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("context 96"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("/ 3 sequences per step"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("-ngl"), std::string::npos) << "a note says -ngl is ignored: " << r.out;
+  // perplexity takes --ctx-size like every other subcommand (and keeps --ctx).
+  const CliResult help = run_rapide("perplexity --help");
+  EXPECT_NE(help.out.find("--ctx-size"), std::string::npos) << help.out;
+  const CliResult bench = run_rapide("bench --help");
+  for (const char* flag : {"--served-model-name", "--num-prompts", "--request-rate"}) {
+    EXPECT_NE(bench.out.find(flag), std::string::npos) << flag;
+  }
+}
+
+TEST(CliConventions, FlagsComeFromTheEnvironmentAndAConfigFile) {
+  RAPIDE_REQUIRE_SHARED("models/stories260K/stories260K.gguf");
+  const CliResult env = quick_run("", "RAPIDE_CTX_SIZE=80");
+  ASSERT_EQ(env.exit_code, 0) << env.out;
+  EXPECT_NE(env.out.find("context 80"), std::string::npos) << env.out;
+  // The command line wins over the environment.
+  const CliResult both = quick_run("--ctx-size 112", "RAPIDE_CTX_SIZE=80");
+  EXPECT_NE(both.out.find("context 112"), std::string::npos) << both.out;
+
+  const std::string plain = write_temp("rapide-plain.toml", "ctx-size = 48\nmax-seqs = 5\n");
+  const CliResult file = quick_run("--config " + plain);
+  ASSERT_EQ(file.exit_code, 0) << file.out;
+  EXPECT_NE(file.out.find("context 48"), std::string::npos) << file.out;
+  EXPECT_NE(file.out.find("/ 5 sequences per step"), std::string::npos) << file.out;
+  // A [section] configures that subcommand only.
+  const std::string sections =
+      write_temp("rapide-sections.toml", "[serve]\nctx-size = 200\n[run]\nctx-size = 64\n");
+  const CliResult section = quick_run("--config " + sections);
+  EXPECT_NE(section.out.find("context 64"), std::string::npos) << section.out;
+  // A misspelt key is an error, not silently ignored.
+  const std::string typo = write_temp("rapide-typo.toml", "ctx-sise = 48\n");
+  const CliResult bad = quick_run("--config " + typo);
+  EXPECT_EQ(bad.exit_code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("ctx-sise"), std::string::npos) << bad.out;
+}
+
+TEST(CliConventions, KvMemoryBeyondTheMachineFailsAtOnce) {
+  RAPIDE_REQUIRE_SHARED("models/stories260K/stories260K.gguf");
+  const CliResult r = quick_run("--kv-memory 4096TiB");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("this machine can give only"), std::string::npos) << r.out;
+}
+
+TEST(CliConventions, BenchFailsWhenEveryRequestFails) {
+  // Port 1 on loopback: every connection is refused at once.
+  const CliResult r = run_rapide("bench --url http://127.0.0.1:1 --num-prompts 3 -q");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.out.find("3 of 3 requests failed"), std::string::npos) << r.out;
+  // vLLM's --host / --port name the same server.
+  const CliResult parts = run_rapide("bench --host 127.0.0.1 --port 1 --num-prompts 2 -q");
+  EXPECT_EQ(parts.exit_code, 1) << parts.out;
+  EXPECT_NE(parts.out.find("127.0.0.1:1"), std::string::npos) << parts.out;
+}
+
+TEST(CliConventions, BenchDefaultWorkloadsFitTheModelsContext) {
+  RAPIDE_REQUIRE_SHARED("models/stories260K/stories260K.gguf");
+  // shared-prefix's defaults (a 1000-token system prompt) exceed a 256-token context: unless
+  // they shrink, every request is refused and the run exits 1.
+  const CliResult r = run_rapide("bench --engine -m " + model() +
+                                 " --ctx-size 256 --workload shared-prefix --num-prompts 2 -q");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("exceed the model's context of 256"), std::string::npos) << r.out;
+  // Sizes the user gave are kept, and the error rate then decides.
+  const CliResult given = run_rapide("bench --engine -m " + model() +
+                                     " --ctx-size 256 --workload shared-prefix --prefix-len 600 "
+                                     "--num-prompts 2 -q --max-error-rate 0.5");
+  EXPECT_EQ(given.exit_code, 1) << given.out;
+  EXPECT_NE(given.out.find("2 of 2 requests failed"), std::string::npos) << given.out;
+}
+
+}  // namespace
+}  // namespace rapide::testing
