@@ -11,20 +11,35 @@
 // A query's arithmetic does not depend on the other queries of its job (its sums run in the
 // same order whatever NQ is), which keeps batch invariance.
 //
+// Quantized caches (q8_0 / q4_0, layouts in model/kv_store.h): pass 1 quantizes each query
+// per group and scores a tile with integer dot products (S::dot_group: vpdpbusd on
+// AVX-512 VNNI, exact 16-bit multiply-adds on AVX2), then per group one conversion and one
+// FMA with the two scales, in the scalar reference's order; pass 3 dequantizes each V row
+// in registers (codes -> float, minus the offset, times the group's scale) and accumulates
+// as for f32. Integer products for P·V would need the probabilities quantized too, for a
+// loop that is already load-bound on the V row.
+//
 // S must provide: type V, kLanes, zero(), set1(float), load(const float*), store(float*, V),
 // fmadd(a, b, c) = a*b + c, add, sub, mul, max, reduce_add, reduce_max, exp (for x <= 0),
 // round_f16, keep_first(V, count, fill) (lanes >= count replaced by fill), load_f16(p, count)
-// and load_f32(p, count) (count <= kLanes lanes, the rest zero), and the constexpr
-// value_vectors(NQ): output vectors per query accumulated in registers in pass 3.
+// and load_f32(p, count) (count <= kLanes lanes, the rest zero), the constexpr
+// value_vectors(NQ): output vectors per query accumulated in registers in pass 3, and for
+// quantized caches dot_group<kQ4, NQ>(codes, word_row_bytes, q, group, count, out) (the
+// exact integer dot products, as floats, of NQ query groups with `count` keys' codes) and
+// load_codes<kQ4>(row, dim) (kLanes value codes from dimension dim, as floats).
 #pragma once
+
+#include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <utility>
 
 #include "base/fp16.h"
 #include "kernels/attention.h"
 #include "kernels/attention_scores.h"
+#include "kernels/kv_rows.h"
 
 namespace rapide::attention_simd {
 
@@ -37,8 +52,50 @@ inline typename S::V load_cache(const uint8_t* part, size_t index, int count) {
   }
 }
 
-template <typename S, int NQ, bool kF16>
+// The value at `slot`, dimensions [dim, dim + kLanes), as floats (dequantized).
+template <typename S, KvType T>
+inline typename S::V load_value(const KvLayout& layout, const uint8_t* part, int slot, int dim) {
+  if constexpr (T == KvType::kF16 || T == KvType::kF32) {
+    return load_cache<S, T == KvType::kF16>(part, layout.value_element(slot, dim), S::kLanes);
+  } else {
+    constexpr bool kQ4 = T == KvType::kQ4_0;
+    const uint8_t* row = part + layout.value_code_byte(slot, 0);
+    uint16_t half;
+    std::memcpy(&half, part + layout.value_scale_byte(slot, dim / layout.group_size()),
+                sizeof(half));
+    const auto codes = S::template load_codes<kQ4>(row, dim);
+    return S::mul(S::sub(codes, S::set1(static_cast<float>(layout.code_offset()))),
+                  S::set1(_cvtsh_ss(half)));
+  }
+}
+
+// Unscaled scores of NQ quantized queries against the `count` keys of a tile from `slot`.
+template <typename S, int NQ, KvType T>
+inline void score_quantized_tile(const KvLayout& layout, const uint8_t* keys, int slot, int count,
+                                 const QuantizedQuery* const* qq, typename S::V* acc) {
+  using V = typename S::V;
+  const int group = layout.group_size();
+  const size_t word_row = static_cast<size_t>(layout.block_size) * 4;
+  for (int j = 0; j < NQ; ++j) acc[j] = S::zero();
+  for (int g = 0; g < layout.n_groups(); ++g) {
+    const int8_t* q[NQ];
+    for (int j = 0; j < NQ; ++j) q[j] = qq[j]->q + g * group;
+    V dots[NQ];
+    S::template dot_group<T == KvType::kQ4_0, NQ>(keys + layout.key_code_byte(slot, g * group),
+                                                  word_row, q, group, count, dots);
+    const V key_scale = S::load_f16(
+        reinterpret_cast<const uint16_t*>(keys + layout.key_scale_byte(slot, g)), count);
+    for (int j = 0; j < NQ; ++j) {
+      const V offset = S::set1(static_cast<float>(qq[j]->offset_sum[g]));
+      acc[j] = S::fmadd(S::mul(S::set1(qq[j]->d[g]), key_scale), S::sub(dots[j], offset), acc[j]);
+    }
+  }
+}
+
+template <typename S, int NQ, KvType T>
 void attend_job(const AttentionJob& job) {
+  constexpr bool kF16 = T == KvType::kF16;
+  constexpr bool kQuantized = kv_type_quantized(T);
   using V = typename S::V;
   constexpr int L = S::kLanes;
   constexpr int CV = S::value_vectors(NQ);
@@ -50,8 +107,14 @@ void attend_job(const AttentionJob& job) {
   const size_t v_offset = layout.offset(job.layer, true, job.kv_head);
 
   alignas(64) float q[NQ][kMaxHeadDim];
+  QuantizedQuery quantized[kQuantized ? NQ : 1];
+  const QuantizedQuery* qq[NQ];
   float* scores[NQ];
   for (int j = 0; j < NQ; ++j) {
+    if constexpr (kQuantized) {
+      quantize_query(layout, job.q[j], quantized[j]);
+      qq[j] = &quantized[j];
+    }
     for (int i = 0; i < d; i += L) {
       const V row = S::load(job.q[j] + i);
       S::store(q[j] + i, kF16 ? S::round_f16(row) : row);
@@ -76,6 +139,12 @@ void attend_job(const AttentionJob& job) {
     const int in_block = std::min(block_size, shared - start);
     for (int slot = 0; slot < in_block; slot += L) {
       const int count = std::min(L, in_block - slot);
+      if constexpr (kQuantized) {
+        V acc[NQ];
+        score_quantized_tile<S, NQ, T>(layout, keys, slot, count, qq, acc);
+        for (int j = 0; j < NQ; ++j) S::store(scores[j] + start + slot, S::mul(acc[j], scale));
+        continue;
+      }
       V even[NQ], odd[NQ];
       for (int j = 0; j < NQ; ++j) even[j] = odd[j] = S::zero();
       for (int i = 0; i < d; i += 2) {
@@ -101,6 +170,12 @@ void attend_job(const AttentionJob& job) {
       const int in_block = std::min(block_size, n - start);
       for (int slot = 0; slot < in_block; slot += L) {
         const int count = std::min(L, in_block - slot);
+        if constexpr (kQuantized) {
+          V acc;
+          score_quantized_tile<S, 1, T>(layout, keys, slot, count, &qq[j], &acc);
+          S::store(scores[j] + start + slot, S::mul(acc, scale));
+          continue;
+        }
         V even = S::zero(), odd = S::zero();
         for (int i = 0; i < d; i += 2) {
           even = S::fmadd(S::set1(q[j][i]),
@@ -161,9 +236,7 @@ void attend_job(const AttentionJob& job) {
       for (int slot = 0; slot < in_block; ++slot) {
         V row[CV];
         for (int c = 0; c < CV; ++c) {
-          row[c] = c < n_vectors
-                       ? load_cache<S, kF16>(values, layout.value_element(slot, dim + c * L), L)
-                       : S::zero();
+          row[c] = c < n_vectors ? load_value<S, T>(layout, values, slot, dim + c * L) : S::zero();
         }
         for (int j = 0; j < NQ; ++j) {
           const V p = S::set1(scores[j][start + slot]);
@@ -197,9 +270,7 @@ void attend_job(const AttentionJob& job) {
           const V p = S::set1(scores[j][start + slot]);
           for (int c = 0; c < CV1; ++c) {
             if (c < n_vectors) {
-              acc[c] = S::fmadd(
-                  p, load_cache<S, kF16>(values, layout.value_element(slot, dim + c * L), L),
-                  acc[c]);
+              acc[c] = S::fmadd(p, load_value<S, T>(layout, values, slot, dim + c * L), acc[c]);
             }
           }
         }
@@ -213,12 +284,17 @@ void attend_job(const AttentionJob& job) {
 template <typename S, int kMaxQueries>
 void attend_job_dispatch(const AttentionJob& job) {
   static_assert(kMaxQueries >= 1 && kMaxQueries <= kMaxJobQueries);
-  const bool f16 = job.kv->layout().type == KvType::kF16;
+  const KvType type = job.kv->layout().type;
   auto run = [&]<int NQ>() {
-    if (f16) {
-      attend_job<S, NQ, true>(job);
-    } else {
-      attend_job<S, NQ, false>(job);
+    switch (type) {
+      case KvType::kF16:
+        return attend_job<S, NQ, KvType::kF16>(job);
+      case KvType::kF32:
+        return attend_job<S, NQ, KvType::kF32>(job);
+      case KvType::kQ8_0:
+        return attend_job<S, NQ, KvType::kQ8_0>(job);
+      case KvType::kQ4_0:
+        return attend_job<S, NQ, KvType::kQ4_0>(job);
     }
   };
   // Runs the instantiation whose NQ equals the job's query count; false when none does.
