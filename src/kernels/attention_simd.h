@@ -52,39 +52,66 @@ inline typename S::V load_cache(const uint8_t* part, size_t index, int count) {
   }
 }
 
-// The value at `slot`, dimensions [dim, dim + kLanes), as floats (dequantized).
+// A quantized part's geometry (model/kv_store.h), computed once per job: the layout's
+// accessors divide, which the inner loops cannot afford.
+struct QuantGeometry {
+  int group = 0;
+  int n_groups = 0;
+  size_t word_row = 0;          // bytes of one row of 4-byte key words (block_size positions)
+  size_t key_group = 0;         // bytes of the key words of one group
+  size_t scales = 0;            // where a part's scales start
+  size_t value_row = 0;         // code bytes of one value row
+  size_t value_row_scales = 0;  // scale bytes of one value row
+  float offset = 0.0f;
+
+  explicit QuantGeometry(const KvLayout& layout) {
+    if (!layout.quantized()) return;
+    group = layout.group_size();
+    n_groups = layout.n_groups();
+    word_row = static_cast<size_t>(layout.block_size) * 4;
+    key_group = layout.key_code_byte(0, group);
+    scales = layout.code_bytes();
+    value_row = layout.value_code_byte(1, 0);
+    value_row_scales = static_cast<size_t>(n_groups) * sizeof(uint16_t);
+    offset = static_cast<float>(layout.code_offset());
+  }
+};
+
+inline float half_at(const uint8_t* p) {
+  uint16_t half;
+  std::memcpy(&half, p, sizeof(half));
+  return _cvtsh_ss(half);
+}
+
+// The value at `slot`, dimensions [dim, dim + kLanes) (in group g), as floats (dequantized:
+// scale * (code - offset), the scalar reference's arithmetic).
 template <typename S, KvType T>
-inline typename S::V load_value(const KvLayout& layout, const uint8_t* part, int slot, int dim) {
+inline typename S::V load_value(const KvLayout& layout, const QuantGeometry& geo,
+                                const uint8_t* part, int slot, int dim, int g) {
   if constexpr (T == KvType::kF16 || T == KvType::kF32) {
     return load_cache<S, T == KvType::kF16>(part, layout.value_element(slot, dim), S::kLanes);
   } else {
-    constexpr bool kQ4 = T == KvType::kQ4_0;
-    const uint8_t* row = part + layout.value_code_byte(slot, 0);
-    uint16_t half;
-    std::memcpy(&half, part + layout.value_scale_byte(slot, dim / layout.group_size()),
-                sizeof(half));
-    const auto codes = S::template load_codes<kQ4>(row, dim);
-    return S::mul(S::sub(codes, S::set1(static_cast<float>(layout.code_offset()))),
-                  S::set1(_cvtsh_ss(half)));
+    const auto codes = S::template load_codes<T == KvType::kQ4_0>(part + slot * geo.value_row, dim);
+    const float scale = half_at(part + geo.scales + slot * geo.value_row_scales + g * 2);
+    return S::mul(S::sub(codes, S::set1(geo.offset)), S::set1(scale));
   }
 }
 
 // Unscaled scores of NQ quantized queries against the `count` keys of a tile from `slot`.
 template <typename S, int NQ, KvType T>
-inline void score_quantized_tile(const KvLayout& layout, const uint8_t* keys, int slot, int count,
+inline void score_quantized_tile(const QuantGeometry& geo, const uint8_t* keys, int slot, int count,
                                  const QuantizedQuery* const* qq, typename S::V* acc) {
   using V = typename S::V;
-  const int group = layout.group_size();
-  const size_t word_row = static_cast<size_t>(layout.block_size) * 4;
   for (int j = 0; j < NQ; ++j) acc[j] = S::zero();
-  for (int g = 0; g < layout.n_groups(); ++g) {
+  const uint8_t* codes = keys + static_cast<size_t>(slot) * 4;
+  const uint8_t* scales = keys + geo.scales + static_cast<size_t>(slot) * sizeof(uint16_t);
+  const size_t scale_row = geo.word_row / 2;  // block_size f16 scales per group
+  for (int g = 0; g < geo.n_groups; ++g, codes += geo.key_group, scales += scale_row) {
     const int8_t* q[NQ];
-    for (int j = 0; j < NQ; ++j) q[j] = qq[j]->q + g * group;
+    for (int j = 0; j < NQ; ++j) q[j] = qq[j]->q + g * geo.group;
     V dots[NQ];
-    S::template dot_group<T == KvType::kQ4_0, NQ>(keys + layout.key_code_byte(slot, g * group),
-                                                  word_row, q, group, count, dots);
-    const V key_scale = S::load_f16(
-        reinterpret_cast<const uint16_t*>(keys + layout.key_scale_byte(slot, g)), count);
+    S::template dot_group<T == KvType::kQ4_0, NQ>(codes, geo.word_row, q, geo.group, count, dots);
+    const V key_scale = S::load_f16(reinterpret_cast<const uint16_t*>(scales), count);
     for (int j = 0; j < NQ; ++j) {
       const V offset = S::set1(static_cast<float>(qq[j]->offset_sum[g]));
       acc[j] = S::fmadd(S::mul(S::set1(qq[j]->d[g]), key_scale), S::sub(dots[j], offset), acc[j]);
@@ -105,6 +132,7 @@ void attend_job(const AttentionJob& job) {
   const int max_positions = job.max_positions;
   const size_t k_offset = layout.offset(job.layer, false, job.kv_head);
   const size_t v_offset = layout.offset(job.layer, true, job.kv_head);
+  const QuantGeometry geo(layout);
 
   alignas(64) float q[NQ][kMaxHeadDim];
   QuantizedQuery quantized[kQuantized ? NQ : 1];
@@ -141,7 +169,7 @@ void attend_job(const AttentionJob& job) {
       const int count = std::min(L, in_block - slot);
       if constexpr (kQuantized) {
         V acc[NQ];
-        score_quantized_tile<S, NQ, T>(layout, keys, slot, count, qq, acc);
+        score_quantized_tile<S, NQ, T>(geo, keys, slot, count, qq, acc);
         for (int j = 0; j < NQ; ++j) S::store(scores[j] + start + slot, S::mul(acc[j], scale));
         continue;
       }
@@ -172,7 +200,7 @@ void attend_job(const AttentionJob& job) {
         const int count = std::min(L, in_block - slot);
         if constexpr (kQuantized) {
           V acc;
-          score_quantized_tile<S, 1, T>(layout, keys, slot, count, &qq[j], &acc);
+          score_quantized_tile<S, 1, T>(geo, keys, slot, count, &qq[j], &acc);
           S::store(scores[j] + start + slot, S::mul(acc, scale));
           continue;
         }
@@ -224,8 +252,12 @@ void attend_job(const AttentionJob& job) {
   }
 
   // 3. Weighted sum of V rows, CV output vectors per query at a time.
+  // The quantization group of output vector c starting at dim (0 for float caches).
+  auto group_of = [&](int dim, int c) { return kQuantized ? (dim + c * L) / geo.group : 0; };
   for (int dim = 0; dim < d; dim += CV * L) {
     const int n_vectors = std::min(CV, (d - dim) / L);
+    int groups[CV];
+    for (int c = 0; c < CV; ++c) groups[c] = group_of(dim, c);
     V acc[NQ][CV];
     for (int j = 0; j < NQ; ++j) {
       for (int c = 0; c < CV; ++c) acc[j][c] = S::zero();
@@ -236,7 +268,9 @@ void attend_job(const AttentionJob& job) {
       for (int slot = 0; slot < in_block; ++slot) {
         V row[CV];
         for (int c = 0; c < CV; ++c) {
-          row[c] = c < n_vectors ? load_value<S, T>(layout, values, slot, dim + c * L) : S::zero();
+          row[c] = c < n_vectors
+                       ? load_value<S, T>(layout, geo, values, slot, dim + c * L, groups[c])
+                       : S::zero();
         }
         for (int j = 0; j < NQ; ++j) {
           const V p = S::set1(scores[j][start + slot]);
@@ -258,6 +292,8 @@ void attend_job(const AttentionJob& job) {
     if (shared >= n) continue;
     for (int dim = 0; dim < d; dim += CV1 * L) {
       const int n_vectors = std::min(CV1, (d - dim) / L);
+      int groups[CV1];
+      for (int c = 0; c < CV1; ++c) groups[c] = group_of(dim, c);
       V acc[CV1];
       for (int c = 0; c < CV1; ++c) {
         acc[c] = c < n_vectors ? S::load(job.out[j] + dim + c * L) : S::zero();
@@ -270,7 +306,8 @@ void attend_job(const AttentionJob& job) {
           const V p = S::set1(scores[j][start + slot]);
           for (int c = 0; c < CV1; ++c) {
             if (c < n_vectors) {
-              acc[c] = S::fmadd(p, load_value<S, T>(layout, values, slot, dim + c * L), acc[c]);
+              acc[c] = S::fmadd(
+                  p, load_value<S, T>(layout, geo, values, slot, dim + c * L, groups[c]), acc[c]);
             }
           }
         }
