@@ -83,17 +83,40 @@ inline float half_at(const uint8_t* p) {
   return _cvtsh_ss(half);
 }
 
-// The value at `slot`, dimensions [dim, dim + kLanes) (in group g), as floats (dequantized:
-// scale * (code - offset), the scalar reference's arithmetic).
-template <typename S, KvType T>
-inline typename S::V load_value(const KvLayout& layout, const QuantGeometry& geo,
-                                const uint8_t* part, int slot, int dim, int g) {
+// The value at `slot` as CV vectors from dimension `dim` (the first n_vectors loaded, vector
+// c in quantization group groups[c]). Quantized codes are dequantized as
+// fma(code, scale, -offset * scale), one rounding of the exact scale * (code - offset): the
+// scalar reference's value, bit for bit (offset is a power of two, so offset * scale is exact).
+template <typename S, KvType T, int CV>
+inline void load_value_row(const KvLayout& layout, const QuantGeometry& geo, const uint8_t* part,
+                           int slot, int dim, int n_vectors, const int* groups,
+                           typename S::V* row) {
+  using V = typename S::V;
+  constexpr int L = S::kLanes;
   if constexpr (T == KvType::kF16 || T == KvType::kF32) {
-    return load_cache<S, T == KvType::kF16>(part, layout.value_element(slot, dim), S::kLanes);
+    for (int c = 0; c < CV; ++c) {
+      row[c] = c < n_vectors ? load_cache<S, T == KvType::kF16>(
+                                   part, layout.value_element(slot, dim + c * L), L)
+                             : S::zero();
+    }
   } else {
-    const auto codes = S::template load_codes<T == KvType::kQ4_0>(part + slot * geo.value_row, dim);
-    const float scale = half_at(part + geo.scales + slot * geo.value_row_scales + g * 2);
-    return S::mul(S::sub(codes, S::set1(geo.offset)), S::set1(scale));
+    const uint8_t* codes = part + slot * geo.value_row;
+    const uint8_t* scales = part + geo.scales + slot * geo.value_row_scales;
+    V scale = S::zero(), bias = S::zero();
+    int group = -1;
+    for (int c = 0; c < CV; ++c) {
+      if (c >= n_vectors) {
+        row[c] = S::zero();
+        continue;
+      }
+      if (groups[c] != group) {  // one scale per group, not per vector
+        group = groups[c];
+        scale = S::set1(half_at(scales + group * sizeof(uint16_t)));
+        bias = S::mul(scale, S::set1(-geo.offset));
+      }
+      row[c] =
+          S::fmadd(S::template load_codes<T == KvType::kQ4_0>(codes, dim + c * L), scale, bias);
+    }
   }
 }
 
@@ -267,11 +290,7 @@ void attend_job(const AttentionJob& job) {
       const int in_block = std::min(block_size, shared - start);
       for (int slot = 0; slot < in_block; ++slot) {
         V row[CV];
-        for (int c = 0; c < CV; ++c) {
-          row[c] = c < n_vectors
-                       ? load_value<S, T>(layout, geo, values, slot, dim + c * L, groups[c])
-                       : S::zero();
-        }
+        load_value_row<S, T, CV>(layout, geo, values, slot, dim, n_vectors, groups, row);
         for (int j = 0; j < NQ; ++j) {
           const V p = S::set1(scores[j][start + slot]);
           for (int c = 0; c < CV; ++c) {
@@ -304,11 +323,10 @@ void attend_job(const AttentionJob& job) {
         const int in_block = std::min(block_size, n - start);
         for (int slot = 0; slot < in_block; ++slot) {
           const V p = S::set1(scores[j][start + slot]);
+          V row[CV1];
+          load_value_row<S, T, CV1>(layout, geo, values, slot, dim, n_vectors, groups, row);
           for (int c = 0; c < CV1; ++c) {
-            if (c < n_vectors) {
-              acc[c] = S::fmadd(
-                  p, load_value<S, T>(layout, geo, values, slot, dim + c * L, groups[c]), acc[c]);
-            }
+            if (c < n_vectors) acc[c] = S::fmadd(p, row[c], acc[c]);
           }
         }
       }
