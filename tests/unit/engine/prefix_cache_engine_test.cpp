@@ -193,7 +193,9 @@ TEST_F(PrefixCacheEngineTest, QuantizedKvHitGivesExactlyTheOutputOfAMissWithTheS
   // scales both) on the second pass.
   int partial = 0;
   for (size_t i = 0; i < prompts.size(); ++i) {
-    if (i > 0) EXPECT_GT(first[i].cached_prompt_tokens, 0) << i;
+    if (i > 0) {
+      EXPECT_GT(first[i].cached_prompt_tokens, 0) << i;
+    }
     partial += second[i].cached_prompt_tokens % engine.options().kv_block_size != 0;
   }
   EXPECT_GT(partial, 0);
