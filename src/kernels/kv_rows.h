@@ -36,7 +36,7 @@ void copy_kv_slots(const KvLayout& layout, const uint8_t* from, uint8_t* to, int
 // A query quantized for integer dot products with quantized keys: int8 codes per group of
 // the layout's group_size() with scale d (Q8_0's rule), and per group code_offset() times the
 // sum of its codes, which the unsigned key codes' offset adds to every integer dot product.
-constexpr int kMaxKvGroups = kMaxHeadDim / 32;
+constexpr int kMaxKvGroups = kMaxHeadDim / 4;
 struct QuantizedQuery {
   alignas(64) int8_t q[kMaxHeadDim];
   float d[kMaxKvGroups];

@@ -11,8 +11,8 @@
 // positions with vector FMAs and no horizontal sums, while V keeps a row per position
 // because the weighted sum walks positions.
 //
-// q8_0 / q4_0 (ggml's formulas): groups of group_size() = 32 dimensions (the whole head when
-// head_dim is not a multiple of 32) per position, each with its own f16 scale d:
+// q8_0 / q4_0 (ggml's formulas): groups of group_size() = 32 dimensions (16, 8 or 4 when 32
+// does not divide head_dim) per position, each with its own f16 scale d:
 //   value = d * (code - code_offset()), codes unsigned: q8_0 code = q + 128 (q in -127..127),
 //   q4_0 code = q in 0..15 with offset 8.
 //   K codes: [head_dim / 4][slot][4 bytes] (q4_0: [head_dim / 8][slot][4 bytes], the low
@@ -64,7 +64,14 @@ struct KvLayout {
     return static_cast<size_t>(n_kv_heads) * block_size * head_dim;
   }
   // Quantized types: dimensions per scale, and scales per position and head.
-  int group_size() const { return head_dim % 32 == 0 ? 32 : head_dim; }
+  // 32 (ggml's block) when it divides head_dim, else the largest of 16, 8, 4 that does: a
+  // group never exceeds a block and always fills whole vectors of the kernels that run.
+  int group_size() const {
+    for (int g : {32, 16, 8}) {
+      if (head_dim % g == 0) return g;
+    }
+    return 4;
+  }
   int n_groups() const { return head_dim / group_size(); }
   int code_offset() const { return type == KvType::kQ8_0 ? 128 : 8; }
   // Bytes of the codes of one part (what precedes its scales).

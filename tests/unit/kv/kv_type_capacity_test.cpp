@@ -46,6 +46,8 @@ TEST(KvTypeCapacity, PartBytesFollowTheBlockFormats) {
   EXPECT_EQ((KvLayout{1, 1, 64, 16, KvType::kQ4_0}.part_bytes()), 16u * (32 + 2 * 2));
   // head_dim 16 (TinyStories-656K): one group of 16 values per position.
   EXPECT_EQ((KvLayout{1, 1, 16, 16, KvType::kQ8_0}.part_bytes()), 16u * (16 + 2));
+  // head_dim 80: five groups of 16.
+  EXPECT_EQ((KvLayout{1, 1, 80, 16, KvType::kQ4_0}.part_bytes()), 16u * (40 + 5 * 2));
   EXPECT_EQ((KvLayout{2, 3, 64, 16, KvType::kQ8_0}.block_bytes()), 2u * 2 * 3 * 16 * 68);
 }
 

@@ -367,8 +367,11 @@ std::vector<double> dequantized_attention(const Scenario& sc, KvStore& kv) {
 // quantized query: only float rounding separates them (scores are sums of exact integer
 // products times f16 scales; 1e-5 absolute covers the f32 sums of ~N(0,1) values).
 TEST(Attention, QuantizedCacheIsAttentionOverItsDequantizedValues) {
+  // Groups of 32, 16 (head_dim 16 and 80) and 8 (head_dim 8 and 24) dimensions.
   for (const Shape s : {Shape{12, 4, 64, 16, KvType::kQ8_0}, Shape{4, 2, 16, 7, KvType::kQ4_0},
-                        Shape{8, 2, 128, 16, KvType::kQ4_0}, Shape{4, 2, 8, 16, KvType::kQ8_0}}) {
+                        Shape{8, 2, 128, 16, KvType::kQ4_0}, Shape{4, 2, 8, 16, KvType::kQ8_0},
+                        Shape{4, 2, 80, 16, KvType::kQ8_0}, Shape{4, 2, 80, 16, KvType::kQ4_0},
+                        Shape{4, 2, 24, 16, KvType::kQ8_0}}) {
     Scenario sc(s, 41, 75, 17);
     ContiguousKvStore kv(config_for(s), 2, 512, s.type, s.block_size);
     Attention::write_kv(kv, 1, sc.batch, sc.k.data(), sc.v.data());
