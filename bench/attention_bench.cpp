@@ -1,5 +1,6 @@
 // Attention kernel throughput on the synth100m shape (12 query heads, 4 KV heads, head dim
-// 64, f16 cache in 16-token blocks), one layer:
+// 64, cache in 16-token blocks), one layer, per KV type (second argument: 0 f16, 2 q8_0,
+// 3 q4_0):
 //   Prefill/<context>: a prefix-cache hit, 60 new tokens of one sequence attending to
 //                      `context` cached positions plus themselves (issue 5's hit).
 //   Decode/<seqs>:     `seqs` sequences decoding one token each at position 300 (the batch
@@ -16,6 +17,7 @@
 #include "base/cpu_features.h"
 #include "base/thread_pool.h"
 #include "bench_pool.h"
+#include "kernels/kv_rows.h"
 #include "model/attention.h"
 #include "model/contiguous_kv_store.h"
 
@@ -44,7 +46,9 @@ std::vector<float> random_values(size_t n, uint32_t seed) {
 
 // Fills `sequences` caches with `filled` positions each, then times attention of `batch`.
 void run(benchmark::State& state, int sequences, int filled, const Batch& batch) {
-  ContiguousKvStore kv(shape(), sequences, filled + 64, KvType::kF16, kBlock);
+  const auto type = static_cast<KvType>(state.range(1));
+  state.SetLabel(kv_type_name(type));
+  ContiguousKvStore kv(shape(), sequences, filled + 64, type, kBlock);
   const size_t kv_row = static_cast<size_t>(kKvHeads) * kHeadDim;
   for (int s = 0; s < sequences; ++s) {
     Batch fill;
@@ -77,7 +81,7 @@ void BM_Prefill(benchmark::State& state) {
   for (int i = 0; i < 60; ++i) batch.add(1, 0, context + i, i == 59);
   run(state, 1, context, batch);
 }
-BENCHMARK(BM_Prefill)->Arg(300)->Arg(2700)->UseRealTime();
+BENCHMARK(BM_Prefill)->ArgsProduct({{300, 2700}, {0, 2, 3}})->UseRealTime();
 
 void BM_Decode(benchmark::State& state) {
   const int sequences = static_cast<int>(state.range(0));
@@ -85,7 +89,7 @@ void BM_Decode(benchmark::State& state) {
   for (int s = 0; s < sequences; ++s) batch.add(1, s, 300, true);
   run(state, sequences, 300, batch);
 }
-BENCHMARK(BM_Decode)->Arg(1)->Arg(64)->UseRealTime();
+BENCHMARK(BM_Decode)->ArgsProduct({{1, 64}, {0, 2, 3}})->UseRealTime();
 
 }  // namespace
 }  // namespace rapide

@@ -27,6 +27,7 @@
 #include "base/logging.h"
 #include "engine/engine.h"
 #include "formats/model_file.h"
+#include "kernels/kv_rows.h"
 #include "kv/memory_budget.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -264,7 +265,7 @@ int main(int argc, char** argv) {
   app.add_option("--rounds", rounds)->capture_default_str();
   app.add_option("--offload-dir", offload_dir, "also measure a file tier in this directory");
   std::string kv_type = "f16";
-  app.add_option("--kv-type", kv_type, "f16 | f32")->capture_default_str();
+  app.add_option("--kv-type", kv_type, "f16 | f32 | q8_0 | q4_0")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (quick) {
     system_tokens = 600;
@@ -282,7 +283,7 @@ int main(int argc, char** argv) {
     auto tokenizer = Tokenizer::create(file->tokenizer);
     Setup s{&model, tokenizer.get(), {}};
     s.base.threads = threads > 0 ? threads : physical_core_count();
-    s.base.kv_type = kv_type == "f32" ? KvType::kF32 : KvType::kF16;
+    s.base.kv_type = parse_kv_type(kv_type);
     std::string command;
     for (int i = 0; i < argc; ++i) command += (i ? " " : "") + std::string(argv[i]);
     const ModelConfig& c = model.config();

@@ -10,6 +10,7 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/mapped_file.h"
+#include "kernels/kv_rows.h"
 #include "model/contiguous_kv_store.h"
 
 namespace rapide::cli {
@@ -21,6 +22,7 @@ struct PerplexityOptions {
   std::string text_path;
   int context = 512;
   int batch = 512;
+  std::string kv_type = "f16";
 };
 
 // log P(token | logits) with a numerically stable log-sum-exp (sum in double as llama.cpp).
@@ -50,7 +52,7 @@ void run_perplexity(const PerplexityOptions& options) {
   std::fprintf(stderr, "perplexity: %zu tokens, %d windows of %d, scoring the last %d of each\n",
                tokens.size(), windows, ctx, ctx - ctx / 2 - 1);
 
-  ContiguousKvStore kv(loaded.model->config(), 1, ctx);
+  ContiguousKvStore kv(loaded.model->config(), 1, ctx, parse_kv_type(options.kv_type));
   const int vocab = loaded.model->config().vocab_size;
   const int first_scored = ctx / 2;
   double nll = 0.0, nll_squared = 0.0;
@@ -102,6 +104,8 @@ void register_perplexity(CLI::App& app) {
   cmd->add_option("-c,--ctx-size,--ctx", options->context, "window length in tokens")->capture_default_str();
   cmd->add_option("-b,--batch", options->batch, "tokens per forward pass")
       ->check(CLI::Range(1, 65536))
+      ->capture_default_str();
+  cmd->add_option("--kv-type", options->kv_type, "KV cache type: f16 | f32 | q8_0 | q4_0")
       ->capture_default_str();
   cmd->callback([options] { run_perplexity(*options); });
 }

@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "model/kv_store.h"
+#include "kernels/kv_rows.h"
 
 namespace rapide::cli {
 
@@ -30,7 +31,7 @@ void add_engine_flags(CLI::App& command, EngineFlags& flags) {
       ->capture_default_str();
   command.add_option("--kv-memory", o.kv_memory, "KV budget: 2GiB, 512MiB, or a fraction of free RAM (0.5)")
       ->capture_default_str();
-  command.add_option("--kv-type", flags.kv_type, "f16 | f32")->capture_default_str();
+  command.add_option("--kv-type", flags.kv_type, "f16 | f32 | q8_0 | q4_0")->capture_default_str();
   command.add_option("--prefix-cache", flags.prefix_cache,
                      "on | off: reuse the KV of prompt prefixes already computed")
       ->capture_default_str();
@@ -107,13 +108,7 @@ EngineOptions EngineFlags::resolve(int threads) const {
     fail(ErrorCode::kInvalidArgument, "--spec-ngram-min ({}) is above --spec-ngram-max ({})",
          o.spec.ngram_min, o.spec.ngram_max);
   }
-  if (kv_type == "f16") {
-    o.kv_type = KvType::kF16;
-  } else if (kv_type == "f32") {
-    o.kv_type = KvType::kF32;
-  } else {
-    fail(ErrorCode::kInvalidArgument, "--kv-type must be f16 or f32, got '{}'", kv_type);
-  }
+  o.kv_type = parse_kv_type(kv_type);
   return o;
 }
 

@@ -76,6 +76,61 @@ struct Avx2 {
     std::memcpy(tail, p, sizeof(float) * count);
     return _mm256_load_ps(tail);
   }
+  // Without VNNI: codes widened to 16 bits and vpmaddwd against the query's 4 codes (also
+  // widened), exact in 32 bits. `lo` collects keys 0-3 and `hi` keys 4-7, two 32-bit
+  // partial sums per key, folded by one horizontal add and a permute per group.
+  template <int NQ>
+  static void madd_word_row(__m256i k, const int8_t* const* q, int i, __m256i* lo, __m256i* hi) {
+    const __m256i k_lo = _mm256_cvtepu8_epi16(_mm256_castsi256_si128(k));
+    const __m256i k_hi = _mm256_cvtepu8_epi16(_mm256_extracti128_si256(k, 1));
+    for (int j = 0; j < NQ; ++j) {
+      int32_t word;
+      std::memcpy(&word, q[j] + i, sizeof(word));
+      const __m256i qv = _mm256_broadcastq_epi64(_mm_cvtepi8_epi16(_mm_cvtsi32_si128(word)));
+      lo[j] = _mm256_add_epi32(lo[j], _mm256_madd_epi16(k_lo, qv));
+      hi[j] = _mm256_add_epi32(hi[j], _mm256_madd_epi16(k_hi, qv));
+    }
+  }
+  template <bool kQ4, int NQ>
+  static void dot_group(const uint8_t* codes, size_t word_row, const int8_t* const* q, int n,
+                        int count, V* out) {
+    __m256i lo[NQ], hi[NQ];
+    for (int j = 0; j < NQ; ++j) lo[j] = hi[j] = _mm256_setzero_si256();
+    const __m256i low4 = _mm256_set1_epi8(0x0F);
+    for (int i = 0; i < n; i += kQ4 ? 8 : 4, codes += word_row) {
+      __m256i k;
+      if (count == kLanes) {
+        k = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes));
+      } else {
+        alignas(32) uint8_t tail[4 * kLanes] = {};
+        std::memcpy(tail, codes, 4 * static_cast<size_t>(count));
+        k = _mm256_load_si256(reinterpret_cast<const __m256i*>(tail));
+      }
+      if constexpr (kQ4) {
+        madd_word_row<NQ>(_mm256_and_si256(k, low4), q, i, lo, hi);
+        madd_word_row<NQ>(_mm256_and_si256(_mm256_srli_epi16(k, 4), low4), q, i + 4, lo, hi);
+      } else {
+        madd_word_row<NQ>(k, q, i, lo, hi);
+      }
+    }
+    const __m256i order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
+    for (int j = 0; j < NQ; ++j) {
+      const __m256i sums = _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(lo[j], hi[j]), order);
+      out[j] = _mm256_cvtepi32_ps(sums);
+    }
+  }
+  template <bool kQ4>
+  static V load_codes(const uint8_t* row, int dim) {
+    if constexpr (kQ4) {
+      // Half of a 16-dim chunk: low nibbles are dims 0..7, high nibbles 8..15.
+      __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + dim / 16 * 8));
+      if (dim % 16 != 0) bytes = _mm_srli_epi16(bytes, 4);
+      return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_and_si128(bytes, _mm_set1_epi8(0x0F))));
+    } else {
+      return _mm256_cvtepi32_ps(
+          _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + dim))));
+    }
+  }
 };
 
 }  // namespace

@@ -1,5 +1,7 @@
 // AVX-512 attention kernel: 16 positions per score tile (head_dim % 16 == 0); partial
 // tiles use masked loads (AVX-512 BW/VL for the 16-bit keys).
+#include <cstring>
+
 #include "kernels/attention_simd.h"
 #include "kernels/avx512_common.h"
 
@@ -56,6 +58,49 @@ struct Avx512 {
   static V load_f32(const float* p, int count) {
     if (count == kLanes) return _mm512_loadu_ps(p);
     return _mm512_maskz_loadu_ps(first(count), p);
+  }
+  static __m512i broadcast_word(const int8_t* q) {
+    int32_t word;
+    std::memcpy(&word, q, sizeof(word));
+    return _mm512_set1_epi32(word);
+  }
+  // vpdpbusd: 16 keys x 4 dimensions per 64-byte load, one 32-bit sum per key.
+  template <bool kQ4, int NQ>
+  static void dot_group(const uint8_t* codes, size_t word_row, const int8_t* const* q, int n,
+                        int count, V* out) {
+    __m512i acc[NQ];
+    for (int j = 0; j < NQ; ++j) acc[j] = _mm512_setzero_si512();
+    const __mmask64 mask = count == kLanes ? ~0ULL : (1ULL << (4 * count)) - 1;
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    for (int i = 0; i < n; i += kQ4 ? 8 : 4, codes += word_row) {
+      const __m512i k = _mm512_maskz_loadu_epi8(mask, codes);
+      if constexpr (kQ4) {
+        const __m512i lo = _mm512_and_si512(k, low4);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(k, 4), low4);
+        for (int j = 0; j < NQ; ++j) {
+          acc[j] = _mm512_dpbusd_epi32(acc[j], lo, broadcast_word(q[j] + i));
+          acc[j] = _mm512_dpbusd_epi32(acc[j], hi, broadcast_word(q[j] + i + 4));
+        }
+      } else {
+        for (int j = 0; j < NQ; ++j)
+          acc[j] = _mm512_dpbusd_epi32(acc[j], k, broadcast_word(q[j] + i));
+      }
+    }
+    for (int j = 0; j < NQ; ++j) out[j] = _mm512_cvtepi32_ps(acc[j]);
+  }
+  template <bool kQ4>
+  static V load_codes(const uint8_t* row, int dim) {
+    if constexpr (kQ4) {
+      // One 16-dim chunk: 8 bytes, low nibbles dims 0..7, high nibbles 8..15.
+      const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + dim / 2));
+      const __m128i low4 = _mm_set1_epi8(0x0F);
+      const __m128i lo = _mm_and_si128(bytes, low4);
+      const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), low4);
+      return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_unpacklo_epi64(lo, hi)));
+    } else {
+      return _mm512_cvtepi32_ps(
+          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + dim))));
+    }
   }
 };
 

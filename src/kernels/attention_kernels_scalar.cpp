@@ -1,11 +1,20 @@
 // Reference attention kernel: one query at a time, plain loops, f16 converted element by
 // element. The SIMD kernels are tested against it.
+//
+// Quantized caches (q8_0 / q4_0): the query is quantized per group (kv_rows.h) and each
+// score is, over the groups g in order,
+//     acc = fma(q.d[g] * key_scale[g], float(sum_i q_i * code_i - q.offset_sum[g]), acc)
+// with the integer sum exact; the SIMD kernels compute the same integers and the same float
+// operations in the same order. Values are dequantized (scale * (code - offset)) and
+// weighted by the f32 probabilities.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "base/fp16.h"
 #include "kernels/attention.h"
 #include "kernels/attention_scores.h"
+#include "kernels/kv_rows.h"
 
 namespace rapide {
 
@@ -14,6 +23,36 @@ namespace {
 float load_element(const uint8_t* part, size_t index, KvType type) {
   if (type == KvType::kF32) return reinterpret_cast<const float*>(part)[index];
   return fp16_to_fp32(reinterpret_cast<const uint16_t*>(part)[index]);
+}
+
+float load_scale(const uint8_t* part, size_t byte) {
+  uint16_t h;
+  std::memcpy(&h, part + byte, sizeof(h));
+  return fp16_to_fp32(h);
+}
+
+// q·k (unscaled) of the query against the key at `slot` of part `k`.
+float key_dot(const KvLayout& layout, const uint8_t* k, int slot, const float* q,
+              const QuantizedQuery& qq) {
+  const int d = layout.head_dim;
+  if (!layout.quantized()) {
+    float sum = 0.0f;
+    for (int i = 0; i < d; ++i)
+      sum += q[i] * load_element(k, layout.key_element(slot, i), layout.type);
+    return sum;
+  }
+  const int group = layout.group_size();
+  float acc = 0.0f;
+  for (int g = 0; g < layout.n_groups(); ++g) {
+    int32_t dot = 0;
+    for (int i = g * group; i < (g + 1) * group; ++i) {
+      dot +=
+          qq.q[i] * kv_code(k, layout.key_code_byte(slot, i), layout.key_code_high(i), layout.type);
+    }
+    const float scale = qq.d[g] * load_scale(k, layout.key_scale_byte(slot, g));
+    acc = std::fma(scale, static_cast<float>(dot - qq.offset_sum[g]), acc);
+  }
+  return acc;
 }
 
 }  // namespace
@@ -29,6 +68,8 @@ void attend_job_scalar(const AttentionJob& job) {
     float q[kMaxHeadDim];
     for (int i = 0; i < d; ++i)
       q[i] = f16_cache ? fp16_to_fp32(fp32_to_fp16(job.q[j][i])) : job.q[j][i];
+    QuantizedQuery qq;
+    if (layout.quantized()) quantize_query(layout, job.q[j], qq);
     float* scores = job.scores + job.scores_stride * j;
     const int n = job.n_positions[j];
     float max_score = -INFINITY;
@@ -36,11 +77,7 @@ void attend_job_scalar(const AttentionJob& job) {
     const int unseen = job.window > 0 ? std::max(0, n - job.window) : 0;
     for (int pos = unseen; pos < n; ++pos) {
       const uint8_t* k = job.kv->block_data(job.query_blocks[j][pos / block_size]) + k_offset;
-      const int slot = pos % block_size;
-      float sum = 0.0f;
-      for (int i = 0; i < d; ++i)
-        sum += q[i] * load_element(k, layout.key_element(slot, i), layout.type);
-      scores[pos] = sum * job.scale;
+      scores[pos] = key_dot(layout, k, pos % block_size, q, qq) * job.scale;
     }
     const int first = shape_attention_scores(scores, n, job.window, job.softcap);
     for (int pos = first; pos < n; ++pos) max_score = std::max(max_score, scores[pos]);
@@ -53,13 +90,13 @@ void attend_job_scalar(const AttentionJob& job) {
     const float inv_total = 1.0f / total;
     float* out = job.out[j];
     std::fill(out, out + d, 0.0f);
+    float row[kMaxHeadDim];
     for (int pos = first; pos < n; ++pos) {
       float p = scores[pos] * inv_total;
       if (f16_cache) p = fp16_to_fp32(fp32_to_fp16(p));
       const uint8_t* v = job.kv->block_data(job.query_blocks[j][pos / block_size]) + v_offset;
-      const int slot = pos % block_size;
-      for (int i = 0; i < d; ++i)
-        out[i] += p * load_element(v, layout.value_element(slot, i), layout.type);
+      load_kv_row(layout, v, true, pos % block_size, row);
+      for (int i = 0; i < d; ++i) out[i] += p * row[i];
     }
   }
 }

@@ -11,20 +11,35 @@
 // A query's arithmetic does not depend on the other queries of its job (its sums run in the
 // same order whatever NQ is), which keeps batch invariance.
 //
+// Quantized caches (q8_0 / q4_0, layouts in model/kv_store.h): pass 1 quantizes each query
+// per group and scores a tile with integer dot products (S::dot_group: vpdpbusd on
+// AVX-512 VNNI, exact 16-bit multiply-adds on AVX2), then per group one conversion and one
+// FMA with the two scales, in the scalar reference's order; pass 3 dequantizes each V row
+// in registers (codes -> float, minus the offset, times the group's scale) and accumulates
+// as for f32. Integer products for P·V would need the probabilities quantized too, for a
+// loop that is already load-bound on the V row.
+//
 // S must provide: type V, kLanes, zero(), set1(float), load(const float*), store(float*, V),
 // fmadd(a, b, c) = a*b + c, add, sub, mul, max, reduce_add, reduce_max, exp (for x <= 0),
 // round_f16, keep_first(V, count, fill) (lanes >= count replaced by fill), load_f16(p, count)
-// and load_f32(p, count) (count <= kLanes lanes, the rest zero), and the constexpr
-// value_vectors(NQ): output vectors per query accumulated in registers in pass 3.
+// and load_f32(p, count) (count <= kLanes lanes, the rest zero), the constexpr
+// value_vectors(NQ): output vectors per query accumulated in registers in pass 3, and for
+// quantized caches dot_group<kQ4, NQ>(codes, word_row_bytes, q, group, count, out) (the
+// exact integer dot products, as floats, of NQ query groups with `count` keys' codes) and
+// load_codes<kQ4>(row, dim) (kLanes value codes from dimension dim, as floats).
 #pragma once
+
+#include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <utility>
 
 #include "base/fp16.h"
 #include "kernels/attention.h"
 #include "kernels/attention_scores.h"
+#include "kernels/kv_rows.h"
 
 namespace rapide::attention_simd {
 
@@ -37,8 +52,100 @@ inline typename S::V load_cache(const uint8_t* part, size_t index, int count) {
   }
 }
 
-template <typename S, int NQ, bool kF16>
+// A quantized part's geometry (model/kv_store.h), computed once per job: the layout's
+// accessors divide, which the inner loops cannot afford.
+struct QuantGeometry {
+  int group = 0;
+  int n_groups = 0;
+  size_t word_row = 0;          // bytes of one row of 4-byte key words (block_size positions)
+  size_t key_group = 0;         // bytes of the key words of one group
+  size_t scales = 0;            // where a part's scales start
+  size_t value_row = 0;         // code bytes of one value row
+  size_t value_row_scales = 0;  // scale bytes of one value row
+  float offset = 0.0f;
+
+  explicit QuantGeometry(const KvLayout& layout) {
+    if (!layout.quantized()) return;
+    group = layout.group_size();
+    n_groups = layout.n_groups();
+    word_row = static_cast<size_t>(layout.block_size) * 4;
+    key_group = layout.key_code_byte(0, group);
+    scales = layout.code_bytes();
+    value_row = layout.value_code_byte(1, 0);
+    value_row_scales = static_cast<size_t>(n_groups) * sizeof(uint16_t);
+    offset = static_cast<float>(layout.code_offset());
+  }
+};
+
+inline float half_at(const uint8_t* p) {
+  uint16_t half;
+  std::memcpy(&half, p, sizeof(half));
+  return _cvtsh_ss(half);
+}
+
+// The value at `slot` as CV vectors from dimension `dim` (the first n_vectors loaded, vector
+// c in quantization group groups[c]). Quantized codes are dequantized as
+// fma(code, scale, -offset * scale), one rounding of the exact scale * (code - offset): the
+// scalar reference's value, bit for bit (offset is a power of two, so offset * scale is exact).
+template <typename S, KvType T, int CV>
+inline void load_value_row(const KvLayout& layout, const QuantGeometry& geo, const uint8_t* part,
+                           int slot, int dim, int n_vectors, const int* groups,
+                           typename S::V* row) {
+  using V = typename S::V;
+  constexpr int L = S::kLanes;
+  if constexpr (T == KvType::kF16 || T == KvType::kF32) {
+    for (int c = 0; c < CV; ++c) {
+      row[c] = c < n_vectors ? load_cache<S, T == KvType::kF16>(
+                                   part, layout.value_element(slot, dim + c * L), L)
+                             : S::zero();
+    }
+  } else {
+    const uint8_t* codes = part + slot * geo.value_row;
+    const uint8_t* scales = part + geo.scales + slot * geo.value_row_scales;
+    V scale = S::zero(), bias = S::zero();
+    int group = -1;
+    for (int c = 0; c < CV; ++c) {
+      if (c >= n_vectors) {
+        row[c] = S::zero();
+        continue;
+      }
+      if (groups[c] != group) {  // one scale per group, not per vector
+        group = groups[c];
+        scale = S::set1(half_at(scales + group * sizeof(uint16_t)));
+        bias = S::mul(scale, S::set1(-geo.offset));
+      }
+      row[c] =
+          S::fmadd(S::template load_codes<T == KvType::kQ4_0>(codes, dim + c * L), scale, bias);
+    }
+  }
+}
+
+// Unscaled scores of NQ quantized queries against the `count` keys of a tile from `slot`.
+template <typename S, int NQ, KvType T>
+inline void score_quantized_tile(const QuantGeometry& geo, const uint8_t* keys, int slot, int count,
+                                 const QuantizedQuery* const* qq, typename S::V* acc) {
+  using V = typename S::V;
+  for (int j = 0; j < NQ; ++j) acc[j] = S::zero();
+  const uint8_t* codes = keys + static_cast<size_t>(slot) * 4;
+  const uint8_t* scales = keys + geo.scales + static_cast<size_t>(slot) * sizeof(uint16_t);
+  const size_t scale_row = geo.word_row / 2;  // block_size f16 scales per group
+  for (int g = 0; g < geo.n_groups; ++g, codes += geo.key_group, scales += scale_row) {
+    const int8_t* q[NQ];
+    for (int j = 0; j < NQ; ++j) q[j] = qq[j]->q + g * geo.group;
+    V dots[NQ];
+    S::template dot_group<T == KvType::kQ4_0, NQ>(codes, geo.word_row, q, geo.group, count, dots);
+    const V key_scale = S::load_f16(reinterpret_cast<const uint16_t*>(scales), count);
+    for (int j = 0; j < NQ; ++j) {
+      const V offset = S::set1(static_cast<float>(qq[j]->offset_sum[g]));
+      acc[j] = S::fmadd(S::mul(S::set1(qq[j]->d[g]), key_scale), S::sub(dots[j], offset), acc[j]);
+    }
+  }
+}
+
+template <typename S, int NQ, KvType T>
 void attend_job(const AttentionJob& job) {
+  constexpr bool kF16 = T == KvType::kF16;
+  constexpr bool kQuantized = kv_type_quantized(T);
   using V = typename S::V;
   constexpr int L = S::kLanes;
   constexpr int CV = S::value_vectors(NQ);
@@ -48,10 +155,17 @@ void attend_job(const AttentionJob& job) {
   const int max_positions = job.max_positions;
   const size_t k_offset = layout.offset(job.layer, false, job.kv_head);
   const size_t v_offset = layout.offset(job.layer, true, job.kv_head);
+  const QuantGeometry geo(layout);
 
   alignas(64) float q[NQ][kMaxHeadDim];
+  QuantizedQuery quantized[kQuantized ? NQ : 1];
+  const QuantizedQuery* qq[NQ];
   float* scores[NQ];
   for (int j = 0; j < NQ; ++j) {
+    if constexpr (kQuantized) {
+      quantize_query(layout, job.q[j], quantized[j]);
+      qq[j] = &quantized[j];
+    }
     for (int i = 0; i < d; i += L) {
       const V row = S::load(job.q[j] + i);
       S::store(q[j] + i, kF16 ? S::round_f16(row) : row);
@@ -76,6 +190,12 @@ void attend_job(const AttentionJob& job) {
     const int in_block = std::min(block_size, shared - start);
     for (int slot = 0; slot < in_block; slot += L) {
       const int count = std::min(L, in_block - slot);
+      if constexpr (kQuantized) {
+        V acc[NQ];
+        score_quantized_tile<S, NQ, T>(geo, keys, slot, count, qq, acc);
+        for (int j = 0; j < NQ; ++j) S::store(scores[j] + start + slot, S::mul(acc[j], scale));
+        continue;
+      }
       V even[NQ], odd[NQ];
       for (int j = 0; j < NQ; ++j) even[j] = odd[j] = S::zero();
       for (int i = 0; i < d; i += 2) {
@@ -101,6 +221,12 @@ void attend_job(const AttentionJob& job) {
       const int in_block = std::min(block_size, n - start);
       for (int slot = 0; slot < in_block; slot += L) {
         const int count = std::min(L, in_block - slot);
+        if constexpr (kQuantized) {
+          V acc;
+          score_quantized_tile<S, 1, T>(geo, keys, slot, count, &qq[j], &acc);
+          S::store(scores[j] + start + slot, S::mul(acc, scale));
+          continue;
+        }
         V even = S::zero(), odd = S::zero();
         for (int i = 0; i < d; i += 2) {
           even = S::fmadd(S::set1(q[j][i]),
@@ -149,8 +275,12 @@ void attend_job(const AttentionJob& job) {
   }
 
   // 3. Weighted sum of V rows, CV output vectors per query at a time.
+  // The quantization group of output vector c starting at dim (0 for float caches).
+  auto group_of = [&](int dim, int c) { return kQuantized ? (dim + c * L) / geo.group : 0; };
   for (int dim = 0; dim < d; dim += CV * L) {
     const int n_vectors = std::min(CV, (d - dim) / L);
+    int groups[CV];
+    for (int c = 0; c < CV; ++c) groups[c] = group_of(dim, c);
     V acc[NQ][CV];
     for (int j = 0; j < NQ; ++j) {
       for (int c = 0; c < CV; ++c) acc[j][c] = S::zero();
@@ -160,11 +290,7 @@ void attend_job(const AttentionJob& job) {
       const int in_block = std::min(block_size, shared - start);
       for (int slot = 0; slot < in_block; ++slot) {
         V row[CV];
-        for (int c = 0; c < CV; ++c) {
-          row[c] = c < n_vectors
-                       ? load_cache<S, kF16>(values, layout.value_element(slot, dim + c * L), L)
-                       : S::zero();
-        }
+        load_value_row<S, T, CV>(layout, geo, values, slot, dim, n_vectors, groups, row);
         for (int j = 0; j < NQ; ++j) {
           const V p = S::set1(scores[j][start + slot]);
           for (int c = 0; c < CV; ++c) {
@@ -185,6 +311,8 @@ void attend_job(const AttentionJob& job) {
     if (shared >= n) continue;
     for (int dim = 0; dim < d; dim += CV1 * L) {
       const int n_vectors = std::min(CV1, (d - dim) / L);
+      int groups[CV1];
+      for (int c = 0; c < CV1; ++c) groups[c] = group_of(dim, c);
       V acc[CV1];
       for (int c = 0; c < CV1; ++c) {
         acc[c] = c < n_vectors ? S::load(job.out[j] + dim + c * L) : S::zero();
@@ -195,12 +323,10 @@ void attend_job(const AttentionJob& job) {
         const int in_block = std::min(block_size, n - start);
         for (int slot = 0; slot < in_block; ++slot) {
           const V p = S::set1(scores[j][start + slot]);
+          V row[CV1];
+          load_value_row<S, T, CV1>(layout, geo, values, slot, dim, n_vectors, groups, row);
           for (int c = 0; c < CV1; ++c) {
-            if (c < n_vectors) {
-              acc[c] = S::fmadd(
-                  p, load_cache<S, kF16>(values, layout.value_element(slot, dim + c * L), L),
-                  acc[c]);
-            }
+            if (c < n_vectors) acc[c] = S::fmadd(p, row[c], acc[c]);
           }
         }
       }
@@ -213,12 +339,17 @@ void attend_job(const AttentionJob& job) {
 template <typename S, int kMaxQueries>
 void attend_job_dispatch(const AttentionJob& job) {
   static_assert(kMaxQueries >= 1 && kMaxQueries <= kMaxJobQueries);
-  const bool f16 = job.kv->layout().type == KvType::kF16;
+  const KvType type = job.kv->layout().type;
   auto run = [&]<int NQ>() {
-    if (f16) {
-      attend_job<S, NQ, true>(job);
-    } else {
-      attend_job<S, NQ, false>(job);
+    switch (type) {
+      case KvType::kF16:
+        return attend_job<S, NQ, KvType::kF16>(job);
+      case KvType::kF32:
+        return attend_job<S, NQ, KvType::kF32>(job);
+      case KvType::kQ8_0:
+        return attend_job<S, NQ, KvType::kQ8_0>(job);
+      case KvType::kQ4_0:
+        return attend_job<S, NQ, KvType::kQ4_0>(job);
     }
   };
   // Runs the instantiation whose NQ equals the job's query count; false when none does.

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "base/error.h"
+#include "kernels/kv_rows.h"
 #include "kv/memory_budget.h"
 
 namespace rapide {
@@ -18,6 +19,7 @@ BlockPool::BlockPool(const KvLayout& layout, int32_t n_blocks)
          "head dim, block size {})",
          layout.n_layers, layout.n_kv_heads, layout.head_dim, layout.block_size);
   }
+  check_kv_layout(layout);
   if (n_blocks < 1) fail(ErrorCode::kInvalidArgument, "a block pool needs >= 1 block");
   blocks_.resize(static_cast<size_t>(n_blocks) + 1);
   BlockInfo& sentinel = blocks_[n_blocks_];
@@ -35,9 +37,9 @@ int32_t BlockPool::blocks_for_budget(const KvLayout& layout, uint64_t budget_byt
   if (blocks == 0) {
     fail(ErrorCode::kResourceExhausted,
          "KV memory budget {} is smaller than one KV block ({}: {} positions x {} layers x {} KV "
-         "heads x {} head dim x K and V x {} bytes)",
+         "heads x {} head dim x K and V, {})",
          format_bytes(budget_bytes), format_bytes(block_bytes), layout.block_size, layout.n_layers,
-         layout.n_kv_heads, layout.head_dim, layout.element_bytes());
+         layout.n_kv_heads, layout.head_dim, kv_type_name(layout.type));
   }
   if (blocks > static_cast<uint64_t>(std::numeric_limits<int32_t>::max() - 1)) {
     fail(ErrorCode::kInvalidArgument, "KV memory budget {} makes {} blocks, more than int32 ids",

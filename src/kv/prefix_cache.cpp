@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "kernels/kv_rows.h"
 #include "kv/block_hash.h"
 
 namespace rapide {
@@ -217,20 +218,7 @@ int PrefixCache::copy_partial_block(int32_t kv_id, uint64_t parent, std::span<co
   int copied = 0;
   if (kv_.try_reserve(kv_id, positions + best)) {
     const int32_t target = kv_.block_table(kv_id)[static_cast<size_t>(positions / bs)];
-    const KvLayout& layout = kv_.layout();
-    const size_t element = layout.element_bytes();
-    const uint8_t* from = kv_.block_data(source);
-    uint8_t* to = kv_.block_data(target);
-    for (int layer = 0; layer < layout.n_layers; ++layer) {
-      for (int head = 0; head < layout.n_kv_heads; ++head) {
-        const size_t k = layout.offset(layer, false, head), v = layout.offset(layer, true, head);
-        for (int d = 0; d < layout.head_dim; ++d) {  // K is [dim][slot]: one run per dimension
-          const size_t at = k + layout.key_element(0, d) * element;
-          std::memcpy(to + at, from + at, static_cast<size_t>(best) * element);
-        }
-        std::memcpy(to + v, from + v, static_cast<size_t>(best) * layout.head_dim * element);
-      }
-    }
+    copy_kv_slots(kv_.layout(), kv_.block_data(source), kv_.block_data(target), best);
     copied = best;
   }
   pool.free(source);

@@ -6,7 +6,7 @@
 
 #include "base/error.h"
 #include "base/fp16.h"
-#include "kernels/ops.h"
+#include "kernels/kv_rows.h"
 
 namespace rapide {
 
@@ -20,7 +20,6 @@ void Attention::write_kv(KvStore& kv, int layer, const Batch& batch, const float
   const KvLayout& layout = kv.layout();
   const int head_dim = layout.head_dim;
   const int kv_dim = layout.n_kv_heads * head_dim;
-  uint16_t half_k[kMaxHeadDim];
   for (int i = begin; i < end; ++i) {
     const int pos = batch.positions[i];
     auto table = kv.block_table(batch.seq_ids[i]);
@@ -34,21 +33,8 @@ void Attention::write_kv(KvStore& kv, int layer, const Batch& batch, const float
     for (int h = 0; h < layout.n_kv_heads; ++h) {
       const float* src_k = k + static_cast<size_t>(i) * kv_dim + h * head_dim;
       const float* src_v = v + static_cast<size_t>(i) * kv_dim + h * head_dim;
-      uint8_t* k_part = block + layout.offset(layer, false, h);
-      uint8_t* v_part = block + layout.offset(layer, true, h);
-      const size_t v_row = layout.value_element(slot, 0);
-      if (layout.type == KvType::kF32) {
-        auto* dk = reinterpret_cast<float*>(k_part);
-        for (int d = 0; d < head_dim; ++d) dk[layout.key_element(slot, d)] = src_k[d];
-        std::memcpy(reinterpret_cast<float*>(v_part) + v_row, src_v, head_dim * sizeof(float));
-      } else {
-        // V rows are contiguous; K is transposed, so its halves are converted as a row and
-        // then scattered down the slot's column.
-        to_fp16(src_v, head_dim, reinterpret_cast<uint16_t*>(v_part) + v_row);
-        to_fp16(src_k, head_dim, half_k);
-        auto* hk = reinterpret_cast<uint16_t*>(k_part);
-        for (int d = 0; d < head_dim; ++d) hk[layout.key_element(slot, d)] = half_k[d];
-      }
+      store_kv_row(layout, block + layout.offset(layer, false, h), false, slot, src_k);
+      store_kv_row(layout, block + layout.offset(layer, true, h), true, slot, src_v);
     }
   }
 }

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "kernels/kv_rows.h"
 
 namespace rapide {
 
@@ -14,6 +15,7 @@ ContiguousKvStore::ContiguousKvStore(const ModelConfig& config, int n_sequences,
   }
   if (block_size > max_context) block_size = max_context;
   layout_ = KvLayout::for_model(config, block_size, type);
+  check_kv_layout(layout_);
   blocks_per_sequence_ = (max_context + block_size - 1) / block_size;
   const size_t blocks = static_cast<size_t>(n_sequences) * blocks_per_sequence_;
   tables_.resize(blocks);

@@ -3,11 +3,32 @@
 // special case of one big block per sequence, so both layouts run the same attention code.
 //
 // Memory of one block (all layers, so a block can be exported/imported with one copy):
-//   for layer in 0..L-1:  K[kv_head][head_dim][slot]  then  V[kv_head][slot][head_dim]
-// K is stored transposed (one row per head dimension, one column per position): attention
-// then scores a whole tile of positions with vector FMAs and no horizontal sums, while V
-// keeps a row per position because the weighted sum walks positions. Elements are f16
-// (default) or f32.
+//   for layer in 0..L-1:  K part of each kv_head, then V part of each kv_head
+// every part (one layer, K or V, one head) part_bytes() long.
+//
+// f16 (default) / f32: K[head_dim][slot], V[slot][head_dim]. K is stored transposed (one row
+// per head dimension, one column per position): attention then scores a whole tile of
+// positions with vector FMAs and no horizontal sums, while V keeps a row per position
+// because the weighted sum walks positions.
+//
+// q8_0 / q4_0 (ggml's formulas): groups of group_size() = 32 dimensions (16, 8 or 4 when 32
+// does not divide head_dim) per position, each with its own f16 scale d:
+//   value = d * (code - code_offset()), codes unsigned: q8_0 code = q + 128 (q in -127..127),
+//   q4_0 code = q in 0..15 with offset 8.
+//   K codes: [head_dim / 4][slot][4 bytes] (q4_0: [head_dim / 8][slot][4 bytes], the low
+//     nibbles dims 8i..8i+3, the high nibbles dims 8i+4..8i+7), then scales [group][slot].
+//     VNNI's vpdpbusd sums the products of 4 adjacent bytes into one 32-bit lane: with four
+//     dimensions of a position side by side, one 64-byte load is 16 positions x 4 dims and
+//     one vpdpbusd advances 16 scores, again with no horizontal sums (the transposed f16
+//     layout's property, for integers). Unsigned codes against the signed int8 query are
+//     exactly vpdpbusd's operand types; the offset comes back as offset * sum(query codes).
+//   V codes: a row per slot (q4_0: 16-dim chunks of 8 bytes, low nibbles dims 0..7, high
+//     nibbles dims 8..15, so one chunk unpacks into 16 lanes or into two 8-lane halves),
+//     then scales [slot][group].
+//   Why 32-dim groups and not one scale per position and head: key vectors have outlier
+//   channels, and one scale per row would spend q4_0's 16 levels on them; the price is one
+//   int->float conversion and FMA per 32 dims of a tile, an eighth of the integer work.
+// q8_0 takes 34 bytes per 32 values (1.88x the positions of f16), q4_0 18 (3.56x).
 #pragma once
 
 #include <cstddef>
@@ -18,7 +39,12 @@
 
 namespace rapide {
 
-enum class KvType { kF16, kF32 };
+// Values are stored in files (offload headers) and identities: append, never renumber.
+enum class KvType { kF16 = 0, kF32 = 1, kQ8_0 = 2, kQ4_0 = 3 };
+
+constexpr bool kv_type_quantized(KvType type) {
+  return type == KvType::kQ8_0 || type == KvType::kQ4_0;
+}
 
 struct KvLayout {
   int n_layers = 0;
@@ -30,27 +56,76 @@ struct KvLayout {
   static KvLayout for_model(const ModelConfig& config, int block_size, KvType type) {
     return KvLayout{config.n_layers, config.n_kv_heads, config.head_dim, block_size, type};
   }
+  bool quantized() const { return kv_type_quantized(type); }
+  // f16 / f32 only: bytes of one element.
   size_t element_bytes() const { return type == KvType::kF16 ? 2 : 4; }
   // Elements of K (or V) for one layer of one block.
   size_t layer_part_elements() const {
     return static_cast<size_t>(n_kv_heads) * block_size * head_dim;
   }
-  size_t block_bytes() const { return 2 * n_layers * layer_part_elements() * element_bytes(); }
+  // Quantized types: dimensions per scale, and scales per position and head.
+  // 32 (ggml's block) when it divides head_dim, else the largest of 16, 8, 4 that does: a
+  // group never exceeds a block and always fills whole vectors of the kernels that run.
+  int group_size() const {
+    for (int g : {32, 16, 8}) {
+      if (head_dim % g == 0) return g;
+    }
+    return 4;
+  }
+  int n_groups() const { return head_dim / group_size(); }
+  int code_offset() const { return type == KvType::kQ8_0 ? 128 : 8; }
+  // Bytes of the codes of one part (what precedes its scales).
+  size_t code_bytes() const {
+    const size_t values = static_cast<size_t>(block_size) * head_dim;
+    return type == KvType::kQ4_0 ? values / 2 : values;
+  }
+  // Bytes of one (layer, K or V, head) part.
+  size_t part_bytes() const {
+    if (!quantized()) return static_cast<size_t>(block_size) * head_dim * element_bytes();
+    return code_bytes() + static_cast<size_t>(block_size) * n_groups() * sizeof(uint16_t);
+  }
+  size_t block_bytes() const {
+    return 2 * static_cast<size_t>(n_layers) * n_kv_heads * part_bytes();
+  }
   // Byte offset, inside a block, of the K (is_value = false) or V part of (layer, head).
   size_t offset(int layer, bool is_value, int kv_head) const {
     size_t part = static_cast<size_t>(layer) * 2 + (is_value ? 1 : 0);
-    return (part * layer_part_elements() + static_cast<size_t>(kv_head) * block_size * head_dim) *
-           element_bytes();
+    return (part * n_kv_heads + static_cast<size_t>(kv_head)) * part_bytes();
   }
-  // Element index, inside a (layer, head) part, of dimension d of the key at `slot`.
+  // f16 / f32: element index, inside a part, of dimension d of the key at `slot`.
   size_t key_element(int slot, int d) const {
     return static_cast<size_t>(d) * block_size + static_cast<size_t>(slot);
   }
-  // Element index, inside a (layer, head) part, of dimension d of the value at `slot`.
+  // f16 / f32: element index, inside a part, of dimension d of the value at `slot`.
   size_t value_element(int slot, int d) const {
     return static_cast<size_t>(slot) * head_dim + static_cast<size_t>(d);
   }
+  // Quantized: byte of a part holding the code of dimension d of the key at `slot`, and
+  // whether it is that byte's high nibble (q4_0).
+  size_t key_code_byte(int slot, int d) const {
+    const int per_word = type == KvType::kQ4_0 ? 8 : 4;  // dims in one slot's 4 bytes
+    return (static_cast<size_t>(d / per_word) * block_size + slot) * 4 + d % 4;
+  }
+  bool key_code_high(int d) const { return type == KvType::kQ4_0 && d % 8 >= 4; }
+  size_t value_code_byte(int slot, int d) const {
+    if (type != KvType::kQ4_0) return static_cast<size_t>(slot) * head_dim + d;
+    return static_cast<size_t>(slot) * (head_dim / 2) + static_cast<size_t>(d / 16) * 8 + d % 8;
+  }
+  bool value_code_high(int d) const { return type == KvType::kQ4_0 && d % 16 >= 8; }
+  // Quantized: byte offset, inside a part, of the f16 scale of group g at `slot`.
+  size_t key_scale_byte(int slot, int g) const {
+    return code_bytes() + (static_cast<size_t>(g) * block_size + slot) * sizeof(uint16_t);
+  }
+  size_t value_scale_byte(int slot, int g) const {
+    return code_bytes() + (static_cast<size_t>(slot) * n_groups() + g) * sizeof(uint16_t);
+  }
 };
+
+// The code stored at `byte` of a quantized part (its high nibble when `high`, for q4_0).
+inline int kv_code(const uint8_t* part, size_t byte, bool high, KvType type) {
+  if (type != KvType::kQ4_0) return part[byte];
+  return high ? part[byte] >> 4 : part[byte] & 0x0F;
+}
 
 class KvStore {
  public:

@@ -1,5 +1,6 @@
 // A sequence's greedy tokens must not depend on its batch-mates or on how its prompt was
-// chunked: alone == inside a batch of 8 mixed-length sequences == prompt fed 7 at a time.
+// chunked: alone == inside a batch of 8 mixed-length sequences == prompt fed 7 at a time,
+// with every KV cache type (the quantized ones quantize each query by itself).
 #include <gtest/gtest.h>
 
 #include "golden/greedy_runner.h"
@@ -24,10 +25,10 @@ const std::vector<int> kLengths = {40, 12, 33, 25, 8, 47, 19, 30};
 // sequence has its own number of tokens (so the batch shrinks as sequences finish).
 std::vector<std::vector<int32_t>> greedy_batched(Model& model,
                                                  const std::vector<std::vector<int32_t>>& prompts,
-                                                 ThreadPool& pool) {
+                                                 ThreadPool& pool, KvType kv_type) {
   const int n = static_cast<int>(prompts.size());
   const int vocab = model.config().vocab_size;
-  ContiguousKvStore kv(model.config(), n, 256);
+  ContiguousKvStore kv(model.config(), n, 256, kv_type);
   std::vector<std::vector<int32_t>> out(n);
   Batch batch;
   for (int s = 0; s < n; ++s) {
@@ -57,16 +58,16 @@ std::vector<std::vector<int32_t>> greedy_batched(Model& model,
 }
 
 // Each TEST is this one call, so the rule's skip or failure ends the test.
-void check_invariance(const std::string& model_path) {
+void check_invariance(const std::string& model_path, KvType kv_type = KvType::kF16) {
   RAPIDE_REQUIRE_SHARED(model_path);
   LoadedForTest t = load_for_test(shared_path(model_path));
   ThreadPool pool(2);
   std::vector<std::vector<int32_t>> prompts;
   for (const auto& p : kPrompts) prompts.push_back(t.tokenizer->encode(p, true));
-  auto batched = greedy_batched(*t.model, prompts, pool);
+  auto batched = greedy_batched(*t.model, prompts, pool, kv_type);
   for (size_t s = 0; s < prompts.size(); ++s) {
-    auto alone = greedy(*t.model, prompts[s], kLengths[s], pool);
-    auto chunked = greedy(*t.model, prompts[s], kLengths[s], pool, /*chunk=*/7);
+    auto alone = greedy(*t.model, prompts[s], kLengths[s], pool, 0, kv_type);
+    auto chunked = greedy(*t.model, prompts[s], kLengths[s], pool, /*chunk=*/7, kv_type);
     EXPECT_EQ(alone.tokens, batched[s]) << model_path << " prompt " << s << ": batched differs";
     EXPECT_EQ(alone.tokens, chunked.tokens) << model_path << " prompt " << s << ": chunked differs";
   }
@@ -78,6 +79,12 @@ TEST(BatchInvariance, TinyStoriesF16) {
 }
 TEST(BatchInvariance, TinyStoriesQ8_0) {
   check_invariance("models/tinystories-656k/TinyStories-656K-Q8_0.gguf");
+}
+TEST(BatchInvariance, TinyStoriesF16WithQ8_0Kv) {
+  check_invariance("models/tinystories-656k/TinyStories-656K-F16.gguf", KvType::kQ8_0);
+}
+TEST(BatchInvariance, TinyStoriesF16WithQ4_0Kv) {
+  check_invariance("models/tinystories-656k/TinyStories-656K-F16.gguf", KvType::kQ4_0);
 }
 
 }  // namespace

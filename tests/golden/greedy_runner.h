@@ -60,9 +60,9 @@ struct GreedyResult {
 
 // Feeds the prompt in chunks of `chunk` tokens (all at once when 0), then decodes n tokens.
 inline GreedyResult greedy(Model& model, const std::vector<int32_t>& prompt, int n, ThreadPool& pool,
-                           int chunk = 0) {
+                           int chunk = 0, KvType kv_type = KvType::kF16) {
   const int vocab = model.config().vocab_size;
-  ContiguousKvStore kv(model.config(), 1, static_cast<int>(prompt.size()) + n + 1);
+  ContiguousKvStore kv(model.config(), 1, static_cast<int>(prompt.size()) + n + 1, kv_type);
   GreedyResult result;
   Batch batch;
   const int step = chunk > 0 ? chunk : static_cast<int>(prompt.size());

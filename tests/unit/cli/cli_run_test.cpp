@@ -33,6 +33,20 @@ TEST(CliRun, PerplexityMatchesLlamaCpp) {
   EXPECT_NEAR(ppl, 5.559, 0.01) << r.out;
 }
 
+// A q8_0 KV cache may cost at most 0.5 % of perplexity (issue 16) over llama.cpp's f16 figure.
+TEST(CliRun, PerplexityWithQ8_0KvStaysWithinHalfAPercent) {
+  RAPIDE_REQUIRE_SHARED("models/stories260K/stories260K.gguf");
+  RAPIDE_REQUIRE_SHARED("reference/text/stories-eval.txt");
+  const CliResult r =
+      run_rapide("perplexity -m " + model() + " -f " +
+                 shared_path("reference/text/stories-eval.txt") + " --ctx 128 --kv-type q8_0");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const size_t at = r.out.find("PPL = ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const double ppl = std::atof(r.out.c_str() + at + 6);
+  EXPECT_NEAR(ppl, 5.5591, 5.5591 * 0.005) << r.out;
+}
+
 TEST(CliRun, GreedyRunPrintsTheReferenceText) {
   RAPIDE_REQUIRE_SHARED("models/stories260K/stories260K.gguf");
   RAPIDE_REQUIRE_SHARED("reference/greedy/stories260K__Once_upon_a_time.txt");
@@ -76,6 +90,8 @@ TEST(CliRun, BadInputGivesAClearErrorAndNoCrash) {
       {"run -m " + model() + " -p hi --logit-bias nonsense", "TOKEN=BIAS"},
       {"run -m " + model() + " -p hi --kv-memory lots", "KV memory budget"},
       {"run -m " + model() + " -p hi --batching sometimes", "continuous"},
+      {"run -m " + model() + " -p hi --kv-type q5", "must be f16, f32, q8_0 or q4_0"},
+      {"run -m " + model() + " -p hi --kv-type q4_0", "multiple of 16"},
       {"run -m /nonexistent.gguf -p hi", "does not exist"},
       {"run -m " + shared_path("reference/text/stories-eval.txt") + " -p hi", "not a model file"},
       {"perplexity -m " + model() + " -f " + shared_path("reference/text/stories-eval.txt") +

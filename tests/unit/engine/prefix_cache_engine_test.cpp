@@ -3,6 +3,8 @@
 // every user, eviction and preemption under a small KV budget must not change any output,
 // the tier must serve what RAM no longer holds (and refuse corrupt files), and a
 // one-token difference must be explained by a miss record. The KV pool is whole after each.
+// With a quantized KV cache (q8_0) a hit gives exactly a miss's output with the same type,
+// blocks round-trip through the tier, and one type's offloaded blocks never serve another.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -33,8 +35,10 @@ struct Prompt {
   uint64_t seed = 1;
 };
 
-EngineOptions options(bool prefix_cache, const std::string& kv_memory = "64MiB") {
+EngineOptions options(bool prefix_cache, const std::string& kv_memory = "64MiB",
+                      KvType kv_type = KvType::kF16) {
   EngineOptions o;
+  o.kv_type = kv_type;
   o.threads = 2;
   o.kv_memory = kv_memory;
   o.max_context = 512;
@@ -75,6 +79,12 @@ class PrefixCacheEngineTest : public ::testing::Test {
     engine.submit(request(p, q));
     return collect_ok(*q);
   }
+  // One after the other.
+  std::vector<Outcome> run_each(Engine& engine, const std::vector<Prompt>& prompts) const {
+    std::vector<Outcome> out;
+    for (const Prompt& p : prompts) out.push_back(run_one(engine, p));
+    return out;
+  }
   std::vector<Outcome> run_together(Engine& engine, const std::vector<Prompt>& prompts) const {
     std::vector<std::shared_ptr<EventQueue>> queues;
     for (const Prompt& p : prompts) {
@@ -86,8 +96,9 @@ class PrefixCacheEngineTest : public ::testing::Test {
     return out;
   }
   // What each prompt gives alone with the cache off: the reference.
-  std::vector<Outcome> reference(const std::vector<Prompt>& prompts) const {
-    Engine engine(*loaded_.model, *loaded_.tokenizer, options(false));
+  std::vector<Outcome> reference(const std::vector<Prompt>& prompts,
+                                 KvType kv_type = KvType::kF16) const {
+    Engine engine(*loaded_.model, *loaded_.tokenizer, options(false, "64MiB", kv_type));
     std::vector<Outcome> out;
     for (const Prompt& p : prompts) out.push_back(run_one(engine, p));
     EXPECT_FALSE(engine.stats().prefix_cache_enabled);
@@ -167,6 +178,27 @@ TEST_F(PrefixCacheEngineTest, HitGivesExactlyTheOutputOfAMiss) {
             st.prefix_cache.ram_hit_tokens + st.prefix_cache.computed_tokens);
   // Different questions after a shared story reuse all they can: not near misses.
   EXPECT_TRUE(st.recent_misses.empty()) << st.recent_misses[0].summary;
+  expect_no_leaks(engine);
+}
+
+TEST_F(PrefixCacheEngineTest, QuantizedKvHitGivesExactlyTheOutputOfAMissWithTheSameType) {
+  const std::vector<Prompt> prompts = shared_prefix_prompts();
+  const std::vector<Outcome> ref = reference(prompts, KvType::kQ8_0);
+  Engine engine(*loaded_.model, *loaded_.tokenizer, options(true, "64MiB", KvType::kQ8_0));
+  const std::vector<Outcome> first = run_each(engine, prompts);
+  const std::vector<Outcome> second = run_each(engine, prompts);
+  expect_same(ref, first);
+  expect_same(ref, second);
+  // Whole blocks shared, and leading slots of partial blocks copied (quantized codes and
+  // scales both) on the second pass.
+  int partial = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    if (i > 0) {
+      EXPECT_GT(first[i].cached_prompt_tokens, 0) << i;
+    }
+    partial += second[i].cached_prompt_tokens % engine.options().kv_block_size != 0;
+  }
+  EXPECT_GT(partial, 0);
   expect_no_leaks(engine);
 }
 
@@ -305,6 +337,36 @@ TEST_F(OffloadEngineTest, CorruptOffloadFilesAreCountedAndRecomputed) {
   expect_same(ref, out);
   const PrefixCacheStats st = engine.stats().prefix_cache;
   EXPECT_GT(st.offload.corrupt_blocks, 0u);
+  expect_no_leaks(engine);
+}
+
+// q8_0 blocks go to a disk tier and come back unchanged; f16 files already in the same
+// directory (another KV type, so another identity) are never loaded into the q8_0 cache.
+TEST_F(OffloadEngineTest, QuantizedBlocksRoundTripAndNeverMixWithAnotherType) {
+  const std::vector<Prompt> prompts = distinct_prompts(6);
+  const std::vector<Outcome> ref = reference(prompts, KvType::kQ8_0);
+  {
+    EngineOptions f16 = options(true, "160KiB");
+    f16.kv_offload_dir = dir_.string();
+    f16.kv_offload_size = "16MiB";
+    Engine engine(*loaded_.model, *loaded_.tokenizer, f16);
+    run_each(engine, prompts);
+    ASSERT_GT(engine.stats().prefix_cache.offload.stored_blocks, 0u);
+  }
+  // stories260K q8_0 blocks: 5 layers x 4 KV heads x K,V x 16 x (8 codes + 2 scale bytes).
+  const uint64_t q8_block = 5 * 4 * 2 * 16 * (8 + 2);
+  EngineOptions o = options(true, "100KiB", KvType::kQ8_0);  // 16 blocks, as f16's 160 KiB
+  o.kv_offload_dir = dir_.string();
+  o.kv_offload_size = "16MiB";
+  Engine engine(*loaded_.model, *loaded_.tokenizer, o);
+  expect_same(ref, run_each(engine, prompts));
+  EXPECT_EQ(engine.stats().prefix_cache.offload.loaded_blocks, 0u) << "an f16 file was used";
+  expect_same(ref, run_each(engine, prompts));
+  const PrefixCacheStats st = engine.stats().prefix_cache;
+  EXPECT_GT(st.tier_hit_tokens, 0u);
+  EXPECT_GT(st.offload.loaded_blocks, 0u);
+  EXPECT_EQ(st.offload.bytes_in, st.offload.loaded_blocks * q8_block);
+  EXPECT_EQ(st.offload.corrupt_blocks, 0u);
   expect_no_leaks(engine);
 }
 

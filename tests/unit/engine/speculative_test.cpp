@@ -275,6 +275,31 @@ TEST_F(SpeculativeTest, DraftModelIsLosslessAndAgreesWithItself) {
   EXPECT_GE(st.acceptance_rate(), 0.95) << st.accepted << " of " << st.proposed;
 }
 
+// With a quantized KV cache (the draft's store takes the same --kv-type) speculation stays
+// lossless: verifying k guesses in one pass gives the tokens that decoding one at a time
+// over the same cache type gives.
+TEST_F(SpeculativeTest, DraftModelIsLosslessWithAQuantizedKvCache) {
+  const char* kDraft = "models/tinystories-656k/TinyStories-656K-Q8_0.gguf";
+  RAPIDE_REQUIRE_SHARED(kDraft);
+  LoadedForTest q8 = load_for_test(shared_path(kDraft));
+  const DraftModel draft{*q8.model, *q8.tokenizer};
+  for (KvType type : {KvType::kQ8_0, KvType::kQ4_0}) {
+    EngineOptions off = options(SpecMode::kOff);
+    off.kv_type = type;
+    Engine plain_engine(*loaded_.model, *loaded_.tokenizer, off);
+    const std::vector<Result> plain = run(plain_engine, 60, /*ignore_eos=*/false);
+    EngineOptions o = options(SpecMode::kDraft, 4);
+    o.kv_type = type;
+    Engine engine(*loaded_.model, *loaded_.tokenizer, o, &draft);
+    const std::vector<Result> spec = run(engine, 60, /*ignore_eos=*/false);
+    for (size_t i = 0; i < plain.size(); ++i) {
+      EXPECT_EQ(spec[i].tokens, plain[i].tokens) << static_cast<int>(type) << " prompt " << i;
+    }
+    EXPECT_GT(engine.stats().spec.accepted, 0u);
+    expect_no_leak(engine);
+  }
+}
+
 TEST_F(SpeculativeTest, ADraftWithAnotherVocabularyIsRefused) {
   RAPIDE_REQUIRE_SHARED("models/stories260K/stories260K.gguf");
   LoadedForTest other = load_for_test(shared_path("models/stories260K/stories260K.gguf"));

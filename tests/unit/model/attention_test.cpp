@@ -2,7 +2,9 @@
 // the cached K/V), every SIMD kernel the CPU has against the reference on random data
 // (f16 and f32 caches, head dims, block sizes that do and do not fill a vector tile, GQA
 // groups, partial tiles), and batch invariance: a token's output is bit-identical whether it
-// is computed alone or inside a job with other queries.
+// is computed alone or inside a job with other queries. Quantized caches (q8_0, q4_0): the
+// kernels compute attention over exactly the dequantized cache with the quantized query,
+// and stay within the error bound that quantization allows of the f32 cache's output.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +16,7 @@
 
 #include "base/cpu_features.h"
 #include "base/fp16.h"
+#include "kernels/kv_rows.h"
 #include "model/attention.h"
 #include "model/contiguous_kv_store.h"
 
@@ -30,8 +33,8 @@ struct Shape {
 
 std::string describe(const Shape& s) {
   return std::to_string(s.n_heads) + "/" + std::to_string(s.n_kv_heads) + " heads, dim " +
-         std::to_string(s.head_dim) + ", block " + std::to_string(s.block_size) +
-         (s.type == KvType::kF16 ? ", f16" : ", f32");
+         std::to_string(s.head_dim) + ", block " + std::to_string(s.block_size) + ", " +
+         kv_type_name(s.type);
 }
 
 ModelConfig config_for(const Shape& s) {
@@ -170,6 +173,8 @@ TEST(Attention, SimdKernelsMatchScalar) {
       {4, 2, 8, 16, KvType::kF16},    {4, 4, 16, 16, KvType::kF32},   {12, 4, 64, 16, KvType::kF16},
       {12, 4, 64, 7, KvType::kF16},   {12, 4, 64, 100, KvType::kF32}, {8, 1, 80, 256, KvType::kF16},
       {32, 8, 128, 16, KvType::kF16}, {6, 6, 64, 32, KvType::kF32},   {16, 2, 32, 24, KvType::kF16},
+      {12, 4, 64, 16, KvType::kQ8_0}, {12, 4, 64, 7, KvType::kQ4_0},  {4, 2, 16, 16, KvType::kQ8_0},
+      {8, 1, 128, 16, KvType::kQ4_0}, {4, 2, 8, 24, KvType::kQ8_0},   {6, 3, 96, 32, KvType::kQ8_0},
   };
   int checked = 0;
   for (const Shape& s : shapes) {
@@ -182,6 +187,8 @@ TEST(Attention, SimdKernelsMatchScalar) {
       const std::vector<float> got = run(sc, kernel, pool);
       // f16 probabilities may round to neighbouring f16 values when exp differs in the last
       // bit; values are ~N(0,1), so an absolute 2e-3 covers one such step and nothing more.
+      // Quantized scores are bit-identical (exact integers, the same float operations);
+      // only the value sums differ by FMA contraction, as for f32.
       const float tolerance = s.type == KvType::kF16 ? 2e-3f : 2e-5f;
       for (size_t i = 0; i < got.size(); ++i) {
         ASSERT_NEAR(got[i], expected[i], tolerance)
@@ -194,24 +201,25 @@ TEST(Attention, SimdKernelsMatchScalar) {
 }
 
 TEST(Attention, OutputDoesNotDependOnTheJobItLandsIn) {
-  const Shape s{12, 4, 64, 16, KvType::kF16};
-  for (const AttentionKernel& kernel : simd_kernels(s.head_dim)) {
-    Scenario sc(s, 45, 3, 5);
-    ThreadPool pool(2);
-    const std::vector<float> together = run(sc, kernel, pool);
-    // The last token of sequence 0 again, decoded alone over the same cache.
-    ContiguousKvStore kv(config_for(s), 2, 512, s.type, s.block_size);
-    Attention::write_kv(kv, 1, sc.batch, sc.k.data(), sc.v.data());
-    Batch alone;
-    alone.add(1, 0, sc.len0 - 1, true);
-    const size_t q_row = static_cast<size_t>(s.n_heads) * s.head_dim;
-    const float* q = sc.q.data() + (sc.len0 - 1) * q_row;
-    std::vector<float> out(q_row);
-    Attention attention;
-    attention.set_kernel(kernel);
-    attention.attend(kv, 1, alone, q, s.n_heads, out.data(), pool);
-    for (size_t d = 0; d < q_row; ++d) {
-      ASSERT_EQ(out[d], together[(sc.len0 - 1) * q_row + d]) << kernel.name << " element " << d;
+  for (const Shape s : {Shape{12, 4, 64, 16, KvType::kF16}, Shape{12, 4, 64, 16, KvType::kQ4_0}}) {
+    for (const AttentionKernel& kernel : simd_kernels(s.head_dim)) {
+      Scenario sc(s, 45, 3, 5);
+      ThreadPool pool(2);
+      const std::vector<float> together = run(sc, kernel, pool);
+      // The last token of sequence 0 again, decoded alone over the same cache.
+      ContiguousKvStore kv(config_for(s), 2, 512, s.type, s.block_size);
+      Attention::write_kv(kv, 1, sc.batch, sc.k.data(), sc.v.data());
+      Batch alone;
+      alone.add(1, 0, sc.len0 - 1, true);
+      const size_t q_row = static_cast<size_t>(s.n_heads) * s.head_dim;
+      const float* q = sc.q.data() + (sc.len0 - 1) * q_row;
+      std::vector<float> out(q_row);
+      Attention attention;
+      attention.set_kernel(kernel);
+      attention.attend(kv, 1, alone, q, s.n_heads, out.data(), pool);
+      for (size_t d = 0; d < q_row; ++d) {
+        ASSERT_EQ(out[d], together[(sc.len0 - 1) * q_row + d]) << kernel.name << " element " << d;
+      }
     }
   }
 }
@@ -246,7 +254,8 @@ class SharedBlocksKv : public KvStore {
 // output must be bit-identical to its output computed alone, and match the reference.
 TEST(Attention, SharedPrefixJobsGiveEachTokenItsOwnOutput) {
   for (const Shape s : {Shape{12, 4, 64, 16, KvType::kF16}, Shape{8, 2, 32, 16, KvType::kF32},
-                        Shape{12, 4, 64, 24, KvType::kF16}}) {
+                        Shape{12, 4, 64, 24, KvType::kF16}, Shape{12, 4, 64, 16, KvType::kQ8_0},
+                        Shape{8, 2, 32, 24, KvType::kQ4_0}}) {
     const int bs = s.block_size;
     // Sequences 0-3 share 10 blocks, 4-5 share the first 5 of them, 6 shares nothing.
     const int n_seqs = 7;
@@ -313,6 +322,131 @@ TEST(Attention, SharedPrefixJobsGiveEachTokenItsOwnOutput) {
         }
       }
     }
+  }
+}
+
+// Attention in double over what a quantized cache holds: the keys and values dequantized,
+// the query as the kernels quantize it. Returns [n][n_heads*head_dim].
+std::vector<double> dequantized_attention(const Scenario& sc, KvStore& kv) {
+  const Shape& s = sc.shape;
+  const KvLayout& layout = kv.layout();
+  const int d = s.head_dim, q_row = s.n_heads * d;
+  std::vector<double> out(sc.q_size());
+  std::vector<float> key(d), value(d);
+  for (int i = 0; i < sc.batch.size(); ++i) {
+    const auto table = kv.block_table(sc.batch.seq_ids[i]);
+    const int n = sc.batch.positions[i] + 1;
+    for (int h = 0; h < s.n_heads; ++h) {
+      const int kvh = h / (s.n_heads / s.n_kv_heads);
+      QuantizedQuery qq;
+      quantize_query(layout, sc.q.data() + i * q_row + h * d, qq);
+      std::vector<double> w(n);
+      double max_w = -1e300, total = 0;
+      for (int t = 0; t < n; ++t) {
+        const uint8_t* block = kv.block_data(table[t / layout.block_size]);
+        load_kv_row(layout, block + layout.offset(1, false, kvh), false, t % layout.block_size,
+                    key.data());
+        double dot = 0;
+        for (int e = 0; e < d; ++e) dot += double(qq.q[e]) * qq.d[e / layout.group_size()] * key[e];
+        w[t] = dot / std::sqrt(double(d));
+        max_w = std::max(max_w, w[t]);
+      }
+      for (double& x : w) total += (x = std::exp(x - max_w));
+      for (int t = 0; t < n; ++t) {
+        const uint8_t* block = kv.block_data(table[t / layout.block_size]);
+        load_kv_row(layout, block + layout.offset(1, true, kvh), true, t % layout.block_size,
+                    value.data());
+        for (int e = 0; e < d; ++e) out[i * q_row + h * d + e] += w[t] / total * value[e];
+      }
+    }
+  }
+  return out;
+}
+
+// Every kernel on a quantized cache computes attention over the dequantized values with the
+// quantized query: only float rounding separates them (scores are sums of exact integer
+// products times f16 scales; 1e-5 absolute covers the f32 sums of ~N(0,1) values).
+TEST(Attention, QuantizedCacheIsAttentionOverItsDequantizedValues) {
+  // Groups of 32, 16 (head_dim 16 and 80) and 8 (head_dim 8 and 24) dimensions.
+  for (const Shape s : {Shape{12, 4, 64, 16, KvType::kQ8_0}, Shape{4, 2, 16, 7, KvType::kQ4_0},
+                        Shape{8, 2, 128, 16, KvType::kQ4_0}, Shape{4, 2, 8, 16, KvType::kQ8_0},
+                        Shape{4, 2, 80, 16, KvType::kQ8_0}, Shape{4, 2, 80, 16, KvType::kQ4_0},
+                        Shape{4, 2, 24, 16, KvType::kQ8_0}}) {
+    Scenario sc(s, 41, 75, 17);
+    ContiguousKvStore kv(config_for(s), 2, 512, s.type, s.block_size);
+    Attention::write_kv(kv, 1, sc.batch, sc.k.data(), sc.v.data());
+    const std::vector<double> expected = dequantized_attention(sc, kv);
+    ThreadPool pool(2);
+    std::vector<AttentionKernel> kernels = simd_kernels(s.head_dim);
+    kernels.push_back(scalar_attention_kernel());
+    for (const AttentionKernel& kernel : kernels) {
+      const std::vector<float> got = run(sc, kernel, pool);
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_NEAR(got[i], expected[i], 1e-5) << kernel.name << " " << describe(s) << " at " << i;
+      }
+    }
+  }
+}
+
+// Against the f32 cache: when every score of a query moves by at most delta (key and query
+// quantization) each probability moves by a factor within [e^-2delta, e^2delta], so
+//   |out_quantized - out_f32| <= (e^(2 delta) - 1) * max|v| + max|v_dequantized - v|.
+// The test measures delta and the value error per query from the cache's contents (not from
+// the kernel) and holds the kernel's output to that bound; q8_0 must also keep the typical
+// error small: its step is amax / 127 per 32 values, about 1% of a N(0,1) value's range, so
+// the RMS output error stays under 1% of the output's RMS (q4_0's step, amax / 8, under 15%).
+TEST(Attention, QuantizedCacheStaysWithinItsErrorBoundOfF32) {
+  for (const Shape s : {Shape{12, 4, 64, 16, KvType::kQ8_0}, Shape{12, 4, 64, 16, KvType::kQ4_0},
+                        Shape{8, 8, 16, 16, KvType::kQ8_0}}) {
+    Scenario sc(s, 60, 130, 19);
+    const Shape f32_shape{s.n_heads, s.n_kv_heads, s.head_dim, s.block_size, KvType::kF32};
+    Scenario reference(f32_shape, 60, 130, 19);
+    ThreadPool pool(2);
+    const std::vector<float> exact = run(reference, select_attention_kernel(s.head_dim), pool);
+    const std::vector<float> got = run(sc, select_attention_kernel(s.head_dim), pool);
+    ContiguousKvStore kv(config_for(s), 2, 512, s.type, s.block_size);
+    Attention::write_kv(kv, 1, sc.batch, sc.k.data(), sc.v.data());
+    const KvLayout& layout = kv.layout();
+    const int d = s.head_dim, q_row = s.n_heads * d, kv_row = s.n_kv_heads * d;
+    std::vector<float> key(d), value(d);
+    double error2 = 0, norm2 = 0;
+    for (int i = 0; i < sc.batch.size(); ++i) {
+      const int first = sc.batch.seq_ids[i] == 0 ? 0 : sc.len0;
+      const auto table = kv.block_table(sc.batch.seq_ids[i]);
+      for (int h = 0; h < s.n_heads; ++h) {
+        const int kvh = h / (s.n_heads / s.n_kv_heads);
+        const float* q = sc.q.data() + i * q_row + h * d;
+        QuantizedQuery qq;
+        quantize_query(layout, q, qq);
+        double delta = 0, value_error = 0, max_value = 0;
+        for (int t = 0; t <= sc.batch.positions[i]; ++t) {
+          const uint8_t* block = kv.block_data(table[t / layout.block_size]);
+          const int slot = t % layout.block_size;
+          load_kv_row(layout, block + layout.offset(1, false, kvh), false, slot, key.data());
+          load_kv_row(layout, block + layout.offset(1, true, kvh), true, slot, value.data());
+          const float* k = sc.k.data() + (first + t) * kv_row + kvh * d;
+          const float* v = sc.v.data() + (first + t) * kv_row + kvh * d;
+          double exact_dot = 0, quantized_dot = 0;
+          for (int e = 0; e < d; ++e) {
+            exact_dot += double(q[e]) * k[e];
+            quantized_dot += double(qq.q[e]) * qq.d[e / layout.group_size()] * key[e];
+            value_error = std::max(value_error, std::fabs(double(value[e]) - v[e]));
+            max_value = std::max(max_value, std::fabs(double(v[e])));
+          }
+          delta = std::max(delta, std::fabs(exact_dot - quantized_dot) / std::sqrt(double(d)));
+        }
+        const double bound = std::expm1(2 * delta) * max_value + value_error + 1e-5;
+        for (int e = 0; e < d; ++e) {
+          const size_t at = static_cast<size_t>(i) * q_row + h * d + e;
+          ASSERT_LE(std::fabs(double(got[at]) - exact[at]), bound)
+              << describe(s) << " token " << i << " head " << h << " delta " << delta;
+          error2 += (double(got[at]) - exact[at]) * (got[at] - exact[at]);
+          norm2 += double(exact[at]) * exact[at];
+        }
+      }
+    }
+    const double relative_rms = std::sqrt(error2 / norm2);
+    EXPECT_LT(relative_rms, s.type == KvType::kQ8_0 ? 0.01 : 0.15) << describe(s);
   }
 }
 

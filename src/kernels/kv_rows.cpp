@@ -1,0 +1,208 @@
+#include "kernels/kv_rows.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/error.h"
+#include "base/fp16.h"
+#include "formats/tensor_type.h"
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+
+namespace rapide {
+
+namespace {
+
+uint16_t& scale_at(uint8_t* part, size_t byte) {
+  return *reinterpret_cast<uint16_t*>(part + byte);
+}
+float scale_at(const uint8_t* part, size_t byte) {
+  uint16_t h;
+  std::memcpy(&h, part + byte, sizeof(h));
+  return fp16_to_fp32(h);
+}
+
+// One group quantized by ggml's rule: codes (with the layout's offset) and the f16 scale.
+uint16_t quantize_group(KvType type, const float* x, int n, int* codes) {
+  float padded[kQuantBlock] = {};
+  std::copy(x, x + n, padded);
+  if (type == KvType::kQ8_0) {
+    BlockQ8_0 block;
+    quantize_row(TensorType::kQ8_0, padded, &block, kQuantBlock);
+    for (int i = 0; i < n; ++i) codes[i] = block.qs[i] + 128;
+    return block.d;
+  }
+  BlockQ4_0 block;
+  quantize_row(TensorType::kQ4_0, padded, &block, kQuantBlock);
+  constexpr int kHalf = kQuantBlock / 2;  // byte j holds elements j (low) and j + 16 (high)
+  for (int i = 0; i < n; ++i) codes[i] = i < kHalf ? block.qs[i] & 0x0F : block.qs[i - kHalf] >> 4;
+  return block.d;
+}
+
+void put_code(uint8_t* part, size_t byte, bool high, KvType type, int code) {
+  if (type != KvType::kQ4_0) {
+    part[byte] = static_cast<uint8_t>(code);
+  } else if (high) {
+    part[byte] = static_cast<uint8_t>((part[byte] & 0x0F) | (code << 4));
+  } else {
+    part[byte] = static_cast<uint8_t>((part[byte] & 0xF0) | code);
+  }
+}
+
+}  // namespace
+
+const char* kv_type_name(KvType type) {
+  switch (type) {
+    case KvType::kF16:
+      return "f16";
+    case KvType::kF32:
+      return "f32";
+    case KvType::kQ8_0:
+      return "q8_0";
+    case KvType::kQ4_0:
+      return "q4_0";
+  }
+  return "?";
+}
+
+KvType parse_kv_type(std::string_view name, std::string_view flag) {
+  for (KvType t : {KvType::kF16, KvType::kF32, KvType::kQ8_0, KvType::kQ4_0}) {
+    if (name == kv_type_name(t)) return t;
+  }
+  fail(ErrorCode::kInvalidArgument, "{} must be f16, f32, q8_0 or q4_0, got '{}'", flag, name);
+}
+
+void check_kv_layout(const KvLayout& layout) {
+  const int multiple = layout.type == KvType::kQ4_0 ? 16 : layout.type == KvType::kQ8_0 ? 4 : 1;
+  if (layout.head_dim % multiple != 0) {
+    fail(ErrorCode::kInvalidArgument,
+         "KV type {} needs a head dimension that is a multiple of {} (the model has {}); use f16",
+         kv_type_name(layout.type), multiple, layout.head_dim);
+  }
+}
+
+void store_kv_row(const KvLayout& layout, uint8_t* part, bool is_value, int slot, const float* x) {
+  const int d = layout.head_dim;
+  switch (layout.type) {
+    case KvType::kF32: {
+      auto* out = reinterpret_cast<float*>(part);
+      for (int i = 0; i < d; ++i) {
+        out[is_value ? layout.value_element(slot, i) : layout.key_element(slot, i)] = x[i];
+      }
+      return;
+    }
+    case KvType::kF16: {
+      auto* out = reinterpret_cast<uint16_t*>(part);
+      if (is_value) {
+        to_fp16(x, d, out + layout.value_element(slot, 0));
+        return;
+      }
+      // K is transposed: convert as a row, then scatter down the slot's column.
+      uint16_t half[kMaxHeadDim];
+      to_fp16(x, d, half);
+      for (int i = 0; i < d; ++i) out[layout.key_element(slot, i)] = half[i];
+      return;
+    }
+    case KvType::kQ8_0:
+    case KvType::kQ4_0: {
+      const int group = layout.group_size();
+      int codes[kQuantBlock];
+      for (int g = 0; g < layout.n_groups(); ++g) {
+        const uint16_t scale = quantize_group(layout.type, x + g * group, group, codes);
+        scale_at(part, is_value ? layout.value_scale_byte(slot, g)
+                                : layout.key_scale_byte(slot, g)) = scale;
+        for (int i = 0; i < group; ++i) {
+          const int dim = g * group + i;
+          if (is_value) {
+            put_code(part, layout.value_code_byte(slot, dim), layout.value_code_high(dim),
+                     layout.type, codes[i]);
+          } else {
+            put_code(part, layout.key_code_byte(slot, dim), layout.key_code_high(dim), layout.type,
+                     codes[i]);
+          }
+        }
+      }
+      return;
+    }
+  }
+}
+
+void load_kv_row(const KvLayout& layout, const uint8_t* part, bool is_value, int slot, float* out) {
+  const int d = layout.head_dim;
+  for (int i = 0; i < d; ++i) {
+    const size_t e = is_value ? layout.value_element(slot, i) : layout.key_element(slot, i);
+    switch (layout.type) {
+      case KvType::kF32:
+        out[i] = reinterpret_cast<const float*>(part)[e];
+        break;
+      case KvType::kF16:
+        out[i] = fp16_to_fp32(reinterpret_cast<const uint16_t*>(part)[e]);
+        break;
+      case KvType::kQ8_0:
+      case KvType::kQ4_0: {
+        const int g = i / layout.group_size();
+        const float scale = scale_at(
+            part, is_value ? layout.value_scale_byte(slot, g) : layout.key_scale_byte(slot, g));
+        const int code = is_value ? kv_code(part, layout.value_code_byte(slot, i),
+                                            layout.value_code_high(i), layout.type)
+                                  : kv_code(part, layout.key_code_byte(slot, i),
+                                            layout.key_code_high(i), layout.type);
+        out[i] = scale * static_cast<float>(code - layout.code_offset());
+        break;
+      }
+    }
+  }
+}
+
+void copy_kv_slots(const KvLayout& layout, const uint8_t* from, uint8_t* to, int n_slots) {
+  const size_t n = static_cast<size_t>(n_slots);
+  const size_t bs = static_cast<size_t>(layout.block_size);
+  for (int layer = 0; layer < layout.n_layers; ++layer) {
+    for (int head = 0; head < layout.n_kv_heads; ++head) {
+      const size_t k = layout.offset(layer, false, head), v = layout.offset(layer, true, head);
+      if (!layout.quantized()) {
+        const size_t e = layout.element_bytes();
+        for (int d = 0; d < layout.head_dim; ++d) {  // K is [dim][slot]: one run per dimension
+          const size_t at = k + layout.key_element(0, d) * e;
+          std::memcpy(to + at, from + at, n * e);
+        }
+        std::memcpy(to + v, from + v, n * layout.head_dim * e);
+        continue;
+      }
+      // K codes: one run of 4-byte words per word row; K scales: one run per group.
+      const int dims_per_word = layout.type == KvType::kQ4_0 ? 8 : 4;
+      for (int w = 0; w < layout.head_dim / dims_per_word; ++w) {
+        const size_t at = k + w * bs * 4;
+        std::memcpy(to + at, from + at, n * 4);
+      }
+      for (int g = 0; g < layout.n_groups(); ++g) {
+        const size_t at = k + layout.key_scale_byte(0, g);
+        std::memcpy(to + at, from + at, n * sizeof(uint16_t));
+      }
+      // V: codes and scales are both slot-major.
+      const size_t row = layout.code_bytes() / bs;
+      std::memcpy(to + v, from + v, n * row);
+      const size_t scales = v + layout.value_scale_byte(0, 0);
+      std::memcpy(to + scales, from + scales, n * layout.n_groups() * sizeof(uint16_t));
+    }
+  }
+}
+
+void quantize_query(const KvLayout& layout, const float* x, QuantizedQuery& out) {
+  const int group = layout.group_size();
+  for (int g = 0; g < layout.n_groups(); ++g) {
+    float padded[kQuantBlock] = {};
+    std::copy(x + g * group, x + (g + 1) * group, padded);
+    BlockQ8_0 block;
+    quantize_row(TensorType::kQ8_0, padded, &block, kQuantBlock);
+    int32_t sum = 0;
+    for (int i = 0; i < group; ++i) {
+      out.q[g * group + i] = block.qs[i];
+      sum += block.qs[i];
+    }
+    out.d[g] = fp16_to_fp32(block.d);
+    out.offset_sum[g] = layout.code_offset() * sum;
+  }
+}
+
+}  // namespace rapide
