@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Bounded soak of `rapide serve` (issue 18): stories260K with a small KV budget and an offload
+# directory, under bench/soak.py's mixed load (streams, hang-ups, oversized and malformed
+# requests, malformed HTTP) while the offload directory is tampered with. Prints requests
+# served, outcomes by kind and the server's RSS after warm-up and at the end; then stops the
+# server with SIGTERM. Exit status 1 on a crash, a 5xx, RSS growth or an unclean exit.
+#
+#   bench/soak.sh [SECONDS]        (default 120)
+#
+# Environment: BUILD_DIR (bench/common.sh), WORK (scratch, /tmp/rapide-soak), WORKERS (8),
+# RAPIDE (the binary to soak, e.g. an ASan build: build-asan/apps/rapide/rapide).
+set -euo pipefail
+
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+seconds="${1:-120}"
+work="${WORK:-/tmp/rapide-soak}"
+if [[ -z "${RAPIDE:-}" ]]; then bench_build rapide; else rapide="$RAPIDE"; fi
+rm -rf "$work"
+mkdir -p "$work/offload"
+
+server_pid=""
+cleanup() { if [[ -n "$server_pid" ]]; then kill -9 "$server_pid" 2>/dev/null || true; fi; }
+trap cleanup EXIT
+
+# 2 MiB of KV (~1,500 tokens of stories260K) and no RAM tier: finished prompts' blocks are
+# evicted to the directory all the time and loaded back when a prefix repeats.
+"$rapide" serve -m "$stories" --port 0 -t 2 --kv-memory 2MiB --kv-offload-dir "$work/offload" \
+  --kv-offload-size 64MiB --max-body 65536 >"$work/serve.log" 2>&1 &
+server_pid=$!
+port=""
+for _ in $(seq 1 300); do
+  port="$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$work/serve.log" | head -1 | sed 's/.*://')" || true
+  [[ -n "$port" ]] && curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
+  sleep 0.2
+done
+if [[ -z "$port" ]]; then echo "the server did not start:" >&2; cat "$work/serve.log" >&2; exit 1; fi
+
+status=0
+python3 "$root/bench/soak.py" "$port" "$server_pid" "$work/offload" "$seconds" "${WORKERS:-8}" ||
+  status=1
+echo "offload directory at the end: $(find "$work/offload" -type f | wc -l) files," \
+  "$(du -sk "$work/offload" | cut -f1) KiB"
+kill -TERM "$server_pid" 2>/dev/null || true
+set +e
+wait "$server_pid"
+exit_code=$?
+set -e
+server_pid=""
+echo "server exit status after SIGTERM: $exit_code"
+[[ $exit_code -eq 0 ]] || status=1
+echo "server log: $work/serve.log ($(grep -c -i 'warn\|error' "$work/serve.log" || true) warnings/errors)"
+exit $status

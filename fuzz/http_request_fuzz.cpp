@@ -1,0 +1,77 @@
+// libFuzzer target: arbitrary bytes as what a client sends on one keep-alive connection,
+// read request after request with the server's own parser configuration
+// (serve/http_request_limits.h: header limit, read-buffer bound on trailers, body limit),
+// arriving in reads of a size the first input byte picks. Each request's Authorization
+// header then goes through the API-key check. Reading must end in a request or an error
+// code: an exception (Beast's std::length_error for a 64 KiB trailer field once aborted the
+// server) or a body over the limit is a bug.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string_view>
+
+#include <boost/asio/buffer.hpp>
+#include <boost/beast/core/error.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/read.hpp>
+
+#include "serve/auth.h"
+#include "serve/http_request_limits.h"
+
+namespace {
+
+namespace http = boost::beast::http;
+
+constexpr uint64_t kMaxBody = 4096;  // small, so the fuzzer reaches it
+
+// A SyncReadStream handing out the input `chunk` bytes at a time, then end of stream.
+class InputStream {
+ public:
+  InputStream(std::string_view bytes, size_t chunk) : bytes_(bytes), chunk_(chunk) {}
+
+  template <class MutableBufferSequence>
+  size_t read_some(const MutableBufferSequence& buffers, boost::beast::error_code& ec) {
+    if (bytes_.empty()) {
+      ec = boost::asio::error::eof;
+      return 0;
+    }
+    ec = {};
+    const size_t n = boost::asio::buffer_copy(
+        buffers, boost::asio::buffer(bytes_.data(), std::min(chunk_, bytes_.size())));
+    bytes_.remove_prefix(n);
+    return n;
+  }
+  template <class MutableBufferSequence>
+  size_t read_some(const MutableBufferSequence& buffers) {
+    boost::beast::error_code ec;
+    const size_t n = read_some(buffers, ec);
+    if (ec) throw boost::system::system_error(ec);
+    return n;
+  }
+
+ private:
+  std::string_view bytes_;
+  size_t chunk_;
+};
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size < 1) return 0;
+  static const rapide::serve::ApiKeys keys({"sk-fuzz"}, "");
+  InputStream stream(std::string_view(reinterpret_cast<const char*>(data) + 1, size - 1),
+                     1 + static_cast<size_t>(data[0]) * 64);
+  boost::beast::flat_buffer buffer(rapide::serve::kReadBufferLimit);
+  for (;;) {
+    http::request_parser<http::string_body> parser;
+    rapide::serve::limit_request_parser(parser, kMaxBody);
+    boost::beast::error_code ec;
+    http::read(stream, buffer, parser, ec);
+    if (ec) break;  // the server answers 400 / 413 or closes
+    const auto& request = parser.get();
+    if (request.body().size() > kMaxBody) std::abort();
+    (void)keys.accepts(request[http::field::authorization]);
+    if (!request.keep_alive()) break;
+  }
+  return 0;
+}
