@@ -70,7 +70,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (ec) break;  // the server answers 400 / 413 or closes
     const auto& request = parser.get();
     if (request.body().size() > kMaxBody) std::abort();
-    (void)keys.accepts(request[http::field::authorization]);
+    const auto authorization = request[http::field::authorization];
+    (void)keys.accepts(std::string_view(authorization.data(), authorization.size()));
     if (!request.keep_alive()) break;
   }
   return 0;
