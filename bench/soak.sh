@@ -48,5 +48,7 @@ set -e
 server_pid=""
 echo "server exit status after SIGTERM: $exit_code"
 [[ $exit_code -eq 0 ]] || status=1
-echo "server log: $work/serve.log ($(grep -c -i 'warn\|error' "$work/serve.log" || true) warnings/errors)"
+echo "server log: $work/serve.log: $(grep -c ' W\] ' "$work/serve.log" || true) warnings" \
+  "($(grep -c 'failed its checks' "$work/serve.log" || true) offloaded blocks refused by their" \
+  "checks), $(grep -c ' E\] ' "$work/serve.log" || true) errors"
 exit $status

@@ -7,6 +7,7 @@
 // server) or a body over the limit is a bug.
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <string_view>
 
@@ -55,6 +56,25 @@ class InputStream {
 };
 
 }  // namespace
+
+// BOOST_ENABLE_ASSERT_HANDLER is defined for this target (fuzz/CMakeLists.txt): Beast's asserts
+// stay on, except one. Beast 1.74's chunk parser asserts "n >= 5" when the CRLF ending a final
+// chunk arrives in reads of its own, wrongly: the code after it asks for more bytes, as it
+// should (boostorg/beast#2861, fixed upstream). The server is built with NDEBUG, where the
+// assert does not exist; ASan still checks every access that follows it.
+namespace boost {
+void assertion_failed(char const* expr, char const* function, char const* file, long line) {
+  if (std::string_view(expr) == "n >= 5" && std::string_view(file).ends_with("basic_parser.ipp"))
+    return;
+  std::fprintf(stderr, "%s:%ld: %s: assertion '%s' failed\n", file, line, function, expr);
+  std::abort();
+}
+void assertion_failed_msg(char const* expr, char const* msg, char const* function, char const* file,
+                          long line) {
+  std::fprintf(stderr, "%s:%ld: %s: assertion '%s' failed: %s\n", file, line, function, expr, msg);
+  std::abort();
+}
+}  // namespace boost
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
