@@ -24,16 +24,8 @@ trap cleanup EXIT
 
 # 2 MiB of KV (~1,500 tokens of stories260K) and no RAM tier: finished prompts' blocks are
 # evicted to the directory all the time and loaded back when a prefix repeats.
-"$rapide" serve -m "$stories" --port 0 -t 2 --kv-memory 2MiB --kv-offload-dir "$work/offload" \
-  --kv-offload-size 64MiB --max-body 65536 >"$work/serve.log" 2>&1 &
-server_pid=$!
-port=""
-for _ in $(seq 1 300); do
-  port="$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$work/serve.log" | head -1 | sed 's/.*://')" || true
-  [[ -n "$port" ]] && curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
-  sleep 0.2
-done
-if [[ -z "$port" ]]; then echo "the server did not start:" >&2; cat "$work/serve.log" >&2; exit 1; fi
+start_server "$work/serve.log" -m "$stories" -t 2 --kv-memory 2MiB \
+  --kv-offload-dir "$work/offload" --kv-offload-size 64MiB --max-body 65536
 
 status=0
 python3 "$root/bench/soak.py" "$port" "$server_pid" "$work/offload" "$seconds" "${WORKERS:-8}" ||
