@@ -3,7 +3,8 @@
 #
 #   bash fuzz/run.sh BUILD_DIR TARGET SECONDS [WORK_DIR] [libFuzzer options...]
 #
-# The seeds (fuzz/corpus/TARGET, plus tests/data/formats for GGUF) are only read: inputs the
+# The seeds (fuzz/corpus/TARGET, plus tests/data/formats for GGUF and ../shared/chat-templates
+# for chat templates) are only read: inputs the
 # fuzzer finds go to WORK_DIR/corpus (default BUILD_DIR/fuzz-work/TARGET, kept between runs
 # so a long run continues where the last one stopped) and a crashing input to WORK_DIR as
 # crash-*, timeout-* or oom-*. Exit status 0: the time ran out without a finding; otherwise
@@ -20,6 +21,11 @@ binary="$build/fuzz/$target"
 
 seeds=("$root/fuzz/corpus/$target")
 [[ "$target" == gguf_fuzz ]] && seeds+=("$root/tests/data/formats")
+# The real chat templates of ../shared, read in place (never copied here), when present.
+shared="${RAPIDE_SHARED_DIR:-$root/../shared}"
+if [[ "$target" == chat_template_fuzz && -d "$shared/chat-templates" ]]; then
+  seeds+=("$shared/chat-templates")
+fi
 mkdir -p "$work/corpus"
 # -timeout: one input taking 10 s is a finding (a hang); -rss_limit_mb: so is 2 GB of memory.
 set +e

@@ -1,25 +1,33 @@
 // libFuzzer target: arbitrary bytes as a Server-Sent Events stream into `rapide bench`'s SSE
 // parser, split into reads at the positions the input's first bytes choose (the network splits
-// events anywhere). Events must come out the same however the bytes are split.
+// events anywhere). Events must come out the same however the bytes are split, and a stream
+// refused (rapide::Error, e.g. a line over a limit) must be refused however it is split.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "base/error.h"
 #include "bench/sse_parser.h"
 
 namespace {
 
-std::vector<std::string> parse(std::string_view bytes, size_t chunk) {
+// The events, or nullopt when the parser refused the stream.
+std::optional<std::vector<std::string>> parse(std::string_view bytes, size_t chunk) {
   std::vector<std::string> events;
   const auto on_event = [&](const std::string& data) { events.push_back(data); };
   rapide::bench::SseParser parser;
-  for (size_t pos = 0; pos < bytes.size(); pos += chunk) {
-    parser.feed(bytes.substr(pos, chunk), on_event);
+  try {
+    for (size_t pos = 0; pos < bytes.size(); pos += chunk) {
+      parser.feed(bytes.substr(pos, chunk), on_event);
+    }
+    parser.finish(on_event);
+  } catch (const rapide::Error&) {
+    return std::nullopt;
   }
-  parser.finish(on_event);
   return events;
 }
 
