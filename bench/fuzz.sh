@@ -7,8 +7,8 @@
 #
 #   bench/fuzz.sh [SECONDS] [TARGET...]
 #
-# Environment: FUZZ_BUILD_DIR (default build-fuzz, made by fuzz/build.sh), JOBS unused: one
-# process per target (libFuzzer -fork would hide the execs/s of one core).
+# Environment: FUZZ_BUILD_DIR (default build-fuzz, made by fuzz/build.sh). One process per
+# target at a time: execs/s are those of one core.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 seconds="${1:-300}"
@@ -28,7 +28,8 @@ for t in "${targets[@]}"; do
   mkdir -p "$build/fuzz-work"
   status=0
   bash "$root/fuzz/run.sh" "$build" "$t" "$seconds" >"$log" 2>&1 || status=$?
-  done_line=$(grep -E '^#[0-9]+ +(DONE|pulse|NEW|REDUCE|INITED)' "$log" | tail -1 || true)
+  # libFuzzer's last status line: "#<runs><TAB>DONE   cov: N ft: N corp: N/<size> ..."
+  done_line=$(grep -E '^#[0-9]+[[:space:]]+(DONE|pulse|NEW|REDUCE|INITED)' "$log" | tail -1 || true)
   field() { echo "$done_line" | sed -n "s/.* $1: *\([0-9]*\).*/\1/p"; }
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
