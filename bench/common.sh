@@ -30,3 +30,22 @@ synth_model() {
   fi
   echo "$file"
 }
+
+# start_server LOG ARGS...: starts `$rapide serve --port 0 ARGS...` in the background, its
+# output in LOG, and waits until /health answers; sets server_pid and port (the caller stops
+# the server). Exits 1, printing the log, if it never does.
+start_server() {
+  local log="$1"
+  shift
+  "$rapide" serve --port 0 "$@" >"$log" 2>&1 &
+  server_pid=$!
+  port=""
+  for _ in $(seq 1 300); do
+    port="$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$log" | head -1 | sed 's/.*://')" || true
+    [[ -n "$port" ]] && curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && return 0
+    sleep 0.2
+  done
+  echo "the server did not start:" >&2
+  cat "$log" >&2
+  exit 1
+}

@@ -26,15 +26,7 @@ server_pid=""
 cleanup() { if [[ -n "$server_pid" ]]; then kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi; }
 trap cleanup EXIT
 
-"$rapide" serve -m "$synth" --port 0 "${thread_flags[@]}" >"$work/serve.log" 2>&1 &
-server_pid=$!
-port=""
-for _ in $(seq 1 300); do
-  port="$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$work/serve.log" | head -1 | sed 's/.*://')" || true
-  [[ -n "$port" ]] && curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
-  sleep 0.2
-done
-if [[ -z "$port" ]]; then echo "the server did not start:" >&2; cat "$work/serve.log" >&2; exit 1; fi
+start_server "$work/serve.log" -m "$synth" "${thread_flags[@]}"
 url="http://127.0.0.1:$port"
 
 load=(--workload random --input-len 190-210 --output-len 10-400 --num-requests "$requests"

@@ -19,6 +19,7 @@
 #include "api/api_error.h"
 #include "base/error.h"
 #include "base/logging.h"
+#include "serve/http_request_limits.h"
 
 namespace rapide::serve {
 
@@ -47,13 +48,6 @@ namespace {
 
 using IdleList = std::list<std::weak_ptr<HttpSession>>;
 
-constexpr uint32_t kHeaderLimit = 64 * 1024;
-// Beast (1.74) applies neither header_limit nor body_limit to the trailer of a chunked body,
-// and its field store throws std::length_error for a value of 64 KiB: the read buffer's
-// capacity is what bounds trailers. Everything parsed from the buffer (the head, chunk
-// headers, the trailer) must fit in it; body bytes pass through it into the body, bounded by
-// --max-body. Below 64 KiB - 2, so no single field can reach Beast's throwing size.
-constexpr size_t kReadBufferLimit = kHeaderLimit - 1024;
 // After refusing a body (413) the client may still be sending it; reading it away for a
 // moment before closing lets the client see the response instead of a connection reset.
 constexpr std::chrono::seconds kLingerTimeout{2};
@@ -202,8 +196,7 @@ class HttpSession final : public HttpExchange, public std::enable_shared_from_th
   void read_request() {
     if (closed_) return;
     parser_.emplace();
-    parser_->body_limit(shared_->options.max_body);
-    parser_->header_limit(kHeaderLimit);
+    limit_request_parser(*parser_, shared_->options.max_body);
     stream_.expires_after(requests_ == 0 ? shared_->options.header_timeout
                                          : shared_->options.idle_timeout);
     set_waiting(true);

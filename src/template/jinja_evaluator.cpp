@@ -258,8 +258,9 @@ class Evaluator {
                       std::to_string(s.params.size()) + " argument(s)");
       }
       for (const auto& [k, v] : args.keyword) {
+        const std::string& key = k;  // clang 14 (the fuzz build) cannot capture a binding
         bool known = std::any_of(s.params.begin(), s.params.end(),
-                                 [&](const MacroParam& p) { return p.name == k; });
+                                 [&](const MacroParam& p) { return p.name == key; });
         if (!known && k != "caller")
           runtime_error("macro '" + s.name + "' takes no keyword argument '" + k + "'");
         if (k == "caller") f->vars["caller"] = v;
