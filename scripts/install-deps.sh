@@ -11,6 +11,7 @@ packages=(
   libxxhash-dev libzstd-dev liblz4-dev libpcre2-dev
   libboost-dev                      # Asio/Beast (header-only) for the HTTP server
   python3 python3-jinja2            # chat-template oracle in tests
+  python3-jsonschema                # structured-output oracle in tests
   curl
 )
 

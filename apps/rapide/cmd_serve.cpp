@@ -22,6 +22,7 @@ struct ServeOptions {
   EngineFlags engine;
   serve::ServerOptions server;
   std::string served_model_name;
+  std::string tool_call_parser;
   double drain_timeout_s = 30.0;
   uint64_t demo_seed = 1;
 };
@@ -64,6 +65,7 @@ void serve_main(ServeOptions& o) {
 
   serve::ServedModel served;
   served.id = model_id_for(o);
+  served.tool_call_parser = o.tool_call_parser;
   served.description = demo ? serve::kDemoModelDescription
                             : fmt::format("{} ({})", o.model.model_path, loaded.file->format);
   served.created = std::chrono::duration_cast<std::chrono::seconds>(
@@ -104,6 +106,10 @@ void register_serve(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--served-model-name", o->served_model_name,
                   "model id in the API (default: the model file's name)");
+  cmd->add_option("--tool-call-parser", o->tool_call_parser,
+                  "format of the model's tool calls: hermes, llama3, mistral or json "
+                  "(default: from the chat template)")
+      ->check(CLI::IsMember({"hermes", "llama3", "mistral", "json"}));
   cmd->add_option("--demo-seed", o->demo_seed, "weights seed of the built-in demo model")
       ->capture_default_str();
   add_engine_flags(*cmd, o->engine);

@@ -61,8 +61,9 @@ Router::~Router() = default;
 void Router::attach(Engine& engine, ServedModel model) {
   engine_ = &engine;
   model_ = std::move(model);
-  chat_ = std::make_unique<api::ChatPrompter>(engine.tokenizer());
-  spdlog::info("chat prompts: {}", chat_->description());
+  chat_ = std::make_unique<api::ChatPrompter>(engine.tokenizer(), model_.tool_call_parser);
+  spdlog::info("chat prompts: {}; tool calls: {} format", chat_->description(),
+               api::tool_call_format_name(chat_->tool_call_format()));
   set_state(ServerState::kReady);
 }
 

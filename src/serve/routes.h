@@ -29,6 +29,7 @@ struct ServedModel {
   std::string id;           // what clients put in "model"
   std::string description;  // e.g. "demo (random weights)" or the file it came from
   int64_t created = 0;      // Unix seconds the server loaded it
+  std::string tool_call_parser;  // --tool-call-parser; empty: from the chat template
 };
 
 class Router {
