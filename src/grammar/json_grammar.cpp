@@ -376,7 +376,12 @@ class SchemaConverter {
     if (s.contains("format")) {
       const std::string format = s["format"].is_string() ? s["format"].get<std::string>() : "";
       static const std::map<std::string, std::string> kFormats = {
-          {"date", R"([0-9]{4} "-" ("0" [1-9] | "1" [0-2]) "-" ("0" [1-9] | [12] [0-9] | "3" [01]))"},
+          // Years 0001-9999; days that exist in their month (February up to 28: the grammar
+          // does not know leap years).
+          {"date", R"(([1-9] [0-9]{3} | "0" ([1-9] [0-9]{2} | "0" ([1-9] [0-9] | "0" [1-9]))) "-" )"
+                   R"((("0" [13578] | "1" [02]) "-" ("0" [1-9] | [12] [0-9] | "3" [01]) | )"
+                   R"(("0" [469] | "11") "-" ("0" [1-9] | [12] [0-9] | "30") | )"
+                   R"("02" "-" ("0" [1-9] | "1" [0-9] | "2" [0-8])))"},
           {"time", R"(([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9] ":" [0-5] [0-9] ("." [0-9]{1,6})? ("Z" | [+-] ([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9]))"},
           {"uuid", R"([0-9a-f]{8} "-" [0-9a-f]{4} "-" [0-9a-f]{4} "-" [0-9a-f]{4} "-" [0-9a-f]{12})"}};
       std::string body;

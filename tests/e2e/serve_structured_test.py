@@ -66,10 +66,13 @@ SCHEMAS = {
         ],
     },
     "tree": {
-        "$defs": {"node": {"type": "object",
+        "$defs": {"leaf": {"type": "object",
+                           "properties": {"v": {"type": "integer", "minimum": -5, "maximum": 5}},
+                           "required": ["v"]},
+                  "node": {"type": "object",
                            "properties": {"v": {"type": "integer", "minimum": -5, "maximum": 5},
                                           "kids": {"type": "array", "maxItems": 2,
-                                                   "items": {"$ref": "#/$defs/node"}}},
+                                                   "items": {"$ref": "#/$defs/leaf"}}},
                            "required": ["v"]}},
         "type": "object",
         "properties": {"root": {"$ref": "#/$defs/node"},
@@ -107,7 +110,8 @@ def post(server, path, body):
 
 
 def schema_suite(server, jsonschema):
-    checker = jsonschema.FormatChecker()
+    # The 2020-12 draft's checker (FormatChecker() would add draft 3's "time" = "%H:%M:%S").
+    checker = jsonschema.Draft202012Validator.FORMAT_CHECKER
     for name, schema in SCHEMAS.items():
         body = {"messages": [{"role": "user", "content": "Give me JSON."}], "n": 100,
                 "temperature": 1.0, "seed": 7, "max_tokens": 400,
@@ -135,7 +139,7 @@ def schema_suite(server, jsonschema):
 def guided_fields(server):
     base = {"prompt": "Once upon a time", "n": 20, "temperature": 1.0, "seed": 3,
             "max_tokens": 60}
-    regex = r"(cat|dog)-[0-9]{2,3}( [a-z]+)?"
+    regex = r"(cat|dog)-[0-9]{2,3}( [a-z]{1,8})?"
     status, resp = post(server, "/v1/completions", {**base, "guided_regex": regex})
     check(status == 200 and all(re.fullmatch(regex, c["text"]) and c["finish_reason"] == "stop"
                                 for c in resp["choices"]),
@@ -144,20 +148,26 @@ def guided_fields(server):
     status, resp = post(server, "/v1/completions", {**base, "guided_choice": choices})
     check(status == 200 and all(c["text"] in choices for c in resp["choices"]),
           "guided_choice: every text is a choice")
-    grammar = 'root ::= "(" [0-9]+ (" + " [0-9]+)* ")"'
+    grammar = 'root ::= "(" num (" + " num){0,3} ")"\nnum ::= [1-9] [0-9]{0,3}'
     status, resp = post(server, "/v1/completions", {**base, "grammar": grammar})
-    check(status == 200 and all(re.fullmatch(r"\([0-9]+( \+ [0-9]+)*\)", c["text"])
+    check(status == 200 and all(re.fullmatch(r"\([1-9][0-9]{0,3}( \+ [1-9][0-9]{0,3}){0,3}\)",
+                                             c["text"])
                                 for c in resp["choices"]),
           f"grammar (GBNF): {[c['text'] for c in resp['choices'][:3]] if status == 200 else resp}")
+    # json_object bounds nothing (a tiny model's string may run on past max_tokens): outputs
+    # that stopped must parse, the others start an object.
     status, resp = post(server, "/v1/completions",
                         {**base, "max_tokens": 300, "response_format": {"type": "json_object"}})
-    ok = status == 200
+    ok, stopped = status == 200, 0
     for c in resp["choices"] if ok else []:
-        try:
-            ok = ok and isinstance(json.loads(c["text"]), dict) and c["finish_reason"] == "stop"
-        except ValueError:
-            ok = False
-    check(ok, "completions json_object: every text is a JSON object")
+        ok = ok and c["text"].startswith("{")
+        if c["finish_reason"] == "stop":
+            stopped += 1
+            try:
+                ok = ok and isinstance(json.loads(c["text"]), dict)
+            except ValueError:
+                ok = False
+    check(ok, f"completions json_object: objects ({stopped}/20 stopped within max_tokens)")
     status, resp = post(server, "/v1/completions",
                         {**base, "max_tokens": 3, "response_format": {"type": "json_object"}})
     check(status == 200 and all(c["finish_reason"] == "length" for c in resp["choices"]),
@@ -196,7 +206,8 @@ def bad_requests(server):
 def tool_calls(server, jsonschema, label):
     params = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
     body = {"messages": [{"role": "user", "content": "Weather in Paris?"}], "tools": TOOLS,
-            "tool_choice": "required", "temperature": 1.0, "seed": 11, "max_tokens": 200}
+            "tool_choice": "required", "parallel_tool_calls": False, "temperature": 1.0,
+            "seed": 11, "max_tokens": 300}
     for seed in range(5):
         body["seed"] = seed
         status, resp = post(server, "/v1/chat/completions", body)

