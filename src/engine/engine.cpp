@@ -199,11 +199,7 @@ Engine::Incoming Engine::prepare(Request request) {
   s->timings.arrival = Clock::now();
   if (request.sampling.constraint) {
     std::call_once(token_trie_once_, [this] {
-      std::vector<std::string> pieces(static_cast<size_t>(tokenizer_.vocab_size()));
-      for (int32_t id = 0; id < tokenizer_.vocab_size(); ++id) {
-        pieces[static_cast<size_t>(id)] = tokenizer_.token_to_piece(id);
-      }
-      token_trie_.emplace(pieces, end_of_generation_ids_);
+      token_trie_.emplace(grammar::make_token_trie(tokenizer_, end_of_generation_ids_));
     });
     in.output.grammar.emplace(request.sampling.constraint, *token_trie_);
     s->constrained = true;

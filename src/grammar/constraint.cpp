@@ -7,12 +7,19 @@ namespace rapide::grammar {
 
 GrammarState::GrammarState(std::shared_ptr<const Constraint> constraint, const TokenTrie& trie)
     : constraint_(std::move(constraint)), trie_(trie), matcher_(constraint_->grammar) {
-  state_ = matcher_.initial();
+  state_ = matcher_.initial_id();
 }
 
 const TokenMask& GrammarState::mask() {
   if (mask_) return *mask_;
-  const std::string key = matcher_.key(state_);
+  if (!alive() || ended_) {  // nothing may follow
+    auto none = std::make_shared<TokenMask>();
+    none->reset(trie_.vocab_size());
+    mask_ = std::move(none);
+    return *mask_;
+  }
+  // A copy: the walk below may grow the matcher's key table.
+  const std::string key = matcher_.key_of(state_);
   mask_ = constraint_->masks.find(key);
   if (!mask_) {
     auto mask = std::make_shared<TokenMask>();
@@ -42,18 +49,25 @@ size_t GrammarState::apply(std::span<float> logits) {
 bool GrammarState::accept(int32_t token) {
   mask_.reset();
   const auto& eog = trie_.end_of_generation();
+  if (!alive() || ended_) return false;
   if (std::find(eog.begin(), eog.end(), token) != eog.end()) {
-    if (!state_.accepts) return false;
-    state_.stacks.clear();  // complete
+    if (!accepts()) {
+      state_ = Matcher::kDead;
+      return false;
+    }
+    ended_ = true;
     return true;
   }
-  if (token < 0 || token >= trie_.vocab_size()) return false;
-  const std::string& piece = trie_.piece(token);
-  if (piece.empty()) {
-    state_ = MatchState{};
+  const bool known = token >= 0 && token < trie_.vocab_size();
+  if (!known || trie_.piece(token).empty()) {
+    state_ = Matcher::kDead;
     return false;
   }
-  return matcher_.advance(state_, piece);
+  for (const char c : trie_.piece(token)) {
+    state_ = matcher_.step(state_, static_cast<uint8_t>(c));
+    if (!alive()) return false;
+  }
+  return true;
 }
 
 }  // namespace rapide::grammar

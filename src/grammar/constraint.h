@@ -40,14 +40,17 @@ class GrammarState {
   // accepts. False when the token is not allowed (the state is then dead).
   bool accept(int32_t token);
   // The output is a complete sentence and nothing more may follow.
-  bool complete() const { return state_.complete(); }
-  bool accepts() const { return state_.accepts; }
+  bool complete() const { return ended_ || (alive() && matcher_.state_of(state_).complete()); }
+  bool accepts() const { return ended_ || (alive() && matcher_.state_of(state_).accepts); }
 
  private:
   std::shared_ptr<const Constraint> constraint_;
   const TokenTrie& trie_;
+  bool alive() const { return state_ != Matcher::kDead; }
+
   Matcher matcher_;
-  MatchState state_;
+  int32_t state_ = Matcher::kDead;  // a DFA state of matcher_
+  bool ended_ = false;              // an end-of-generation token was accepted
   std::shared_ptr<const TokenMask> mask_;  // of state_, null until asked
 };
 

@@ -100,4 +100,41 @@ std::string Matcher::key(const MatchState& state) const {
   return key;
 }
 
+int32_t Matcher::intern_state(MatchState&& state) {
+  if (state.dead()) return kDead;
+  std::string k(reinterpret_cast<const char*>(state.stacks.data()),
+                state.stacks.size() * sizeof(int32_t));
+  k += state.accepts ? 'A' : '-';
+  auto [it, inserted] = dfa_index_.emplace(std::move(k), static_cast<int32_t>(dfa_states_.size()));
+  if (inserted) {
+    dfa_states_.push_back(std::move(state));
+    std::array<int32_t, 256> unknown;
+    unknown.fill(kUnknown);
+    transitions_.push_back(unknown);
+    keys_.emplace_back();
+  }
+  return it->second;
+}
+
+int32_t Matcher::initial_id() {
+  return intern_state(initial());
+}
+
+int32_t Matcher::step(int32_t id, uint8_t b) {
+  const int32_t known = transitions_[static_cast<size_t>(id)][b];
+  if (known != kUnknown) return known;
+  advance(dfa_states_[static_cast<size_t>(id)], b, scratch_);
+  // Interning grows the tables: store through the index afterwards.
+  const int32_t result = intern_state(std::move(scratch_));
+  scratch_ = MatchState{};
+  transitions_[static_cast<size_t>(id)][b] = result;
+  return result;
+}
+
+const std::string& Matcher::key_of(int32_t id) {
+  std::string& k = keys_[static_cast<size_t>(id)];
+  if (k.empty()) k = key(dfa_states_[static_cast<size_t>(id)]);
+  return k;
+}
+
 }  // namespace rapide::grammar

@@ -7,8 +7,14 @@
 // as `x* ` keeps stacks bounded). One Matcher belongs to one request: advancing allocates
 // nodes and is not thread-safe. key() spells a state independently of node numbering, so
 // states of different matchers over the same grammar can share cached masks.
+//
+// On top, a lazy DFA: stack sets are interned as small state ids and each (id, byte)
+// transition is computed once, so walking the token trie costs a table lookup per node once
+// the states it passes through are known (inside a JSON string every byte leads back to the
+// same state).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -43,6 +49,14 @@ class Matcher {
   // A canonical spelling of the state (its stacks' positions, sorted).
   std::string key(const MatchState& state) const;
 
+  // The lazy DFA. Ids are dense from 0; kDead is the state no byte leaves.
+  static constexpr int32_t kDead = -1;
+  int32_t initial_id();
+  int32_t step(int32_t id, uint8_t b);
+  const MatchState& state_of(int32_t id) const { return dfa_states_[static_cast<size_t>(id)]; }
+  // key() of a DFA state, computed once.
+  const std::string& key_of(int32_t id);
+
  private:
   struct Node {
     uint32_t pos;
@@ -52,9 +66,18 @@ class Matcher {
   void expand(uint32_t pos, int32_t parent, MatchState& out);
   static void normalize(MatchState& state);
 
+  int32_t intern_state(MatchState&& state);
+
   const Grammar& grammar_;
   std::vector<Node> nodes_;
   std::unordered_map<uint64_t, int32_t> index_;
+  // DFA states, their transitions (kUnknown until computed) and canonical keys.
+  static constexpr int32_t kUnknown = -2;
+  std::vector<MatchState> dfa_states_;
+  std::vector<std::array<int32_t, 256>> transitions_;
+  std::vector<std::string> keys_;
+  std::unordered_map<std::string, int32_t> dfa_index_;
+  MatchState scratch_;
 };
 
 }  // namespace rapide::grammar

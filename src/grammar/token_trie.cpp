@@ -56,4 +56,12 @@ TokenTrie::TokenTrie(const std::vector<std::string>& pieces, std::vector<int32_t
   for (size_t n = 0; n < byte_.size(); ++n) token_begin_[n + 1] = token_begin_[n] + token_count[n];
 }
 
+TokenTrie make_token_trie(const Tokenizer& tokenizer, std::vector<int32_t> end_of_generation) {
+  std::vector<std::string> pieces(static_cast<size_t>(tokenizer.vocab_size()));
+  for (int32_t id = 0; id < tokenizer.vocab_size(); ++id) {
+    pieces[static_cast<size_t>(id)] = tokenizer.token_to_piece(id);
+  }
+  return TokenTrie(pieces, std::move(end_of_generation));
+}
+
 }  // namespace rapide::grammar

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "tokenizer/tokenizer.h"
+
 namespace rapide::grammar {
 
 class TokenTrie {
@@ -42,5 +44,9 @@ class TokenTrie {
   std::vector<int32_t> end_of_generation_;
   uint32_t max_depth_ = 0;
 };
+
+// The trie of a tokenizer's vocabulary (Tokenizer::token_to_piece bytes; control tokens have
+// none) with its end-of-generation tokens.
+TokenTrie make_token_trie(const Tokenizer& tokenizer, std::vector<int32_t> end_of_generation);
 
 }  // namespace rapide::grammar

@@ -17,6 +17,13 @@ std::vector<std::string> test_vocab() {
   return v;
 }
 
+// The DFA state of `walker` after `prefix`.
+int32_t walker_state(Matcher& walker, std::string_view prefix) {
+  int32_t id = walker.initial_id();
+  for (const char c : prefix) id = walker.step(id, static_cast<uint8_t>(c));
+  return id;
+}
+
 TEST(TokenMask, TrieWalkMatchesBruteForce) {
   const std::vector<std::string> vocab = test_vocab();
   const TokenTrie trie(vocab, {0});
@@ -27,7 +34,8 @@ TEST(TokenMask, TrieWalkMatchesBruteForce) {
   MatchState state = m.initial();
   for (size_t i = 0; i <= doc.size(); ++i) {
     TokenMask mask;
-    compute_token_mask(m, state, trie, mask);
+    Matcher walker(g);  // a fresh DFA each time: the walk builds it from scratch
+    compute_token_mask(walker, walker_state(walker, doc.substr(0, i)), trie, mask);
     size_t expected_allowed = 0;
     for (int32_t t = 0; t < static_cast<int32_t>(vocab.size()); ++t) {
       bool ok = false;
