@@ -8,8 +8,8 @@
 // Prints: the trie build time; per-token times for a first request (cold cache: each new
 // grammar state walks the trie) and later requests with the same schema (the cache shared
 // by requests of one grammar); and the uncached trie walk per token (the worst case).
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <vector>
@@ -41,7 +41,8 @@ constexpr const char* kSchema = R"({"type": "json_schema", "json_schema": {"name
   "required": ["id", "customer", "status", "items", "placed"]}}})";
 
 // A document valid under kSchema with the free text a model writes into strings.
-constexpr const char* kDocument = R"({"customer": {"email": "maria.gonzalez@example.com", "name": "María González", "vip": true}, "id": "3f2b8c1e-9d4a-4e7b-a1c2-5d6e7f8a9b0c", "items": [{"note": "Please wrap this one as a gift, it is for my brother's birthday next week.", "price": 24.99, "qty": 2, "sku": "BK-2291"}, {"price": 7.5, "qty": 10, "sku": "PEN-BLUE-10"}, {"note": "The large size, not the medium one I ordered last time by mistake.", "price": 59.0, "qty": 1, "sku": "TS-L-0042"}], "placed": "2024-05-17T14:03:22Z", "status": "shipped"})";
+constexpr const char* kDocument =
+    R"({"customer": {"email": "maria.gonzalez@example.com", "name": "María González", "vip": true}, "id": "3f2b8c1e-9d4a-4e7b-a1c2-5d6e7f8a9b0c", "items": [{"note": "Please wrap this one as a gift, it is for my brother's birthday next week.", "price": 24.99, "qty": 2, "sku": "BK-2291"}, {"price": 7.5, "qty": 10, "sku": "PEN-BLUE-10"}, {"note": "The large size, not the medium one I ordered last time by mistake.", "price": 59.0, "qty": 1, "sku": "TS-L-0042"}], "placed": "2024-05-17T14:03:22Z", "status": "shipped"})";
 
 struct Figures {
   double median_us, p90_us, max_us;
@@ -75,7 +76,8 @@ int main(int argc, char** argv) {
   TimePoint t0 = Clock::now();
   const grammar::TokenTrie trie = grammar::make_token_trie(*tokenizer, eog);
   const double build_ms = seconds_between(t0, Clock::now()) * 1e3;
-  const auto constraint = api::read_constraint({{"response_format", nlohmann::json::parse(kSchema)}});
+  const auto constraint =
+      api::read_constraint({{"response_format", nlohmann::json::parse(kSchema)}});
   // Tokens as a sampler could pick them: the longest vocabulary piece at each position
   // (the tokenizer's own segmentation would start with SentencePiece's space).
   std::vector<int32_t> tokens;
@@ -83,8 +85,7 @@ int main(int argc, char** argv) {
     int32_t best = -1;
     for (int32_t id = 0; id < trie.vocab_size(); ++id) {
       const std::string& p = trie.piece(id);
-      if (!p.empty() && rest.starts_with(p) &&
-          (best < 0 || p.size() > trie.piece(best).size())) {
+      if (!p.empty() && rest.starts_with(p) && (best < 0 || p.size() > trie.piece(best).size())) {
         best = id;
       }
     }

@@ -5,11 +5,11 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "api/api_error.h"
+#include "api/structured_output.h"
 #include "apps/rapide/commands.h"
 #include "apps/rapide/engine_flags.h"
 #include "apps/rapide/model_options.h"
-#include "api/api_error.h"
-#include "api/structured_output.h"
 #include "base/error.h"
 #include "base/logging.h"
 #include "base/mapped_file.h"

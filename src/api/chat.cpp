@@ -76,7 +76,8 @@ void ChatPrompter::fill_prompt(GenerationSpec& spec) const {
   if (!spec.tool_call_required) return;
   std::string gbnf;
   try {
-    gbnf = tool_call_gbnf(tool_format_, spec.tools, spec.tool_choice_name, spec.parallel_tool_calls);
+    gbnf =
+        tool_call_gbnf(tool_format_, spec.tools, spec.tool_choice_name, spec.parallel_tool_calls);
   } catch (const Error& e) {
     throw ApiError(400, fmt::format("tools: {}", e.what()), "tools",
                    e.code() == ErrorCode::kUnsupported ? "unsupported" : "invalid_value");

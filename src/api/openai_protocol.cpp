@@ -186,7 +186,8 @@ void read_tools(const json& body, GenerationSpec& spec) {
         bad(where, where + " must be {\"type\": \"function\", \"function\": {\"name\": ...}}");
       }
       const json* params = field(t["function"], "parameters");
-      if (params && !params->is_object()) bad(where, where + ".function.parameters must be an object");
+      if (params && !params->is_object())
+        bad(where, where + ".function.parameters must be an object");
       names.push_back(t["function"]["name"].get<std::string>());
     }
     spec.tools = *tools;
@@ -197,7 +198,8 @@ void read_tools(const json& body, GenerationSpec& spec) {
     if (c->is_string()) {
       choice = c->get<std::string>();
       if (choice != "none" && choice != "auto" && choice != "required") {
-        bad("tool_choice", "'tool_choice' must be none, auto, required or a function", "invalid_value");
+        bad("tool_choice", "'tool_choice' must be none, auto, required or a function",
+            "invalid_value");
       }
     } else if (c->is_object() && c->value("type", "") == "function" && c->contains("function") &&
                (*c)["function"].is_object() && (*c)["function"].contains("name") &&
@@ -205,8 +207,9 @@ void read_tools(const json& body, GenerationSpec& spec) {
       spec.tool_choice_name = (*c)["function"]["name"].get<std::string>();
       choice = "named";
       if (std::find(names.begin(), names.end(), spec.tool_choice_name) == names.end()) {
-        bad("tool_choice", fmt::format("tool_choice names '{}', which is not in 'tools'",
-                                       spec.tool_choice_name), "invalid_value");
+        bad("tool_choice",
+            fmt::format("tool_choice names '{}', which is not in 'tools'", spec.tool_choice_name),
+            "invalid_value");
       }
     } else {
       bad("tool_choice", "'tool_choice' must be a string or {\"type\": \"function\", ...}");
@@ -218,7 +221,8 @@ void read_tools(const json& body, GenerationSpec& spec) {
   spec.parse_tool_calls = choice != "none";
   spec.tool_call_required = choice == "required" || choice == "named";
   if (spec.tool_call_required && spec.sampling.constraint) {
-    bad("tool_choice", "a required tool call cannot be combined with response_format, grammar or guided_*",
+    bad("tool_choice",
+        "a required tool call cannot be combined with response_format, grammar or guided_*",
         "invalid_value");
   }
 }

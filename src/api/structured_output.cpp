@@ -28,8 +28,7 @@ class ConstraintCache {
       }
     }
     // Compiled outside the lock: a large grammar must not stall other requests.
-    auto constraint =
-        std::make_shared<const grammar::Constraint>(grammar::parse_gbnf(gbnf), gbnf);
+    auto constraint = std::make_shared<const grammar::Constraint>(grammar::parse_gbnf(gbnf), gbnf);
     std::lock_guard lock(mutex_);
     if (index_.count(gbnf) == 0) {
       order_.emplace_front(gbnf, constraint);
@@ -78,7 +77,8 @@ std::string response_format_gbnf(const json& format) {
   if (type == "json_object") return grammar::json_object_gbnf();
   if (type != "json_schema") {
     bad("response_format",
-        fmt::format("response_format type '{}' is not one of text, json_object, json_schema", type));
+        fmt::format("response_format type '{}' is not one of text, json_object, json_schema",
+                    type));
   }
   const auto spec = format.find("json_schema");
   if (spec == format.end() || !spec->is_object()) {
@@ -120,7 +120,8 @@ std::shared_ptr<const grammar::Constraint> read_constraint(const json& body) {
     given += !gbnf.empty();
   }
   if (const json* g = present("grammar")) {
-    if (!g->is_string() || g->get<std::string>().empty()) bad("grammar", "'grammar' must be a non-empty GBNF string");
+    if (!g->is_string() || g->get<std::string>().empty())
+      bad("grammar", "'grammar' must be a non-empty GBNF string");
     gbnf = g->get<std::string>();
     param = "grammar";
     ++given;
@@ -132,10 +133,12 @@ std::shared_ptr<const grammar::Constraint> read_constraint(const json& body) {
     ++given;
   }
   if (const json* c = present("guided_choice")) {
-    if (!c->is_array() || c->empty()) bad("guided_choice", "'guided_choice' must be a non-empty list of strings");
+    if (!c->is_array() || c->empty())
+      bad("guided_choice", "'guided_choice' must be a non-empty list of strings");
     std::vector<std::string> choices;
     for (const json& item : *c) {
-      if (!item.is_string()) bad("guided_choice", "'guided_choice' must be a non-empty list of strings");
+      if (!item.is_string())
+        bad("guided_choice", "'guided_choice' must be a non-empty list of strings");
       choices.push_back(item.get<std::string>());
     }
     gbnf = grammar::choice_gbnf(choices);

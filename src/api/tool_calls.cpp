@@ -42,9 +42,12 @@ std::optional<ToolCall> call_from_json(const json& j) {
   for (const char* key : {"arguments", "parameters"}) {
     if (j.contains(key)) args = &j[key];
   }
-  if (args == nullptr) call.arguments = "{}";
-  else if (args->is_string()) call.arguments = args->get<std::string>();
-  else call.arguments = args->dump();
+  if (args == nullptr)
+    call.arguments = "{}";
+  else if (args->is_string())
+    call.arguments = args->get<std::string>();
+  else
+    call.arguments = args->dump();
   return call;
 }
 
@@ -72,7 +75,8 @@ ParsedToolCalls parse_hermes(std::string_view text) {
     const size_t body = open + kHermesOpen.size();
     const size_t close = text.find(kHermesClose, body);
     // An unclosed last call (cut by max_tokens or a stop) still counts if its JSON is whole.
-    const std::string_view inner = text.substr(body, close == std::string_view::npos ? std::string_view::npos : close - body);
+    const std::string_view inner =
+        text.substr(body, close == std::string_view::npos ? std::string_view::npos : close - body);
     auto calls = calls_from_json_text(trim(inner));
     if (!calls) break;
     out.content += text.substr(pos, open - pos);
@@ -86,8 +90,10 @@ ParsedToolCalls parse_hermes(std::string_view text) {
 ParsedToolCalls parse_whole(ToolCallFormat format, std::string_view text) {
   ParsedToolCalls out;
   std::string_view body = trim(text);
-  if (format == ToolCallFormat::kLlama3 && body.starts_with(kPythonTag)) body = trim(body.substr(kPythonTag.size()));
-  if (format == ToolCallFormat::kMistral && body.starts_with(kMistralTag)) body = trim(body.substr(kMistralTag.size()));
+  if (format == ToolCallFormat::kLlama3 && body.starts_with(kPythonTag))
+    body = trim(body.substr(kPythonTag.size()));
+  if (format == ToolCallFormat::kMistral && body.starts_with(kMistralTag))
+    body = trim(body.substr(kMistralTag.size()));
   std::optional<std::vector<ToolCall>> calls;
   if (format == ToolCallFormat::kLlama3 && body.find(';') != std::string_view::npos) {
     // Several calls separated by ';' (a ';' inside a string makes the split fail: then whole).
@@ -98,8 +104,10 @@ ParsedToolCalls parse_whole(ToolCallFormat format, std::string_view text) {
       size_t end = body.find(';', start);
       if (end == std::string_view::npos) end = body.size();
       auto part = calls_from_json_text(trim(body.substr(start, end - start)));
-      if (!part) ok = false;
-      else for (ToolCall& c : *part) all.push_back(std::move(c));
+      if (!part)
+        ok = false;
+      else
+        for (ToolCall& c : *part) all.push_back(std::move(c));
       start = end + 1;
     }
     if (ok) calls = std::move(all);
@@ -125,10 +133,14 @@ size_t partial_suffix(std::string_view text, std::string_view marker) {
 
 const char* tool_call_format_name(ToolCallFormat format) {
   switch (format) {
-    case ToolCallFormat::kHermes: return "hermes";
-    case ToolCallFormat::kLlama3: return "llama3";
-    case ToolCallFormat::kMistral: return "mistral";
-    case ToolCallFormat::kJson: return "json";
+    case ToolCallFormat::kHermes:
+      return "hermes";
+    case ToolCallFormat::kLlama3:
+      return "llama3";
+    case ToolCallFormat::kMistral:
+      return "mistral";
+    case ToolCallFormat::kJson:
+      return "json";
   }
   return "json";
 }
@@ -144,7 +156,8 @@ std::optional<ToolCallFormat> tool_call_format_from_name(std::string_view name) 
 ToolCallFormat tool_call_format_of_template(std::string_view source) {
   if (source.find(kHermesOpen) != std::string_view::npos) return ToolCallFormat::kHermes;
   if (source.find(kMistralTag) != std::string_view::npos) return ToolCallFormat::kMistral;
-  if (source.find(kPythonTag) != std::string_view::npos || source.find("ipython") != std::string_view::npos) {
+  if (source.find(kPythonTag) != std::string_view::npos ||
+      source.find("ipython") != std::string_view::npos) {
     return ToolCallFormat::kLlama3;
   }
   return ToolCallFormat::kJson;
@@ -178,7 +191,8 @@ std::string tool_call_gbnf(ToolCallFormat format, const json& tools, const std::
                             : json{{"type", "object"}};
     const std::string args =
         grammar::add_json_schema_rules(params, fmt::format("tool{}-", alternatives.size()), rules);
-    alternatives.push_back(grammar::gbnf_literal(fmt::format("{{\"name\": {}, \"{}\": ", json(name).dump(), args_key)) +
+    alternatives.push_back(grammar::gbnf_literal(fmt::format(
+                               "{{\"name\": {}, \"{}\": ", json(name).dump(), args_key)) +
                            " " + args + " \"}\"");
   }
   if (alternatives.empty()) fail(ErrorCode::kInvalidArgument, "no tool named '{}'", only);

@@ -111,8 +111,8 @@ TokenEvent OutputProcessor::token_event(RequestId id, RequestOutputState& state,
   }
   reason = finish_after_token(params, r.token, tokenizer_.is_end_of_generation(r.token), generated);
   // A complete grammar output ends the request as a stop would; its last token is text.
-  const bool grammar_done = state.grammar && state.grammar->accept(r.token) &&
-                            state.grammar->complete() && !reason;
+  const bool grammar_done =
+      state.grammar && state.grammar->accept(r.token) && state.grammar->complete() && !reason;
   // Stop tokens (EOS, stop_token_ids) contribute no text; every other token, including
   // the one that reaches max_tokens, goes through the detokenizer and stop strings.
   if (reason != FinishReason::kStop && state.detokenizer) {

@@ -49,8 +49,8 @@ class GrammarState {
   bool alive() const { return state_ != Matcher::kDead; }
 
   Matcher matcher_;
-  int32_t state_ = Matcher::kDead;  // a DFA state of matcher_
-  bool ended_ = false;              // an end-of-generation token was accepted
+  int32_t state_ = Matcher::kDead;         // a DFA state of matcher_
+  bool ended_ = false;                     // an end-of-generation token was accepted
   std::shared_ptr<const TokenMask> mask_;  // of state_, null until asked
 };
 

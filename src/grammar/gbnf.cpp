@@ -21,7 +21,8 @@ struct CodeRange {
 
 // The UTF-8 byte-range sequences of code points lo..hi (RE2's / Go's utf8 range split): each
 // output sequence lists, per byte, the range that byte may take.
-void utf8_sequences(uint32_t lo, uint32_t hi, std::vector<std::vector<std::pair<uint8_t, uint8_t>>>& out) {
+void utf8_sequences(uint32_t lo, uint32_t hi,
+                    std::vector<std::vector<std::pair<uint8_t, uint8_t>>>& out) {
   static constexpr uint32_t kMaxOfLength[] = {0x7F, 0x7FF, 0xFFFF, kMaxCodePoint};
   for (const uint32_t max : kMaxOfLength) {
     if (lo <= max && max < hi) {
@@ -102,8 +103,8 @@ class Parser {
   }
 
   static bool is_name_char(char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '-' || c == '_';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_';
   }
 
   std::string parse_name() {
@@ -134,10 +135,14 @@ class Parser {
     for (size_t i = 0; i < digits; ++i) {
       const char c = peek();
       uint32_t d;
-      if (c >= '0' && c <= '9') d = static_cast<uint32_t>(c - '0');
-      else if (c >= 'a' && c <= 'f') d = static_cast<uint32_t>(c - 'a' + 10);
-      else if (c >= 'A' && c <= 'F') d = static_cast<uint32_t>(c - 'A' + 10);
-      else error("bad hex escape");
+      if (c >= '0' && c <= '9')
+        d = static_cast<uint32_t>(c - '0');
+      else if (c >= 'a' && c <= 'f')
+        d = static_cast<uint32_t>(c - 'a' + 10);
+      else if (c >= 'A' && c <= 'F')
+        d = static_cast<uint32_t>(c - 'A' + 10);
+      else
+        error("bad hex escape");
       value = value * 16 + d;
       ++pos_;
     }
@@ -153,21 +158,37 @@ class Parser {
       const char e = peek();
       ++pos_;
       switch (e) {
-        case 'n': return '\n';
-        case 'r': return '\r';
-        case 't': return '\t';
-        case '0': return 0;
-        case 'x': return parse_hex(2);
-        case 'u': return parse_hex(4);
-        case 'U': return parse_hex(8);
-        case '\\': case '"': case '[': case ']': case '-': case '^': case '/': return static_cast<uint32_t>(e);
-        default: error(fmt::format("unknown escape '\\{}'", e));
+        case 'n':
+          return '\n';
+        case 'r':
+          return '\r';
+        case 't':
+          return '\t';
+        case '0':
+          return 0;
+        case 'x':
+          return parse_hex(2);
+        case 'u':
+          return parse_hex(4);
+        case 'U':
+          return parse_hex(8);
+        case '\\':
+        case '"':
+        case '[':
+        case ']':
+        case '-':
+        case '^':
+        case '/':
+          return static_cast<uint32_t>(e);
+        default:
+          error(fmt::format("unknown escape '\\{}'", e));
       }
     }
     // A UTF-8 character of the grammar text itself.
     const size_t length = std::min(utf8::sequence_length(c), text_.size() - pos_);
     uint32_t cp = length == 1 ? c : c & (0xFF >> (length + 1));
-    for (size_t i = 1; i < length; ++i) cp = (cp << 6) | (static_cast<unsigned char>(text_[pos_ + i]) & 0x3F);
+    for (size_t i = 1; i < length; ++i)
+      cp = (cp << 6) | (static_cast<unsigned char>(text_[pos_ + i]) & 0x3F);
     pos_ += length;
     return cp;
   }
@@ -177,7 +198,9 @@ class Parser {
     ByteSet ascii;
     std::vector<Alternative> alternatives;
     for (const CodeRange& r : ranges) {
-      if (r.lo <= 0x7F) ascii.add_range(static_cast<uint8_t>(r.lo), static_cast<uint8_t>(std::min<uint32_t>(r.hi, 0x7F)));
+      if (r.lo <= 0x7F)
+        ascii.add_range(static_cast<uint8_t>(r.lo),
+                        static_cast<uint8_t>(std::min<uint32_t>(r.hi, 0x7F)));
       if (r.hi < 0x80) continue;
       std::vector<std::vector<std::pair<uint8_t, uint8_t>>> sequences;
       utf8_sequences(std::max<uint32_t>(r.lo, 0x80), r.hi, sequences);
@@ -195,12 +218,14 @@ class Parser {
       if (ascii.empty()) error("empty character class");
       return bytes_element(ascii);
     }
-    if (!ascii.empty()) alternatives.insert(alternatives.begin(), Alternative{bytes_element(ascii)});
+    if (!ascii.empty())
+      alternatives.insert(alternatives.begin(), Alternative{bytes_element(ascii)});
     return rule_element(helper_rule("class", std::move(alternatives)));
   }
 
   static std::vector<CodeRange> complement(std::vector<CodeRange> ranges) {
-    std::sort(ranges.begin(), ranges.end(), [](const CodeRange& a, const CodeRange& b) { return a.lo < b.lo; });
+    std::sort(ranges.begin(), ranges.end(),
+              [](const CodeRange& a, const CodeRange& b) { return a.lo < b.lo; });
     std::vector<CodeRange> out;
     uint32_t next = 0;
     for (const CodeRange& r : ranges) {
@@ -274,7 +299,8 @@ class Parser {
 
   // Replaces the last term of `seq` (from index `start`) by its repetition min..max
   // (max < 0: unbounded), as llama.cpp's handle_repetitions does.
-  void repeat(const std::string& rule_name, Alternative& seq, size_t start, uint32_t min, int64_t max) {
+  void repeat(const std::string& rule_name, Alternative& seq, size_t start, uint32_t min,
+              int64_t max) {
     if (start == seq.size()) error("repetition without a term");
     Alternative term(seq.begin() + static_cast<std::ptrdiff_t>(start), seq.end());
     seq.resize(start);

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <optional>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "base/error.h"
@@ -37,16 +37,30 @@ void add_primitives(std::string& gbnf) {
 
 // Keywords that only annotate a schema.
 const std::set<std::string, std::less<>> kAnnotations = {
-    "title",    "description", "default",   "examples",  "$schema",    "$id",
-    "$comment", "deprecated",  "readOnly",  "writeOnly", "$defs",      "definitions",
-    "strict",   "nullable",    "discriminator"};
-const std::set<std::string, std::less<>> kSupported = {
-    "type",          "properties",     "required",         "additionalProperties",
-    "items",         "prefixItems",    "minItems",         "maxItems",
-    "enum",          "const",          "pattern",          "format",
-    "minLength",     "maxLength",      "minimum",          "maximum",
-    "exclusiveMinimum", "exclusiveMaximum", "anyOf",       "oneOf",
-    "$ref"};
+    "title", "description", "default",    "examples", "$schema",
+    "$id",   "$comment",    "deprecated", "readOnly", "writeOnly",
+    "$defs", "definitions", "strict",     "nullable", "discriminator"};
+const std::set<std::string, std::less<>> kSupported = {"type",
+                                                       "properties",
+                                                       "required",
+                                                       "additionalProperties",
+                                                       "items",
+                                                       "prefixItems",
+                                                       "minItems",
+                                                       "maxItems",
+                                                       "enum",
+                                                       "const",
+                                                       "pattern",
+                                                       "format",
+                                                       "minLength",
+                                                       "maxLength",
+                                                       "minimum",
+                                                       "maximum",
+                                                       "exclusiveMinimum",
+                                                       "exclusiveMaximum",
+                                                       "anyOf",
+                                                       "oneOf",
+                                                       "$ref"};
 
 // Digits of non-negative integers lo..hi (same digit count or not), as GBNF alternatives:
 // the classic split into ranges whose numbers share a prefix and end in full digit runs.
@@ -83,7 +97,7 @@ void digit_ranges(uint64_t lo, uint64_t hi, std::vector<std::string>& out) {
   }
   uint64_t p10 = 1;
   for (size_t k = 0; k < rest; ++k) p10 *= 10;
-  const uint64_t base = lo - lo % (p10 * 10) ;  // lo with digits from i on zeroed
+  const uint64_t base = lo - lo % (p10 * 10);  // lo with digits from i on zeroed
   const uint64_t da = static_cast<uint64_t>(a[i] - '0'), db = static_cast<uint64_t>(b[i] - '0');
   uint64_t first_full = da, last_full = db;
   if (!a_tail_zero) {
@@ -91,7 +105,8 @@ void digit_ranges(uint64_t lo, uint64_t hi, std::vector<std::string>& out) {
     first_full = da + 1;
   }
   if (!b_tail_nine) last_full = db - 1;
-  if (first_full <= last_full) run(static_cast<char>('0' + first_full), static_cast<char>('0' + last_full));
+  if (first_full <= last_full)
+    run(static_cast<char>('0' + first_full), static_cast<char>('0' + last_full));
   if (!b_tail_nine) digit_ranges(base + db * p10, hi, out);
 }
 
@@ -122,14 +137,18 @@ std::string integer_range(std::optional<int64_t> lo, std::optional<int64_t> hi) 
   // Negative part: "-" then magnitudes.
   if (!lo || *lo < 0) {
     const uint64_t min_mag = hi && *hi < 0 ? static_cast<uint64_t>(-*hi) : 1;
-    if (!lo) alts.push_back("\"-\" " + at_least(min_mag));
-    else alts.push_back("\"-\" " + between(min_mag, static_cast<uint64_t>(-*lo)));
+    if (!lo)
+      alts.push_back("\"-\" " + at_least(min_mag));
+    else
+      alts.push_back("\"-\" " + between(min_mag, static_cast<uint64_t>(-*lo)));
   }
   // Non-negative part.
   if (!hi || *hi >= 0) {
     const uint64_t min = lo && *lo > 0 ? static_cast<uint64_t>(*lo) : 0;
-    if (!hi) alts.push_back(at_least(min));
-    else alts.push_back(between(min, static_cast<uint64_t>(*hi)));
+    if (!hi)
+      alts.push_back(at_least(min));
+    else
+      alts.push_back(between(min, static_cast<uint64_t>(*hi)));
   }
   if (alts.empty()) fail(ErrorCode::kInvalidArgument, "JSON Schema: empty integer range");
   return "(" + join(alts, " | ") + ")";
@@ -161,18 +180,27 @@ class RegexTranslator {
   }
 
   static std::string class_escape(char c) {
-    if (c == '\\' || c == ']' || c == '[' || c == '^' || c == '-' || c == '"') return std::string("\\") + c;
-    if (static_cast<unsigned char>(c) < 0x20) return fmt::format("\\x{:02X}", static_cast<unsigned char>(c));
+    if (c == '\\' || c == ']' || c == '[' || c == '^' || c == '-' || c == '"')
+      return std::string("\\") + c;
+    if (static_cast<unsigned char>(c) < 0x20)
+      return fmt::format("\\x{:02X}", static_cast<unsigned char>(c));
     return std::string(1, c);
   }
 
   // \d \w \s as class contents; empty when `e` is not one of them.
   static std::string shorthand(char e) {
     switch (e) {
-      case 'd': case 'D': return "0-9";
-      case 'w': case 'W': return "a-zA-Z0-9_";
-      case 's': case 'S': return " \\t\\n\\r";
-      default: return "";
+      case 'd':
+      case 'D':
+        return "0-9";
+      case 'w':
+      case 'W':
+        return "a-zA-Z0-9_";
+      case 's':
+      case 'S':
+        return " \\t\\n\\r";
+      default:
+        return "";
     }
   }
 
@@ -180,7 +208,8 @@ class RegexTranslator {
     if (e == 'n') return "\n";
     if (e == 't') return "\t";
     if (e == 'r') return "\r";
-    if ((e >= '0' && e <= '9') || e == 'b' || e == 'B' || e == 'k') unsupported(fmt::format("\\{}", e));
+    if ((e >= '0' && e <= '9') || e == 'b' || e == 'B' || e == 'k')
+      unsupported(fmt::format("\\{}", e));
     if ((e >= 'a' && e <= 'z') || (e >= 'A' && e <= 'Z')) unsupported(fmt::format("\\{}", e));
     return std::string(1, e);
   }
@@ -283,9 +312,12 @@ class RegexTranslator {
           a += std::string(p_.substr(pos_, end - pos_ + 1));
           pos_ = end + 1;
         }
-        if (a.size() > 0 && pos_ < p_.size() && (a.back() == '*' || a.back() == '+' || a.back() == '?' || a.back() == '}')) {
-          if (p_[pos_] == '?') ++pos_;  // lazy: the same language
-          else if (p_[pos_] == '+') unsupported("possessive quantifier");
+        if (a.size() > 0 && pos_ < p_.size() &&
+            (a.back() == '*' || a.back() == '+' || a.back() == '?' || a.back() == '}')) {
+          if (p_[pos_] == '?')
+            ++pos_;  // lazy: the same language
+          else if (p_[pos_] == '+')
+            unsupported("possessive quantifier");
         }
       }
       items.push_back(std::move(a));
@@ -371,7 +403,9 @@ class SchemaConverter {
   std::string string_rule(const json& s, const std::string& name) {
     if (s.contains("pattern")) {
       if (!s["pattern"].is_string()) invalid("'pattern' must be a string");
-      return add_rule(name, "\"\\\"\" " + RegexTranslator(s["pattern"].get<std::string>(), true).translate() + " \"\\\"\"");
+      return add_rule(name, "\"\\\"\" " +
+                                RegexTranslator(s["pattern"].get<std::string>(), true).translate() +
+                                " \"\\\"\"");
     }
     if (s.contains("format")) {
       const std::string format = s["format"].is_string() ? s["format"].get<std::string>() : "";
@@ -382,15 +416,18 @@ class SchemaConverter {
                    R"((("0" [13578] | "1" [02]) "-" ("0" [1-9] | [12] [0-9] | "3" [01]) | )"
                    R"(("0" [469] | "11") "-" ("0" [1-9] | [12] [0-9] | "30") | )"
                    R"("02" "-" ("0" [1-9] | "1" [0-9] | "2" [0-8])))"},
-          {"time", R"(([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9] ":" [0-5] [0-9] ("." [0-9]{1,6})? ("Z" | [+-] ([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9]))"},
-          {"uuid", R"([0-9a-f]{8} "-" [0-9a-f]{4} "-" [0-9a-f]{4} "-" [0-9a-f]{4} "-" [0-9a-f]{12})"}};
+          {"time",
+           R"(([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9] ":" [0-5] [0-9] ("." [0-9]{1,6})? ("Z" | [+-] ([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9]))"},
+          {"uuid",
+           R"([0-9a-f]{8} "-" [0-9a-f]{4} "-" [0-9a-f]{4} "-" [0-9a-f]{4} "-" [0-9a-f]{12})"}};
       std::string body;
       if (format == "date-time") {
         body = kFormats.at("date") + " \"T\" " + kFormats.at("time");
       } else if (kFormats.count(format)) {
         body = kFormats.at(format);
       } else {
-        fail(ErrorCode::kUnsupported, "unsupported JSON Schema keyword 'format' value '{}'", format);
+        fail(ErrorCode::kUnsupported, "unsupported JSON Schema keyword 'format' value '{}'",
+             format);
       }
       return add_rule(name, "\"\\\"\" " + body + " \"\\\"\"");
     }
@@ -444,7 +481,8 @@ class SchemaConverter {
         const bool req = std::find(required_names.begin(), required_names.end(), it.key()) !=
                          required_names.end();
         members.push_back(
-            {gbnf_literal(json(it.key()).dump()) + " \":\" json-ws " + value + " json-ws", req, false});
+            {gbnf_literal(json(it.key()).dump()) + " \":\" json-ws " + value + " json-ws", req,
+             false});
       }
     }
     for (const std::string& r : required_names) {
@@ -483,8 +521,8 @@ class SchemaConverter {
       starts.push_back(m.kv + (m.repeated ? " (" + comma + m.kv + ")*" : "") + after(i + 1));
       if (m.required) break;
     }
-    const bool any_required = std::any_of(members.begin(), members.end(),
-                                          [](const Member& m) { return m.required; });
+    const bool any_required =
+        std::any_of(members.begin(), members.end(), [](const Member& m) { return m.required; });
     std::string body = "\"{\" json-ws ";
     if (!starts.empty()) body += "(" + join(starts, " | ") + ")" + (any_required ? "" : "?");
     return add_rule(name, body + " \"}\"");
@@ -505,8 +543,10 @@ class SchemaConverter {
     std::string item = "json-value";
     bool more = true;
     if (s.contains("items")) {
-      if (s["items"].is_boolean()) more = s["items"].get<bool>();
-      else item = visit(s["items"], name + "-item", depth + 1);
+      if (s["items"].is_boolean())
+        more = s["items"].get<bool>();
+      else
+        item = visit(s["items"], name + "-item", depth + 1);
     } else if (!prefix.empty()) {
       more = false;  // strict tuples: what tool schemas mean by prefixItems
     }
@@ -517,7 +557,8 @@ class SchemaConverter {
     if (fixed > max) invalid("more prefixItems than maxItems");
     std::string body = "\"[\" json-ws ";
     std::string seq;
-    for (size_t i = 0; i < elems.size(); ++i) seq += (i ? " \",\" json-ws " : "") + elems[i] + " json-ws";
+    for (size_t i = 0; i < elems.size(); ++i)
+      seq += (i ? " \",\" json-ws " : "") + elems[i] + " json-ws";
     if (!more) {
       if (min > fixed) invalid("minItems above the tuple length");
       // A tuple whose items are all required (min <= fixed: optional tail not modeled).
@@ -528,11 +569,14 @@ class SchemaConverter {
       const std::string element = add_rule(name + "-element", item + " json-ws");
       if (fixed > 0) {
         body += seq;
-        if (rest_max > 0) body += fmt::format(" (\",\" json-ws {}){{{},{}}}", element, rest_min, rest_max);
+        if (rest_max > 0)
+          body += fmt::format(" (\",\" json-ws {}){{{},{}}}", element, rest_min, rest_max);
       } else if (rest_max > 0) {
-        const std::string list = rest_min > 0
-            ? fmt::format("{} (\",\" json-ws {}){{{},{}}}", element, element, rest_min - 1, rest_max - 1)
-            : fmt::format("({} (\",\" json-ws {}){{0,{}}})?", element, element, rest_max - 1);
+        const std::string list =
+            rest_min > 0
+                ? fmt::format("{} (\",\" json-ws {}){{{},{}}}", element, element, rest_min - 1,
+                              rest_max - 1)
+                : fmt::format("({} (\",\" json-ws {}){{0,{}}})?", element, element, rest_max - 1);
         body += list;
       }
     }
@@ -543,14 +587,21 @@ class SchemaConverter {
     const auto it = refs_.find(ref);
     if (it != refs_.end()) return it->second;
     std::string path;
-    if (ref.starts_with("#/$defs/")) path = "$defs";
-    else if (ref.starts_with("#/definitions/")) path = "definitions";
-    else fail(ErrorCode::kUnsupported, "unsupported JSON Schema keyword '$ref' to '{}' (only #/$defs/ and #/definitions/)", ref);
+    if (ref.starts_with("#/$defs/"))
+      path = "$defs";
+    else if (ref.starts_with("#/definitions/"))
+      path = "definitions";
+    else
+      fail(ErrorCode::kUnsupported,
+           "unsupported JSON Schema keyword '$ref' to '{}' (only #/$defs/ and #/definitions/)",
+           ref);
     const std::string key = ref.substr(path.size() + 3);
-    if (!root_.contains(path) || !root_[path].contains(key)) invalid(fmt::format("'$ref' {} not found", ref));
+    if (!root_.contains(path) || !root_[path].contains(key))
+      invalid(fmt::format("'$ref' {} not found", ref));
     // The rule name is reserved before visiting, so recursive schemas refer to it.
     std::string name;
-    for (const char c : prefix_ + "def-" + key) name += std::isalnum(static_cast<unsigned char>(c)) ? c : '-';
+    for (const char c : prefix_ + "def-" + key)
+      name += std::isalnum(static_cast<unsigned char>(c)) ? c : '-';
     if (!used_.insert(name).second) name += "-ref";
     used_.insert(name);
     refs_[ref] = name;
@@ -583,14 +634,16 @@ class SchemaConverter {
     }
     for (const char* key : {"anyOf", "oneOf"}) {
       if (!s.contains(key)) continue;
-      if (!s[key].is_array() || s[key].empty()) invalid(fmt::format("'{}' must be a non-empty list", key));
+      if (!s[key].is_array() || s[key].empty())
+        invalid(fmt::format("'{}' must be a non-empty list", key));
       // Sibling keywords (a shared "type" or "description") are merged into each branch.
       std::vector<std::string> alts;
       for (size_t i = 0; i < s[key].size(); ++i) {
         json branch = s[key][i];
         if (branch.is_object()) {
           for (auto it = s.begin(); it != s.end(); ++it) {
-            if (it.key() != key && !kAnnotations.count(it.key()) && !branch.contains(it.key())) branch[it.key()] = it.value();
+            if (it.key() != key && !kAnnotations.count(it.key()) && !branch.contains(it.key()))
+              branch[it.key()] = it.value();
           }
         }
         alts.push_back(visit(branch, fmt::format("{}-{}", name, i), depth + 1));
@@ -599,7 +652,8 @@ class SchemaConverter {
     }
     std::vector<std::string> types;
     if (s.contains("type")) {
-      if (s["type"].is_string()) types.push_back(s["type"].get<std::string>());
+      if (s["type"].is_string())
+        types.push_back(s["type"].get<std::string>());
       else if (s["type"].is_array()) {
         for (const json& t : s["type"]) {
           if (!t.is_string()) invalid("'type' must be a string or a list of strings");
@@ -612,7 +666,8 @@ class SchemaConverter {
       types.push_back("object");
     } else if (s.contains("items") || s.contains("prefixItems")) {
       types.push_back("array");
-    } else if (s.contains("pattern") || s.contains("format") || s.contains("minLength") || s.contains("maxLength")) {
+    } else if (s.contains("pattern") || s.contains("format") || s.contains("minLength") ||
+               s.contains("maxLength")) {
       types.push_back("string");
     } else {
       add_primitives(gbnf_);
@@ -621,14 +676,24 @@ class SchemaConverter {
     std::vector<std::string> alts;
     for (const std::string& t : types) {
       const std::string n = types.size() > 1 ? name + "-" + t : name;
-      if (t == "object") alts.push_back(object_rule(s, n, depth));
-      else if (t == "array") alts.push_back(array_rule(s, n, depth));
-      else if (t == "string") alts.push_back(string_rule(s, n));
-      else if (t == "integer") alts.push_back(number_rule(s, n, true));
-      else if (t == "number") alts.push_back(number_rule(s, n, false));
-      else if (t == "boolean") { add_primitives(gbnf_); alts.push_back("json-boolean"); }
-      else if (t == "null") { add_primitives(gbnf_); alts.push_back("json-null"); }
-      else invalid(fmt::format("unknown type '{}'", t));
+      if (t == "object")
+        alts.push_back(object_rule(s, n, depth));
+      else if (t == "array")
+        alts.push_back(array_rule(s, n, depth));
+      else if (t == "string")
+        alts.push_back(string_rule(s, n));
+      else if (t == "integer")
+        alts.push_back(number_rule(s, n, true));
+      else if (t == "number")
+        alts.push_back(number_rule(s, n, false));
+      else if (t == "boolean") {
+        add_primitives(gbnf_);
+        alts.push_back("json-boolean");
+      } else if (t == "null") {
+        add_primitives(gbnf_);
+        alts.push_back("json-null");
+      } else
+        invalid(fmt::format("unknown type '{}'", t));
     }
     return alts.size() == 1 ? alts[0] : add_rule(name, join(alts, " | "));
   }
@@ -664,7 +729,8 @@ std::string json_object_gbnf() {
   return gbnf;
 }
 
-std::string add_json_schema_rules(const json& schema, const std::string& prefix, std::string& gbnf) {
+std::string add_json_schema_rules(const json& schema, const std::string& prefix,
+                                  std::string& gbnf) {
   return SchemaConverter(schema, prefix, gbnf).convert();
 }
 

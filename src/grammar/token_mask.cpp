@@ -2,8 +2,7 @@
 
 namespace rapide::grammar {
 
-void compute_token_mask(Matcher& matcher, int32_t state_id, const TokenTrie& trie,
-                        TokenMask& out) {
+void compute_token_mask(Matcher& matcher, int32_t state_id, const TokenTrie& trie, TokenMask& out) {
   out.reset(trie.vocab_size());
   if (matcher.state_of(state_id).accepts) {
     for (const int32_t t : trie.end_of_generation()) out.allow(t);

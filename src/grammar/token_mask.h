@@ -39,9 +39,9 @@ struct TokenMask {
   }
 };
 
-// The tokens whose bytes DFA state `state_id` of `matcher` can take in full (end-of-generation tokens when it accepts).
-void compute_token_mask(Matcher& matcher, int32_t state_id, const TokenTrie& trie,
-                        TokenMask& out);
+// The tokens whose bytes DFA state `state_id` of `matcher` can take in full (end-of-generation
+// tokens when it accepts).
+void compute_token_mask(Matcher& matcher, int32_t state_id, const TokenTrie& trie, TokenMask& out);
 
 // Thread-safe map from state key to mask, bounded: once full it stops adding (a grammar with
 // that many distinct states gains little from caching).

@@ -143,9 +143,9 @@ void GenerationJob::stream_event(size_t index, const std::string& text, bool fin
       shown += parsed.content;
       if (!parsed.calls.empty()) {
         if (!shown.empty()) {
-          exchange_->stream(sse_event(api::dump_json(api::stream_chunk(
-              header_, static_cast<int>(index), shown, nullptr, nullptr, false,
-              spec_.include_usage))));
+          exchange_->stream(sse_event(
+              api::dump_json(api::stream_chunk(header_, static_cast<int>(index), shown, nullptr,
+                                               nullptr, false, spec_.include_usage))));
           shown.clear();
         }
         exchange_->stream(sse_event(api::dump_json(

@@ -5,7 +5,7 @@
 
 #include "api/tool_calls.h"
 #include "grammar/gbnf.h"
-#include "grammar/matcher.h"
+#include "unit/grammar/grammar_matches.h"
 
 namespace rapide::api {
 namespace {
@@ -72,9 +72,10 @@ TEST(ToolCalls, Mistral) {
   expect_call(p.calls[0], "get_current_weather",
               R"({"location": "Paris, France", "format": "celsius"})");
   // [TOOL_CALLS] is a control token: detokenized text starts at the list.
-  const ParsedToolCalls bare = parse_tool_calls(
-      ToolCallFormat::kMistral, " [{\"name\": \"a\", \"arguments\": {}}, {\"name\": \"b\", "
-                                "\"arguments\": {\"q\": \"x\"}}]");
+  const ParsedToolCalls bare =
+      parse_tool_calls(ToolCallFormat::kMistral,
+                       " [{\"name\": \"a\", \"arguments\": {}}, {\"name\": \"b\", "
+                       "\"arguments\": {\"q\": \"x\"}}]");
   ASSERT_EQ(bare.calls.size(), 2u);
   expect_call(bare.calls[1], "b", R"({"q": "x"})");
 }
@@ -124,10 +125,7 @@ TEST(ToolCalls, StreamHoldsBackCalls) {
 }
 
 bool grammar_accepts(const std::string& gbnf, const std::string& text) {
-  const grammar::Grammar g = grammar::parse_gbnf(gbnf);
-  grammar::Matcher m(g);
-  grammar::MatchState s = m.initial();
-  return m.advance(s, text) && s.accepts;
+  return grammar::matches(grammar::parse_gbnf(gbnf), text);
 }
 
 TEST(ToolCalls, ForcingGrammarFollowsParameterSchemas) {
@@ -136,16 +134,23 @@ TEST(ToolCalls, ForcingGrammarFollowsParameterSchemas) {
       "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}}},
     {"type": "function", "function": {"name": "now"}}])");
   const std::string hermes = tool_call_gbnf(ToolCallFormat::kHermes, tools, "", true);
-  EXPECT_TRUE(grammar_accepts(hermes, "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}\n</tool_call>"));
-  EXPECT_TRUE(grammar_accepts(hermes, "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>"));
-  EXPECT_FALSE(grammar_accepts(hermes, "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1}}\n</tool_call>"));
+  EXPECT_TRUE(grammar_accepts(
+      hermes,
+      "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}\n</tool_call>"));
+  EXPECT_TRUE(grammar_accepts(
+      hermes,
+      "<tool_call>\n{\"name\": \"now\", \"arguments\": {}}\n</tool_call>\n<tool_call>\n{\"name\": "
+      "\"now\", \"arguments\": {}}\n</tool_call>"));
+  EXPECT_FALSE(grammar_accepts(
+      hermes, "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1}}\n</tool_call>"));
   const std::string named = tool_call_gbnf(ToolCallFormat::kLlama3, tools, "add", false);
   EXPECT_TRUE(grammar_accepts(named, "{\"name\": \"add\", \"parameters\": {\"a\": 1, \"b\": 2}}"));
   EXPECT_FALSE(grammar_accepts(named, "{\"name\": \"now\", \"parameters\": {}}"));
   const std::string mistral = tool_call_gbnf(ToolCallFormat::kMistral, tools, "", false);
   EXPECT_TRUE(grammar_accepts(mistral, "[{\"name\": \"now\", \"arguments\": {}}]"));
   // What the grammar forces parses back into the same call.
-  const ParsedToolCalls p = parse_tool_calls(ToolCallFormat::kMistral, "[{\"name\": \"now\", \"arguments\": {}}]");
+  const ParsedToolCalls p =
+      parse_tool_calls(ToolCallFormat::kMistral, "[{\"name\": \"now\", \"arguments\": {}}]");
   ASSERT_EQ(p.calls.size(), 1u);
   EXPECT_EQ(p.calls[0].name, "now");
 }

@@ -10,9 +10,10 @@ namespace rapide::grammar {
 namespace {
 
 std::vector<std::string> test_vocab() {
-  std::vector<std::string> v = {"", "</s>-control", "{", "}", "\"", "\":", "{\"", "a", "ab", "abc",
-                                " ", "\n", "1", "12", "-", "true", "tr", "null", "\"a\"", ",",
-                                "\",", "é", "\xC3", "\xA9", "x", "[", "]"};
+  std::vector<std::string> v = {"",  "</s>-control", "{",    "}",    "\"",    "\":", "{\"",
+                                "a", "ab",           "abc",  " ",    "\n",    "1",   "12",
+                                "-", "true",         "tr",   "null", "\"a\"", ",",   "\",",
+                                "é", "\xC3",         "\xA9", "x",    "[",     "]"};
   v[1] = "";  // a control token: no bytes
   return v;
 }
@@ -46,7 +47,8 @@ TEST(TokenMask, TrieWalkMatchesBruteForce) {
         ok = m.advance(s, vocab[t]);
       }
       expected_allowed += ok;
-      EXPECT_EQ(mask.allows(t), ok) << "after '" << doc.substr(0, i) << "' token '" << vocab[t] << "'";
+      EXPECT_EQ(mask.allows(t), ok)
+          << "after '" << doc.substr(0, i) << "' token '" << vocab[t] << "'";
     }
     EXPECT_EQ(mask.allowed, expected_allowed);
     if (i < doc.size()) {
