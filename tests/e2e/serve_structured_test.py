@@ -9,7 +9,9 @@ usage: serve_structured_test.py RAPIDE_BINARY SHARED_DIR
 import json
 import os
 import re
+import subprocess
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
@@ -255,6 +257,62 @@ def tool_calls(server, jsonschema, label):
           f"{label} tool_choice none: plain content")
 
 
+def batch_lines(binary, model, jsonschema):
+    """`rapide batch` lines take the same fields (the protocol is shared)."""
+    schema = SCHEMAS["person"]
+    lines = [{"custom_id": f"r{i}", "method": "POST", "url": "/v1/chat/completions",
+              "body": {"messages": [{"role": "user", "content": "JSON please"}],
+                       "temperature": 1.0, "seed": i, "max_tokens": 300,
+                       "response_format": {"type": "json_schema",
+                                           "json_schema": {"name": "p", "schema": schema}}}}
+             for i in range(8)]
+    lines.append({"custom_id": "tools", "method": "POST", "url": "/v1/chat/completions",
+                  "body": {"messages": [{"role": "user", "content": "add"}], "tools": TOOLS,
+                           "tool_choice": "required", "parallel_tool_calls": False,
+                           "seed": 1, "max_tokens": 300}})
+    with tempfile.TemporaryDirectory() as tmp:
+        src, out = os.path.join(tmp, "in.jsonl"), os.path.join(tmp, "out.jsonl")
+        with open(src, "w") as f:
+            f.write("".join(json.dumps(line) + "\n" for line in lines))
+        run = subprocess.run([binary, "batch", "-m", model, "-i", src, "-o", out,
+                              "--progress", "off"], capture_output=True, text=True)
+        check(run.returncode == 0, f"rapide batch exit {run.returncode}: {run.stderr[-300:]}")
+        results = {}
+        if os.path.exists(out):
+            for line in open(out):
+                r = json.loads(line)
+                results[r["custom_id"]] = r["response"]["body"]
+    valid = 0
+    for i in range(8):
+        body = results.get(f"r{i}")
+        try:
+            jsonschema.validate(json.loads(body["choices"][0]["message"]["content"]), schema)
+            valid += body["choices"][0]["finish_reason"] == "stop"
+        except Exception:  # noqa: BLE001
+            pass
+    check(valid == 8, f"rapide batch response_format lines: {valid}/8 valid")
+    tool = results.get("tools", {}).get("choices", [{}])[0]
+    check(tool.get("finish_reason") == "tool_calls" and tool["message"].get("tool_calls"),
+          f"rapide batch tool_choice required: {json.dumps(tool)[:200]}")
+
+
+def speculative(server, jsonschema):
+    """Constrained requests next to speculation: no guesses for them, output still valid."""
+    schema = SCHEMAS["person"]
+    body = {"messages": [{"role": "user", "content": "Give me JSON."}], "n": 20,
+            "temperature": 0, "seed": 1, "max_tokens": 300,
+            "response_format": {"type": "json_schema",
+                                "json_schema": {"name": "p", "schema": schema}}}
+    status, resp = post(server, "/v1/chat/completions", body)
+    ok = status == 200
+    for c in resp["choices"] if ok else []:
+        try:
+            jsonschema.validate(json.loads(c["message"]["content"]), schema)
+        except Exception:  # noqa: BLE001
+            ok = False
+    check(ok, "with --spec ngram: constrained outputs valid")
+
+
 def main():
     binary, shared = sys.argv[1], os.environ.get("RAPIDE_SHARED_DIR", sys.argv[2])
     require_shared(shared, MODEL)
@@ -270,6 +328,9 @@ def main():
         tool_calls(server, jsonschema, "json")
     with RapideServer(binary, ["-m", model, "--tool-call-parser", "hermes"]) as server:
         tool_calls(server, jsonschema, "hermes")
+    with RapideServer(binary, ["-m", model, "--spec", "ngram", "--spec-tokens", "4"]) as server:
+        speculative(server, jsonschema)
+    batch_lines(binary, model, jsonschema)
     if failures:
         print(f"{len(failures)} failure(s)")
         sys.exit(1)
