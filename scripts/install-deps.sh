@@ -14,6 +14,7 @@ packages=(
   libreadline-dev                   # line editing and history in `rapide chat`
   dpkg-dev                          # dpkg-shlibdeps: the .deb's dependencies (cpack)
   python3 python3-jinja2            # chat-template oracle in tests
+  python3-jsonschema                # structured-output oracle in tests
   curl
 )
 

@@ -5,11 +5,14 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "api/api_error.h"
+#include "api/structured_output.h"
 #include "apps/rapide/commands.h"
 #include "apps/rapide/engine_flags.h"
 #include "apps/rapide/model_options.h"
 #include "base/error.h"
 #include "base/logging.h"
+#include "base/mapped_file.h"
 #include "bench/bench_report.h"
 #include "bench/compare.h"
 #include "bench/engine_backend.h"
@@ -58,6 +61,7 @@ struct BenchOptions {
   int prefix_len = 1000, num_prefixes = 1, context_len = 3000, num_docs = 0, turns = 4;
   double temperature = 0.0;
   bool force_length = true;
+  std::string response_format;  // JSON, or @FILE holding it
   // Arrival.
   std::string concurrency = "1";
   std::string rates;
@@ -193,6 +197,16 @@ void run_bench(BenchOptions& o) {
     };
   }
 
+  // Every request asks for this structured output (the cost of constraints).
+  nlohmann::json response_format;
+  if (!o.response_format.empty()) {
+    std::string text = o.response_format;
+    if (text.starts_with("@")) text = read_text_file(text.substr(1));
+    response_format = nlohmann::json::parse(text, nullptr, false);
+    if (response_format.is_discarded()) {
+      fail(ErrorCode::kInvalidArgument, "--response-format is not JSON: {}", o.response_format);
+    }
+  }
   boost::asio::io_context io;
   std::unique_ptr<LoadedDraft> draft;
   std::unique_ptr<Engine> engine;
@@ -207,6 +221,13 @@ void run_bench(BenchOptions& o) {
     SamplingParams sampling;
     sampling.temperature = static_cast<float>(o.temperature);
     sampling.seed = o.seed;
+    if (!response_format.is_null()) {
+      try {
+        sampling.constraint = api::read_constraint({{"response_format", response_format}});
+      } catch (const api::ApiError& e) {
+        fail(ErrorCode::kInvalidArgument, "--response-format: {}", e.what());
+      }
+    }
     backend = std::make_unique<EngineBackend>(io, *engine, sampling, o.model.model_path);
   } else {
     HttpBackendOptions h;
@@ -223,6 +244,7 @@ void run_bench(BenchOptions& o) {
     workload.max_context = served.max_model_len;
     h.temperature = o.temperature;
     h.force_length = o.force_length;
+    h.response_format = response_format;
     h.timeout = std::chrono::milliseconds(static_cast<int64_t>(o.timeout_s * 1e3));
     backend = std::make_unique<HttpBackend>(io, h);
   }
@@ -308,6 +330,8 @@ void register_bench(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--turns", o->turns, "multi-turn: turns per conversation")->capture_default_str();
   cmd->add_option("--temperature", o->temperature, "sampling temperature")->capture_default_str();
+  cmd->add_option("--response-format", o->response_format,
+                  "attach this OpenAI response_format (JSON, or @FILE) to every request");
   cmd->add_flag("!--no-force-length", o->force_length,
                 "do not send ignore_eos / min_tokens (for servers that reject them)");
 

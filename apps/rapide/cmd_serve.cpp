@@ -29,6 +29,7 @@ struct ServeOptions {
   std::string chat_template;
   LogSettings log;
   std::string pooling = "last";
+  std::string tool_call_parser;
   double drain_timeout_s = 30.0;
   int header_timeout_s = 10;
   uint64_t demo_seed = 1;
@@ -84,6 +85,7 @@ void serve_main(ServeOptions& o) {
   serve::ServedModel served;
   served.id = model_id_for(o);
   // The file's name, not its path: clients need not learn the server's directory layout.
+  served.tool_call_parser = o.tool_call_parser;
   served.description = demo ? serve::kDemoModelDescription
                             : fmt::format("{} ({})", model_file_name(o.model.model_path).string(),
                                           loaded.file->format);
@@ -141,6 +143,10 @@ void register_serve(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--served-model-name", o->served_model_name,
                   "model id in the API (default: the model file's name)");
+  cmd->add_option("--tool-call-parser", o->tool_call_parser,
+                  "format of the model's tool calls: hermes, llama3, mistral or json "
+                  "(default: from the chat template)")
+      ->check(CLI::IsMember({"hermes", "llama3", "mistral", "json"}));
   cmd->add_option("--demo-seed", o->demo_seed, "weights seed of the built-in demo model")
       ->capture_default_str();
   cmd->add_option("--chat-template", o->chat_template,

@@ -1,6 +1,7 @@
 #include "api/chat.h"
 
 #include "api/api_error.h"
+#include "api/structured_output.h"
 #include "base/error.h"
 #include "base/logging.h"
 #include "template/chat_template.h"
@@ -9,8 +10,19 @@ namespace rapide::api {
 
 using nlohmann::json;
 
-ChatPrompter::ChatPrompter(const Tokenizer& tokenizer, const std::string& override_source)
+ChatPrompter::ChatPrompter(const Tokenizer& tokenizer, const std::string& override_source,
+                           const std::string& tool_call_parser)
     : tokenizer_(tokenizer) {
+  tool_format_ = tool_call_format_of_template(
+      override_source.empty() ? tokenizer.data().chat_template : override_source);
+  if (!tool_call_parser.empty()) {
+    const auto format = tool_call_format_from_name(tool_call_parser);
+    if (!format) {
+      fail(ErrorCode::kInvalidArgument,
+           "--tool-call-parser '{}' is not one of hermes, llama3, mistral, json", tool_call_parser);
+    }
+    tool_format_ = *format;
+  }
   if (tokenizer.bos_id() >= 0) bos_text_ = tokenizer.token_to_piece(tokenizer.bos_id(), true);
   if (tokenizer.eos_id() >= 0) eos_text_ = tokenizer.token_to_piece(tokenizer.eos_id(), true);
   if (!override_source.empty()) {  // the user chose it: a syntax error is theirs to fix
@@ -65,7 +77,19 @@ std::vector<int32_t> ChatPrompter::prompt_tokens(const json& messages, const jso
 }
 
 void ChatPrompter::fill_prompt(GenerationSpec& spec) const {
-  if (spec.endpoint == Endpoint::kChat) spec.prompts = {prompt_tokens(spec.messages, spec.tools)};
+  if (spec.endpoint != Endpoint::kChat) return;
+  spec.prompts = {prompt_tokens(spec.messages, spec.tools)};
+  spec.tool_format = tool_format_;
+  if (!spec.tool_call_required) return;
+  std::string gbnf;
+  try {
+    gbnf =
+        tool_call_gbnf(tool_format_, spec.tools, spec.tool_choice_name, spec.parallel_tool_calls);
+  } catch (const Error& e) {
+    throw ApiError(400, fmt::format("tools: {}", e.what()), "tools",
+                   e.code() == ErrorCode::kUnsupported ? "unsupported" : "invalid_value");
+  }
+  spec.sampling.constraint = constraint_for_gbnf(gbnf, "tools");
 }
 
 }  // namespace rapide::api

@@ -57,6 +57,14 @@ nlohmann::json response_body(const GenerationSpec& spec, const ResponseHeader& h
     r.index = static_cast<int>(i);
     r.text = c.text;
     r.finish_reason = finish_reason_name(c.reason);
+    if (spec.parse_tool_calls) {
+      ParsedToolCalls parsed = parse_tool_calls(spec.tool_format, c.text);
+      if (!parsed.calls.empty()) {
+        r.text = std::move(parsed.content);
+        r.tool_calls = tool_calls_json(parsed.calls);
+        if (c.reason == FinishReason::kStop) r.finish_reason = "tool_calls";
+      }
+    }
     if (spec.logprobs) r.logprobs = logprobs_json(spec.endpoint, tokenizer, c.logprobs, 0);
     results.push_back(std::move(r));
   }

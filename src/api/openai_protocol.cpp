@@ -1,10 +1,12 @@
 #include "api/openai_protocol.h"
 
+#include <algorithm>
 #include <charconv>
 #include <random>
 
 #include "api/api_error.h"
 #include "api/json_limited.h"
+#include "api/structured_output.h"
 #include "base/error.h"
 
 namespace rapide::api {
@@ -165,7 +167,64 @@ GenerationSpec parse_common(const json& body, const Tokenizer& tokenizer, Endpoi
   }
   const int64_t best_of = read_int(body, "best_of", spec.n, 1, kMaxChoices);
   reject_if(best_of != spec.n, "best_of", "best_of other than n is not supported");
+  p.constraint = read_constraint(body);
   return spec;
+}
+
+// tools, tool_choice and parallel_tool_calls (OpenAI's shapes).
+void read_tools(const json& body, GenerationSpec& spec) {
+  const json* tools = field(body, "tools");
+  std::vector<std::string> names;
+  if (tools) {
+    if (!tools->is_array()) bad("tools", "'tools' must be a list");
+    for (size_t i = 0; i < tools->size(); ++i) {
+      const json& t = (*tools)[i];
+      const std::string where = fmt::format("tools[{}]", i);
+      if (!t.is_object() || t.value("type", "") != "function" || !t.contains("function") ||
+          !t["function"].is_object() || !t["function"].contains("name") ||
+          !t["function"]["name"].is_string()) {
+        bad(where, where + " must be {\"type\": \"function\", \"function\": {\"name\": ...}}");
+      }
+      const json* params = field(t["function"], "parameters");
+      if (params && !params->is_object())
+        bad(where, where + ".function.parameters must be an object");
+      names.push_back(t["function"]["name"].get<std::string>());
+    }
+    spec.tools = *tools;
+  }
+  spec.parallel_tool_calls = read_bool(body, "parallel_tool_calls", true);
+  std::string choice = names.empty() ? "none" : "auto";
+  if (const json* c = field(body, "tool_choice")) {
+    if (c->is_string()) {
+      choice = c->get<std::string>();
+      if (choice != "none" && choice != "auto" && choice != "required") {
+        bad("tool_choice", "'tool_choice' must be none, auto, required or a function",
+            "invalid_value");
+      }
+    } else if (c->is_object() && c->value("type", "") == "function" && c->contains("function") &&
+               (*c)["function"].is_object() && (*c)["function"].contains("name") &&
+               (*c)["function"]["name"].is_string()) {
+      spec.tool_choice_name = (*c)["function"]["name"].get<std::string>();
+      choice = "named";
+      if (std::find(names.begin(), names.end(), spec.tool_choice_name) == names.end()) {
+        bad("tool_choice",
+            fmt::format("tool_choice names '{}', which is not in 'tools'", spec.tool_choice_name),
+            "invalid_value");
+      }
+    } else {
+      bad("tool_choice", "'tool_choice' must be a string or {\"type\": \"function\", ...}");
+    }
+  }
+  if (choice != "none" && names.empty()) {
+    bad("tool_choice", "'tool_choice' needs 'tools'", "invalid_value");
+  }
+  spec.parse_tool_calls = choice != "none";
+  spec.tool_call_required = choice == "required" || choice == "named";
+  if (spec.tool_call_required && spec.sampling.constraint) {
+    bad("tool_choice",
+        "a required tool call cannot be combined with response_format, grammar or guided_*",
+        "invalid_value");
+  }
 }
 
 void finish_sampling(GenerationSpec& spec, const Tokenizer& tokenizer) {
@@ -238,10 +297,6 @@ GenerationSpec parse_chat_request(const json& body, const Tokenizer& tokenizer) 
   if (spec.top_logprobs > 0 && !spec.logprobs) {
     bad("top_logprobs", "'top_logprobs' needs 'logprobs': true");
   }
-  if (const json* format = field(body, "response_format")) {
-    const bool text = format->is_object() && format->value("type", "") == "text";
-    reject_if(!text, "response_format", "only response_format {\"type\": \"text\"} is supported");
-  }
   const json* messages = field(body, "messages");
   if (!messages || !messages->is_array() || messages->empty()) {
     throw ApiError(400, "'messages' must be a non-empty list", "messages", "invalid_value");
@@ -273,7 +328,7 @@ GenerationSpec parse_chat_request(const json& body, const Tokenizer& tokenizer) 
     }
     spec.messages.push_back(std::move(normalized));
   }
-  if (const json* tools = field(body, "tools")) spec.tools = *tools;
+  read_tools(body, spec);
   finish_sampling(spec, tokenizer);
   return spec;
 }

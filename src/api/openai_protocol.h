@@ -2,9 +2,9 @@
 //
 // Parsing checks types and ranges of every field it reads and throws ApiError(400) naming
 // the field, so a client learns which parameter is wrong. Fields OpenAI defines that rapide
-// does not implement (best_of > 1, echo, suffix, tools calling, response_format other than
-// text) are refused rather than silently ignored; unknown fields are ignored, as OpenAI's
-// own server and vLLM do.
+// does not implement (best_of > 1, echo, suffix) are refused rather than silently ignored;
+// unknown fields are ignored, as OpenAI's own server and vLLM do. Structured output fields
+// (response_format, grammar, guided_*) are read by structured_output.h, tool calling's here.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "api/tool_calls.h"
 #include "sampling/sampling_params.h"
 #include "tokenizer/tokenizer.h"
 
@@ -39,6 +40,14 @@ struct GenerationSpec {
   bool logprobs = false;
   int top_logprobs = 0;
   std::string user;
+  // Chat tool calling: `tools` given and tool_choice not "none" -> the output is parsed into
+  // tool_calls. "required" or a named function also constrains the output to calls
+  // (ChatPrompter::fill_prompt builds that grammar once the format is known).
+  bool parse_tool_calls = false;
+  bool tool_call_required = false;
+  std::string tool_choice_name;  // a named function
+  bool parallel_tool_calls = true;
+  ToolCallFormat tool_format = ToolCallFormat::kJson;  // the model's, from fill_prompt
 };
 
 // The most choices one request may ask for: n x prompts sequences run at once.

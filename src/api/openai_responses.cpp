@@ -106,6 +106,13 @@ json full_response(const ResponseHeader& header, const std::vector<ChoiceResult>
         {"index", c.index}, {"logprobs", c.logprobs}, {"finish_reason", c.finish_reason}};
     if (header.endpoint == Endpoint::kChat) {
       choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+      if (!c.tool_calls.is_null()) {
+        // OpenAI answers content null beside tool calls when the model wrote no text.
+        if (c.text.find_first_not_of(" \t\r\n") == std::string::npos) {
+          choice["message"]["content"] = nullptr;
+        }
+        choice["message"]["tool_calls"] = c.tool_calls;
+      }
     } else {
       choice["text"] = c.text;
     }
@@ -131,6 +138,23 @@ json stream_chunk(const ResponseHeader& header, int index, const std::string& te
     choice["text"] = text;
   }
   body["choices"] = json::array({std::move(choice)});
+  if (include_usage) body["usage"] = nullptr;
+  return body;
+}
+
+json tool_calls_chunk(const ResponseHeader& header, int index, const json& tool_calls,
+                      bool include_usage) {
+  json body = envelope(header, true);
+  json deltas = json::array();
+  for (size_t i = 0; i < tool_calls.size(); ++i) {
+    json d = tool_calls[i];
+    d["index"] = i;
+    deltas.push_back(std::move(d));
+  }
+  body["choices"] = json::array({{{"index", index},
+                                  {"logprobs", nullptr},
+                                  {"finish_reason", nullptr},
+                                  {"delta", {{"tool_calls", std::move(deltas)}}}}});
   if (include_usage) body["usage"] = nullptr;
   return body;
 }

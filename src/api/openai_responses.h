@@ -54,6 +54,7 @@ struct ChoiceResult {
   std::string text;
   const char* finish_reason = "stop";
   nlohmann::json logprobs;  // null when not requested
+  nlohmann::json tool_calls;  // chat: OpenAI's tool_calls list, null when none
 };
 
 // The whole non-streamed response.
@@ -66,6 +67,10 @@ nlohmann::json full_response(const ResponseHeader& header, const std::vector<Cho
 nlohmann::json stream_chunk(const ResponseHeader& header, int index, const std::string& text,
                             const nlohmann::json& logprobs, const char* finish_reason, bool first,
                             bool include_usage);
+// A chat stream chunk carrying whole tool calls as one delta (OpenAI's shape: each call
+// with its index, id, type and function name + arguments).
+nlohmann::json tool_calls_chunk(const ResponseHeader& header, int index,
+                                const nlohmann::json& tool_calls, bool include_usage);
 // The final usage chunk (empty choices) of a stream with include_usage.
 nlohmann::json usage_chunk(const ResponseHeader& header, const Usage& usage);
 

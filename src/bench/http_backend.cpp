@@ -26,6 +26,7 @@ std::string HttpBackend::body(const BenchRequest& request) const {
   j["stream"] = true;
   // Usage in the last chunk gives exact token counts; chunks alone may merge tokens.
   j["stream_options"] = {{"include_usage", true}};
+  if (!options_.response_format.is_null()) j["response_format"] = options_.response_format;
   if (options_.force_length) {
     j["ignore_eos"] = true;
     j["min_tokens"] = request.max_tokens;

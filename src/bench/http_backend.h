@@ -6,6 +6,8 @@
 #include <chrono>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "bench/backend.h"
 #include "bench/http_client.h"
 
@@ -20,6 +22,7 @@ struct HttpBackendOptions {
   // Send ignore_eos and min_tokens so every request generates exactly max_tokens; turn off
   // for servers that reject unknown fields.
   bool force_length = true;
+  nlohmann::json response_format;  // sent when not null
   std::chrono::milliseconds timeout{std::chrono::minutes(10)};
 };
 

@@ -199,6 +199,13 @@ Engine::Incoming Engine::prepare(Request request) {
   s->tokens = std::move(request.prompt);
   s->prompt_length = prompt_length;
   s->timings.arrival = Clock::now();
+  if (request.sampling.constraint) {
+    std::call_once(token_trie_once_, [this] {
+      token_trie_.emplace(grammar::make_token_trie(tokenizer_, end_of_generation_ids_));
+    });
+    in.output.grammar.emplace(request.sampling.constraint, *token_trie_);
+    s->constrained = true;
+  }
   in.sequence = std::move(s);
   return in;
 }

@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -101,6 +102,9 @@ class Engine {
   EngineOptions options_;
   int max_context_;
   std::vector<int32_t> end_of_generation_ids_;
+  // The vocabulary's byte trie for grammar masks, built by the first constrained request.
+  std::once_flag token_trie_once_;
+  std::optional<grammar::TokenTrie> token_trie_;
   std::unique_ptr<ThreadPool> pool_;
   std::unique_ptr<PagedKvStore> kv_;
   std::unique_ptr<PrefixCache> prefix_cache_;  // after kv_: it listens to kv_'s pool

@@ -65,6 +65,13 @@ void OutputProcessor::process_row(const Row& row, std::vector<float>& scratch, S
   int32_t generated = row.sequence->generated();
   for (size_t j = 0; j <= drafts.size(); ++j) {
     std::memcpy(scratch.data(), row.logits + j * vocab_, vocab_ * sizeof(float));
+    // The grammar's mask goes first, so penalties, truncation and the draw only ever see
+    // tokens that keep the output valid.
+    if (row.state->grammar && row.state->grammar->apply(scratch) == 0) {
+      out.finish = FinishReason::kError;
+      out.error = "grammar: no token of the vocabulary can continue the output";
+      return;
+    }
     SampleResult r;
     try {
       r = j < drafts.size() ? sampler.verify(scratch, history, drafts[j])
@@ -103,6 +110,9 @@ TokenEvent OutputProcessor::token_event(RequestId id, RequestOutputState& state,
     event.top_logprobs.assign(r.top_logprobs.begin(), r.top_logprobs.end());
   }
   reason = finish_after_token(params, r.token, tokenizer_.is_end_of_generation(r.token), generated);
+  // A complete grammar output ends the request as a stop would; its last token is text.
+  const bool grammar_done =
+      state.grammar && state.grammar->accept(r.token) && state.grammar->complete() && !reason;
   // Stop tokens (EOS, stop_token_ids) contribute no text; every other token, including
   // the one that reaches max_tokens, goes through the detokenizer and stop strings.
   if (reason != FinishReason::kStop && state.detokenizer) {
@@ -115,6 +125,7 @@ TokenEvent OutputProcessor::token_event(RequestId id, RequestOutputState& state,
       event.text = std::move(piece);
     }
   }
+  if (grammar_done && !reason) reason = FinishReason::kStop;
   if (!reason && generated >= s.max_generated) reason = FinishReason::kLength;
   return event;
 }

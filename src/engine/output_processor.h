@@ -24,6 +24,7 @@
 #include "engine/request.h"
 #include "engine/scheduler.h"
 #include "engine/step.h"
+#include "grammar/constraint.h"
 #include "sampling/sampler.h"
 #include "sampling/stop_checker.h"
 #include "tokenizer/tokenizer.h"
@@ -36,6 +37,7 @@ struct RequestOutputState {
   std::unique_ptr<Sampler> sampler;
   std::optional<StreamingDetokenizer> detokenizer;  // absent: token ids only
   std::optional<StopChecker> stop_checker;
+  std::optional<grammar::GrammarState> grammar;  // a structured-output request's position
 };
 
 class OutputProcessor {

@@ -218,7 +218,7 @@ void Scheduler::propose(std::vector<Work>& work, int& budget, StepPlan& plan) {
   std::vector<ProposalRequest> requests;
   std::vector<Work*> owners;
   for (Work& w : work) {
-    if (!w.is_decode || w.sequence->padding) continue;
+    if (!w.is_decode || w.sequence->padding || w.sequence->constrained) continue;
     Sequence& s = *w.sequence;
     const SpecDecision d = spec_.choose(s.id, decoding);
     spec_stats_.last_k = d.k;

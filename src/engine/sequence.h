@@ -27,6 +27,9 @@ struct Sequence {
   int num_computed = 0;   // positions whose K/V are in the KV store
   int max_generated = 0;  // max_tokens, clipped to the context
   int preemptions = 0;
+  // Its tokens are constrained by a grammar: no speculative guesses (they would need
+  // checking against the grammar too).
+  bool constrained = false;
 
   // Prefix cache: hashes of the full blocks of `tokens` (extended as it grows), how many of
   // its blocks are registered in the cache, and the prompt positions the first admission

@@ -7,8 +7,11 @@
 
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "grammar/constraint.h"
 
 namespace rapide {
 
@@ -65,6 +68,11 @@ struct SamplingParams {
   bool logprobs = false;     // report the sampled token's raw logprob
   int32_t top_logprobs = 0;  // OpenAI: alternatives per token, [0, 20]
   int32_t n_probs = 0;       // llama.cpp /completion: alternatives per token, [0, vocab size]
+
+  // Structured output: only tokens the grammar allows are sampled, and the request stops
+  // with kStop once the output is complete and nothing may follow (grammar/constraint.h).
+  // Null: free generation. Shared by every request with the same grammar (its mask cache).
+  std::shared_ptr<const grammar::Constraint> constraint;
 
   // How many alternatives the sampler reports: the larger of top_logprobs and n_probs.
   int32_t num_alternatives() const { return top_logprobs > n_probs ? top_logprobs : n_probs; }

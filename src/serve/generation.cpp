@@ -70,7 +70,10 @@ void GenerationJob::submit_all() {
   }
   states_.resize(ids.size());
   outcomes_.resize(ids.size());
-  for (size_t i = 0; i < ids.size(); ++i) states_[i].id = ids[i];
+  for (size_t i = 0; i < ids.size(); ++i) {
+    states_[i].id = ids[i];
+    if (spec_.stream && spec_.parse_tool_calls) states_[i].tool_stream.emplace(spec_.tool_format);
+  }
   remaining_ = ids.size();
   auto self = shared_from_this();
   exchange_->on_client_gone([self] { self->client_gone(); });
@@ -146,16 +149,39 @@ void GenerationJob::stream_event(size_t index, const std::string& text, bool fin
     exchange_->stream(sse_event(api::generation_failed(c.error).to_json()));
     return;
   }
+  const char* reason = final ? finish_reason_name(c.reason) : nullptr;
+  std::string shown = text;
+  if (state.tool_stream) {
+    shown = state.tool_stream->push(text);
+    if (final) {
+      // The same parse as a non-streamed response: content first, then the calls.
+      api::ParsedToolCalls parsed = state.tool_stream->finish();
+      shown += parsed.content;
+      if (!parsed.calls.empty()) {
+        if (!shown.empty()) {
+          exchange_->stream(sse_event(
+              api::dump_json(api::stream_chunk(header_, static_cast<int>(index), shown, nullptr,
+                                               nullptr, false, spec_.include_usage))));
+          shown.clear();
+        }
+        exchange_->stream(sse_event(api::dump_json(
+            api::tool_calls_chunk(header_, static_cast<int>(index),
+                                  api::tool_calls_json(parsed.calls), spec_.include_usage))));
+        if (c.reason == FinishReason::kStop) reason = "tool_calls";
+      }
+    } else if (shown.empty() && !spec_.logprobs) {
+      return;  // held back
+    }
+  }
   nlohmann::json logprobs;
   if (spec_.logprobs) {
     logprobs = api::logprobs_json(spec_.endpoint, context_.engine->tokenizer(), c.logprobs,
                                   state.streamed_text_bytes);
     c.logprobs.clear();  // sent: the next chunk carries only its own tokens
   }
-  state.streamed_text_bytes += text.size();
-  const char* reason = final ? finish_reason_name(c.reason) : nullptr;
+  state.streamed_text_bytes += shown.size();
   exchange_->stream(sse_event(api::dump_json(api::stream_chunk(
-      header_, static_cast<int>(index), text, logprobs, reason, false, spec_.include_usage))));
+      header_, static_cast<int>(index), shown, logprobs, reason, false, spec_.include_usage))));
 }
 
 void GenerationJob::finish() {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,8 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     RequestId id = 0;
     size_t streamed_text_bytes = 0;
     TimePoint last_token;
+    // Chat with tools: holds back text that may be a tool call (api/tool_calls.h).
+    std::optional<api::ToolCallStream> tool_stream;
   };
 
   void submit_all();

@@ -70,11 +70,13 @@ Router::~Router() {
 void Router::attach(Engine& engine, ServedModel model) {
   engine_ = &engine;
   model_ = std::move(model);
-  chat_ = std::make_unique<api::ChatPrompter>(engine.tokenizer(), model_.chat_template);
+  chat_ = std::make_unique<api::ChatPrompter>(engine.tokenizer(), model_.chat_template,
+                                              model_.tool_call_parser);
   if (model_.file) {
     embedder_ = std::make_unique<Embedder>(model_.file, options_.pooling, model_.threads);
   }
-  spdlog::info("chat prompts: {}", chat_->description());
+  spdlog::info("chat prompts: {}; tool calls: {} format", chat_->description(),
+               api::tool_call_format_name(chat_->tool_call_format()));
   set_state(ServerState::kReady);
 }
 

@@ -52,6 +52,7 @@ struct ServedModel {
   std::string chat_template;  // --chat-template's source; empty: the model's own
   std::shared_ptr<const ModelFile> file;  // for /v1/embeddings' own Model; null: no embeddings
   int threads = 1;                        // of that Model's pool
+  std::string tool_call_parser;           // --tool-call-parser; empty: from the chat template
 };
 
 // The router's switches from the command line.

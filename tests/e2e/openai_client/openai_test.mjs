@@ -56,6 +56,49 @@ const two = await client.chat.completions.create({ model, messages, max_tokens: 
 check(two.choices.length === 2 && two.choices[0].logprobs.content.length > 0,
       "chat n=2 with logprobs");
 
+// Structured output through the client's helpers: parse() fills message.parsed from a strict
+// json_schema response_format.
+const schema = { type: "object", additionalProperties: false, required: ["name", "age"],
+                 properties: { name: { type: "string", maxLength: 10 },
+                               age: { type: "integer", minimum: 0, maximum: 99 } } };
+const parsed = await client.beta.chat.completions.parse({
+  model, messages, max_tokens: 200, temperature: 1, seed: 5,
+  response_format: { type: "json_schema", json_schema: { name: "person", schema, strict: true } },
+});
+const person = parsed.choices[0].message.parsed;
+check(person && typeof person.name === "string" && person.name.length <= 10 &&
+      Number.isInteger(person.age) && person.age >= 0 && person.age <= 99 &&
+      Object.keys(person).length === 2, `parse() json_schema: ${JSON.stringify(person)}`);
+
+// Tool calling: runTools() with a named tool_choice calls the function once with arguments
+// the client parsed from tool_calls; the streaming helper assembles the same call from deltas.
+const addTool = { name: "add", description: "Adds two numbers",
+                  parameters: { type: "object", additionalProperties: false, required: ["a", "b"],
+                                properties: { a: { type: "integer", maximum: 999 },
+                                              b: { type: "integer", maximum: 999 } } } };
+let called = null;
+const runner = client.beta.chat.completions.runTools({
+  model, messages, max_tokens: 300, temperature: 1, seed: 9, parallel_tool_calls: false,
+  tool_choice: { type: "function", function: { name: "add" } },
+  tools: [{ type: "function", function: { ...addTool, parse: JSON.parse,
+                                          function: (args) => { called = args; return args.a + args.b; } } }],
+});
+await runner.done();
+check(called && Number.isInteger(called.a) && Number.isInteger(called.b),
+      `runTools() called add(${JSON.stringify(called)})`);
+const toolParams = { model, messages, max_tokens: 200, temperature: 1, seed: 9,
+                     tool_choice: "required", parallel_tool_calls: false,
+                     tools: [{ type: "function", function: addTool }] };
+const toolWhole = await client.chat.completions.create(toolParams);
+const toolStream = client.beta.chat.completions.stream(toolParams);
+const toolFinal = await toolStream.finalChatCompletion();
+const wholeCall = toolWhole.choices[0].message.tool_calls?.[0]?.function;
+const streamCall = toolFinal.choices[0].message.tool_calls?.[0]?.function;
+check(toolWhole.choices[0].finish_reason === "tool_calls" && wholeCall &&
+      streamCall && wholeCall.name === streamCall.name &&
+      wholeCall.arguments === streamCall.arguments,
+      `tool_calls streamed == non-streamed: ${JSON.stringify(streamCall)}`);
+
 // Errors surface as the client's typed errors with OpenAI's fields.
 async function expectError(promise, status, param, what) {
   try {
@@ -72,6 +115,10 @@ await expectError(client.completions.create({ model: "no-such-model", prompt: "x
                   "model", "unknown model");
 await expectError(client.chat.completions.create({ model, messages: [] }), 400, "messages",
                   "empty messages");
+await expectError(client.chat.completions.create({
+  model, messages, response_format: { type: "json_schema",
+                                      json_schema: { name: "x", schema: { allOf: [] } } } }),
+                  400, "response_format", "unsupported JSON Schema keyword");
 const anonymous = new OpenAI({ baseURL: process.env.RAPIDE_BASE_URL, apiKey: "wrong",
                                maxRetries: 0 });
 await expectError(anonymous.models.list(), 401, undefined, "wrong API key");

@@ -175,3 +175,76 @@ TEST_F(ProtocolTest, DeepNestingAndHugeNumbersAreInvalidJson) {
 
 }  // namespace
 }  // namespace rapide::api
+
+namespace rapide::api {
+namespace {
+
+// Structured output and tool fields: what they turn into, and 400s naming the field.
+TEST_F(ProtocolTest, StructuredOutputFieldsBecomeOneConstraint) {
+  const json messages = json::array({{{"role", "user"}, {"content", "hi"}}});
+  const json schema_format = json::parse(R"({"type": "json_schema", "json_schema": {"name": "x",
+      "strict": true, "schema": {"type": "object", "properties": {"a": {"type": "integer"}}}}})");
+  const GenerationSpec chat =
+      parse_chat_request({{"messages", messages}, {"response_format", schema_format}}, *tokenizer_);
+  ASSERT_TRUE(chat.sampling.constraint);
+  // The same schema again shares the compiled grammar (and its mask cache).
+  const GenerationSpec again =
+      parse_completion_request({{"prompt", "x"}, {"response_format", schema_format}}, *tokenizer_);
+  EXPECT_EQ(again.sampling.constraint, chat.sampling.constraint);
+  EXPECT_FALSE(parse_completion_request({{"prompt", "x"}, {"response_format", {{"type", "text"}}}},
+                                        *tokenizer_)
+                   .sampling.constraint);
+  for (const json& extra : {json{{"grammar", "root ::= \"a\""}}, json{{"guided_regex", "a+"}},
+                            json{{"guided_choice", {"a", "b"}}},
+                            json{{"response_format", {{"type", "json_object"}}}}}) {
+    json body = extra;
+    body["prompt"] = "x";
+    EXPECT_TRUE(parse_completion_request(body, *tokenizer_).sampling.constraint) << extra.dump();
+  }
+  EXPECT_EQ(refused_param({{"prompt", "x"}, {"grammar", "root ::= undefined"}}), "grammar");
+  EXPECT_EQ(refused_param({{"prompt", "x"}, {"guided_regex", "(?=a)"}}), "guided_regex");
+  EXPECT_EQ(refused_param({{"prompt", "x"}, {"guided_choice", "a"}}), "guided_choice");
+  EXPECT_EQ(refused_param({{"prompt", "x"}, {"grammar", "root ::= \"a\""}, {"guided_regex", "a"}}),
+            "guided_regex");
+  EXPECT_EQ(
+      refused_param({{"prompt", "x"}, {"response_format", json::parse(R"({"type": "json_schema",
+                               "json_schema": {"name": "x", "schema": {"minProperties": 1}}})")}}),
+      "response_format");
+}
+
+TEST_F(ProtocolTest, ToolChoiceIsCheckedAgainstTools) {
+  const json messages = json::array({{{"role", "user"}, {"content", "hi"}}});
+  const json tools = json::parse(
+      R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}])");
+  const GenerationSpec s =
+      parse_chat_request({{"messages", messages}, {"tools", tools}}, *tokenizer_);
+  EXPECT_TRUE(s.parse_tool_calls);  // auto by default when tools are given
+  EXPECT_FALSE(s.tool_call_required);
+  const GenerationSpec named =
+      parse_chat_request({{"messages", messages},
+                          {"tools", tools},
+                          {"tool_choice", {{"type", "function"}, {"function", {{"name", "f"}}}}}},
+                         *tokenizer_);
+  EXPECT_TRUE(named.tool_call_required);
+  EXPECT_EQ(named.tool_choice_name, "f");
+  EXPECT_FALSE(parse_chat_request(
+                   {{"messages", messages}, {"tools", tools}, {"tool_choice", "none"}}, *tokenizer_)
+                   .parse_tool_calls);
+  EXPECT_EQ(
+      refused_param({{"messages", messages}, {"tools", tools}, {"tool_choice", "always"}}, true),
+      "tool_choice");
+  EXPECT_EQ(refused_param({{"messages", messages}, {"tool_choice", "required"}}, true),
+            "tool_choice");
+  EXPECT_EQ(
+      refused_param({{"messages", messages}, {"tools", json::array({{{"type", "x"}}})}}, true),
+      "tools[0]");
+  EXPECT_EQ(refused_param({{"messages", messages},
+                           {"tools", tools},
+                           {"tool_choice", "required"},
+                           {"guided_regex", "a"}},
+                          true),
+            "tool_choice");
+}
+
+}  // namespace
+}  // namespace rapide::api

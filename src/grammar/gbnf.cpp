@@ -1,0 +1,417 @@
+#include "grammar/gbnf.h"
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "base/error.h"
+#include "tokenizer/utf8.h"
+
+namespace rapide::grammar {
+
+namespace {
+
+constexpr uint32_t kMaxCodePoint = 0x10FFFF;
+// Repetition counts beyond this are refused: {m,n} unrolls into n copies.
+constexpr uint32_t kMaxRepeat = 10000;
+
+struct CodeRange {
+  uint32_t lo, hi;
+};
+
+// The UTF-8 byte-range sequences of code points lo..hi (RE2's / Go's utf8 range split): each
+// output sequence lists, per byte, the range that byte may take.
+void utf8_sequences(uint32_t lo, uint32_t hi,
+                    std::vector<std::vector<std::pair<uint8_t, uint8_t>>>& out) {
+  static constexpr uint32_t kMaxOfLength[] = {0x7F, 0x7FF, 0xFFFF, kMaxCodePoint};
+  for (const uint32_t max : kMaxOfLength) {
+    if (lo <= max && max < hi) {
+      utf8_sequences(lo, max, out);
+      utf8_sequences(max + 1, hi, out);
+      return;
+    }
+  }
+  std::string a, b;
+  utf8::append_code_point(a, lo);
+  utf8::append_code_point(b, hi);
+  const size_t n = a.size();
+  for (size_t i = 1; i < n; ++i) {
+    const uint32_t m = (uint32_t{1} << (6 * i)) - 1;
+    if ((lo & ~m) != (hi & ~m)) {
+      if ((lo & m) != 0) {
+        utf8_sequences(lo, lo | m, out);
+        utf8_sequences((lo | m) + 1, hi, out);
+        return;
+      }
+      if ((hi & m) != m) {
+        utf8_sequences(lo, (hi & ~m) - 1, out);
+        utf8_sequences(hi & ~m, hi, out);
+        return;
+      }
+    }
+  }
+  std::vector<std::pair<uint8_t, uint8_t>> seq;
+  for (size_t i = 0; i < n; ++i) {
+    seq.emplace_back(static_cast<uint8_t>(a[i]), static_cast<uint8_t>(b[i]));
+  }
+  out.push_back(std::move(seq));
+}
+
+class Parser {
+ public:
+  explicit Parser(std::string_view text) : text_(text) {}
+
+  Grammar parse() {
+    skip_space(true);
+    while (pos_ < text_.size()) {
+      const std::string name = parse_name();
+      skip_space(false);
+      if (text_.substr(pos_, 3) != "::=") error("expected '::=' after rule name '" + name + "'");
+      pos_ += 3;
+      skip_space(true);
+      const uint32_t r = rule_index(name);
+      if (defined_[r]) error("rule '" + name + "' is defined twice");
+      defined_[r] = true;
+      rules_[r].alternatives = parse_alternatives(name, false);
+      skip_space(true);
+    }
+    return Grammar::compile(std::move(rules_), "root");
+  }
+
+ private:
+  [[noreturn]] void error(const std::string& what) const {
+    size_t line = 1;
+    for (size_t i = 0; i < pos_ && i < text_.size(); ++i) line += text_[i] == '\n';
+    fail(ErrorCode::kInvalidArgument, "grammar: line {}: {}", line, what);
+  }
+
+  bool at_end() const { return pos_ >= text_.size(); }
+  char peek() const { return at_end() ? '\0' : text_[pos_]; }
+
+  // Spaces, tabs and comments; newlines too when `newlines`.
+  void skip_space(bool newlines) {
+    while (!at_end()) {
+      const char c = text_[pos_];
+      if (c == ' ' || c == '\t' || c == '\r' || (newlines && c == '\n')) {
+        ++pos_;
+      } else if (c == '#') {
+        while (!at_end() && text_[pos_] != '\n') ++pos_;
+      } else {
+        break;
+      }
+    }
+  }
+
+  static bool is_name_char(char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_';
+  }
+
+  std::string parse_name() {
+    const size_t start = pos_;
+    while (!at_end() && is_name_char(text_[pos_])) ++pos_;
+    if (pos_ == start) error(fmt::format("expected a rule name at '{}'", text_.substr(pos_, 10)));
+    return std::string(text_.substr(start, pos_ - start));
+  }
+
+  uint32_t rule_index(const std::string& name) {
+    auto [it, inserted] = names_.emplace(name, static_cast<uint32_t>(rules_.size()));
+    if (inserted) {
+      rules_.push_back({name, {}});
+      defined_.push_back(false);
+    }
+    return it->second;
+  }
+
+  uint32_t helper_rule(const std::string& base, std::vector<Alternative> alternatives) {
+    const uint32_t r = static_cast<uint32_t>(rules_.size());
+    rules_.push_back({fmt::format("{}_{}", base, r), std::move(alternatives)});
+    defined_.push_back(true);
+    return r;
+  }
+
+  uint32_t parse_hex(size_t digits) {
+    uint32_t value = 0;
+    for (size_t i = 0; i < digits; ++i) {
+      const char c = peek();
+      uint32_t d;
+      if (c >= '0' && c <= '9')
+        d = static_cast<uint32_t>(c - '0');
+      else if (c >= 'a' && c <= 'f')
+        d = static_cast<uint32_t>(c - 'a' + 10);
+      else if (c >= 'A' && c <= 'F')
+        d = static_cast<uint32_t>(c - 'A' + 10);
+      else
+        error("bad hex escape");
+      value = value * 16 + d;
+      ++pos_;
+    }
+    return value;
+  }
+
+  // One code point of a literal or class, escapes decoded.
+  uint32_t parse_char() {
+    if (at_end()) error("unexpected end of grammar");
+    const unsigned char c = static_cast<unsigned char>(text_[pos_]);
+    if (c == '\\') {
+      ++pos_;
+      const char e = peek();
+      ++pos_;
+      switch (e) {
+        case 'n':
+          return '\n';
+        case 'r':
+          return '\r';
+        case 't':
+          return '\t';
+        case '0':
+          return 0;
+        case 'x':
+          return parse_hex(2);
+        case 'u':
+          return parse_hex(4);
+        case 'U':
+          return parse_hex(8);
+        case '\\':
+        case '"':
+        case '[':
+        case ']':
+        case '-':
+        case '^':
+        case '/':
+          return static_cast<uint32_t>(e);
+        default:
+          error(fmt::format("unknown escape '\\{}'", e));
+      }
+    }
+    // A UTF-8 character of the grammar text itself.
+    const size_t length = std::min(utf8::sequence_length(c), text_.size() - pos_);
+    uint32_t cp = length == 1 ? c : c & (0xFF >> (length + 1));
+    for (size_t i = 1; i < length; ++i)
+      cp = (cp << 6) | (static_cast<unsigned char>(text_[pos_ + i]) & 0x3F);
+    pos_ += length;
+    return cp;
+  }
+
+  // Code point ranges -> one element (ASCII only) or a helper rule of UTF-8 alternatives.
+  Element class_element(const std::vector<CodeRange>& ranges) {
+    ByteSet ascii;
+    std::vector<Alternative> alternatives;
+    for (const CodeRange& r : ranges) {
+      if (r.lo <= 0x7F)
+        ascii.add_range(static_cast<uint8_t>(r.lo),
+                        static_cast<uint8_t>(std::min<uint32_t>(r.hi, 0x7F)));
+      if (r.hi < 0x80) continue;
+      std::vector<std::vector<std::pair<uint8_t, uint8_t>>> sequences;
+      utf8_sequences(std::max<uint32_t>(r.lo, 0x80), r.hi, sequences);
+      for (const auto& seq : sequences) {
+        Alternative alt;
+        for (const auto& [lo, hi] : seq) {
+          ByteSet set;
+          set.add_range(lo, hi);
+          alt.push_back(bytes_element(set));
+        }
+        alternatives.push_back(std::move(alt));
+      }
+    }
+    if (alternatives.empty()) {
+      if (ascii.empty()) error("empty character class");
+      return bytes_element(ascii);
+    }
+    if (!ascii.empty())
+      alternatives.insert(alternatives.begin(), Alternative{bytes_element(ascii)});
+    return rule_element(helper_rule("class", std::move(alternatives)));
+  }
+
+  static std::vector<CodeRange> complement(std::vector<CodeRange> ranges) {
+    std::sort(ranges.begin(), ranges.end(),
+              [](const CodeRange& a, const CodeRange& b) { return a.lo < b.lo; });
+    std::vector<CodeRange> out;
+    uint32_t next = 0;
+    for (const CodeRange& r : ranges) {
+      if (r.lo > next) out.push_back({next, r.lo - 1});
+      next = std::max(next, r.hi + 1);
+    }
+    if (next <= kMaxCodePoint) out.push_back({next, kMaxCodePoint});
+    return out;
+  }
+
+  // Any code point but surrogates.
+  static std::vector<CodeRange> any_char() { return {{0, 0xD7FF}, {0xE000, kMaxCodePoint}}; }
+
+  Element parse_class() {
+    ++pos_;  // '['
+    bool negated = false;
+    if (peek() == '^') {
+      negated = true;
+      ++pos_;
+    }
+    std::vector<CodeRange> ranges;
+    while (!at_end() && text_[pos_] != ']') {
+      const uint32_t lo = parse_char();
+      uint32_t hi = lo;
+      if (peek() == '-' && pos_ + 1 < text_.size() && text_[pos_ + 1] != ']') {
+        ++pos_;
+        hi = parse_char();
+        if (hi < lo) error("character range is reversed");
+      }
+      ranges.push_back({lo, hi});
+    }
+    if (at_end()) error("unterminated character class");
+    ++pos_;  // ']'
+    if (negated) {
+      ranges = complement(std::move(ranges));
+      // Surrogates are not characters.
+      std::vector<CodeRange> clipped;
+      for (const CodeRange& r : ranges) {
+        for (const CodeRange& allowed : any_char()) {
+          const uint32_t lo = std::max(r.lo, allowed.lo), hi = std::min(r.hi, allowed.hi);
+          if (lo <= hi) clipped.push_back({lo, hi});
+        }
+      }
+      ranges = std::move(clipped);
+    }
+    return class_element(ranges);
+  }
+
+  void parse_literal(Alternative& out) {
+    ++pos_;  // '"'
+    while (!at_end() && text_[pos_] != '"') {
+      std::string bytes;
+      utf8::append_code_point(bytes, parse_char());
+      for (const char b : bytes) out.push_back(byte_element(static_cast<uint8_t>(b)));
+    }
+    if (at_end()) error("unterminated literal");
+    ++pos_;
+  }
+
+  uint32_t parse_count() {
+    const size_t start = pos_;
+    uint64_t value = 0;
+    while (!at_end() && text_[pos_] >= '0' && text_[pos_] <= '9') {
+      value = value * 10 + static_cast<uint64_t>(text_[pos_] - '0');
+      if (value > kMaxRepeat) error(fmt::format("repetition count above {}", kMaxRepeat));
+      ++pos_;
+    }
+    if (pos_ == start) error("expected a number in a repetition");
+    return static_cast<uint32_t>(value);
+  }
+
+  // Replaces the last term of `seq` (from index `start`) by its repetition min..max
+  // (max < 0: unbounded), as llama.cpp's handle_repetitions does.
+  void repeat(const std::string& rule_name, Alternative& seq, size_t start, uint32_t min,
+              int64_t max) {
+    if (start == seq.size()) error("repetition without a term");
+    Alternative term(seq.begin() + static_cast<std::ptrdiff_t>(start), seq.end());
+    seq.resize(start);
+    for (uint32_t i = 0; i < min; ++i) seq.insert(seq.end(), term.begin(), term.end());
+    if (max < 0) {
+      // star ::= term star | (empty)
+      const uint32_t star = helper_rule(rule_name, {});
+      Alternative loop = term;
+      loop.push_back(rule_element(star));
+      rules_[star].alternatives = {std::move(loop), {}};
+      seq.push_back(rule_element(star));
+      return;
+    }
+    // opt_k ::= term opt_{k-1} | (empty), nested (max - min) deep.
+    int64_t optional = max - min;
+    if (optional <= 0) return;
+    uint32_t inner = helper_rule(rule_name, {term, {}});
+    for (int64_t k = 1; k < optional; ++k) {
+      Alternative alt = term;
+      alt.push_back(rule_element(inner));
+      inner = helper_rule(rule_name, {std::move(alt), {}});
+    }
+    seq.push_back(rule_element(inner));
+  }
+
+  Alternative parse_sequence(const std::string& rule_name, bool nested) {
+    Alternative seq;
+    size_t last_start = 0;
+    while (!at_end()) {
+      const char c = peek();
+      if (c == '"') {
+        last_start = seq.size();
+        parse_literal(seq);
+      } else if (c == '[') {
+        last_start = seq.size();
+        seq.push_back(parse_class());
+      } else if (c == '.') {
+        ++pos_;
+        last_start = seq.size();
+        seq.push_back(class_element(any_char()));
+      } else if (c == '(') {
+        ++pos_;
+        skip_space(true);
+        std::vector<Alternative> alternatives = parse_alternatives(rule_name, true);
+        if (peek() != ')') error("expected ')'");
+        ++pos_;
+        last_start = seq.size();
+        seq.push_back(rule_element(helper_rule(rule_name, std::move(alternatives))));
+      } else if (is_name_char(c)) {
+        const size_t save = pos_;
+        const std::string name = parse_name();
+        skip_space(false);
+        if (text_.substr(pos_, 3) == "::=") {  // the next rule starts: this sequence ended
+          pos_ = save;
+          break;
+        }
+        pos_ = save + name.size();
+        last_start = seq.size();
+        seq.push_back(rule_element(rule_index(name)));
+      } else if (c == '*' || c == '+' || c == '?') {
+        ++pos_;
+        repeat(rule_name, seq, last_start, c == '+' ? 1 : 0, c == '?' ? 1 : -1);
+      } else if (c == '{') {
+        ++pos_;
+        skip_space(false);
+        const uint32_t min = parse_count();
+        skip_space(false);
+        int64_t max = min;
+        if (peek() == ',') {
+          ++pos_;
+          skip_space(false);
+          max = peek() == '}' ? int64_t{-1} : int64_t{parse_count()};
+          skip_space(false);
+        }
+        if (peek() != '}') error("expected '}'");
+        ++pos_;
+        if (max >= 0 && max < min) error("repetition {m,n} with n < m");
+        repeat(rule_name, seq, last_start, min, max);
+      } else {
+        break;
+      }
+      skip_space(nested);
+    }
+    return seq;
+  }
+
+  std::vector<Alternative> parse_alternatives(const std::string& rule_name, bool nested) {
+    std::vector<Alternative> alternatives;
+    alternatives.push_back(parse_sequence(rule_name, nested));
+    while (peek() == '|') {
+      ++pos_;
+      skip_space(true);
+      alternatives.push_back(parse_sequence(rule_name, nested));
+    }
+    if (!nested && !at_end() && peek() != '\n' && !is_name_char(peek())) {
+      error(fmt::format("unexpected '{}'", peek()));
+    }
+    return alternatives;
+  }
+
+  std::string_view text_;
+  size_t pos_ = 0;
+  std::vector<RuleDef> rules_;
+  std::vector<bool> defined_;
+  std::map<std::string, uint32_t> names_;
+};
+
+}  // namespace
+
+Grammar parse_gbnf(std::string_view text) {
+  return Parser(text).parse();
+}
+
+}  // namespace rapide::grammar

@@ -1,0 +1,21 @@
+// llama.cpp's GBNF grammar syntax -> Grammar.
+//
+//   root  ::= item ("," ws item)*     # rules: name ::= alternatives; `root` is the start
+//   item  ::= [a-z]+ | "lit\n" | .    # char classes (with ^ and ranges), literals, any char
+//   ws    ::= [ \t]{0,4}              # postfix * + ? {m} {m,} {m,n}; ( ) groups
+//
+// Literals and classes are Unicode code points (escapes \n \r \t \\ \" \[ \] \xHH \uHHHH
+// \UHHHHHHHH); they are lowered to UTF-8 byte sequences, so the grammar runs on bytes.
+// A rule's alternatives continue over newlines only inside parentheses or after `|`.
+// Throws Error(kInvalidArgument) with the line of the first syntax error.
+#pragma once
+
+#include <string_view>
+
+#include "grammar/grammar.h"
+
+namespace rapide::grammar {
+
+Grammar parse_gbnf(std::string_view text);
+
+}  // namespace rapide::grammar

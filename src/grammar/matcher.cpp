@@ -1,0 +1,140 @@
+#include "grammar/matcher.h"
+
+#include <algorithm>
+
+namespace rapide::grammar {
+
+Matcher::Matcher(const Grammar& grammar) : grammar_(grammar) {}
+
+int32_t Matcher::intern(uint32_t pos, int32_t parent) {
+  const uint64_t k = (uint64_t{pos} << 32) | static_cast<uint32_t>(parent + 1);
+  auto [it, inserted] = index_.emplace(k, static_cast<int32_t>(nodes_.size()));
+  if (inserted) nodes_.push_back({pos, parent});
+  return it->second;
+}
+
+void Matcher::expand(uint32_t pos, int32_t parent, MatchState& out) {
+  const std::vector<Element>& elements = grammar_.elements();
+  const Element& e = elements[pos];
+  switch (e.kind) {
+    case ElementKind::kBytes:
+      out.stacks.push_back(intern(pos, parent));
+      return;
+    case ElementKind::kEnd:
+    case ElementKind::kRuleEnd:
+      if (parent < 0) {
+        out.accepts = true;
+      } else {
+        const Node n = nodes_[static_cast<size_t>(parent)];
+        expand(n.pos, n.parent, out);
+      }
+      return;
+    case ElementKind::kRule: {
+      // Tail position: returning would only pop again, so push nothing.
+      const int32_t ret =
+          elements[pos + 1].kind == ElementKind::kEnd ? parent : intern(pos + 1, parent);
+      for (const uint32_t alt : grammar_.alternatives(e.rule)) expand(alt, ret, out);
+      return;
+    }
+  }
+}
+
+void Matcher::normalize(MatchState& state) {
+  std::sort(state.stacks.begin(), state.stacks.end());
+  state.stacks.erase(std::unique(state.stacks.begin(), state.stacks.end()), state.stacks.end());
+}
+
+MatchState Matcher::initial() {
+  MatchState state;
+  for (const uint32_t alt : grammar_.alternatives(grammar_.root())) expand(alt, -1, state);
+  normalize(state);
+  return state;
+}
+
+void Matcher::advance(const MatchState& from, uint8_t b, MatchState& to) {
+  to.stacks.clear();
+  to.accepts = false;
+  for (const int32_t id : from.stacks) {
+    const Node n = nodes_[static_cast<size_t>(id)];
+    if (grammar_.elements()[n.pos].bytes.has(b)) expand(n.pos + 1, n.parent, to);
+  }
+  normalize(to);
+}
+
+bool Matcher::advance(MatchState& state, std::string_view bytes) {
+  MatchState next;
+  for (const char c : bytes) {
+    advance(state, static_cast<uint8_t>(c), next);
+    std::swap(state, next);
+    if (state.stacks.empty() && !state.accepts) return false;
+  }
+  return true;
+}
+
+ByteSet Matcher::next_bytes(const MatchState& state) const {
+  ByteSet set;
+  for (const int32_t id : state.stacks) {
+    set |= grammar_.elements()[nodes_[static_cast<size_t>(id)].pos].bytes;
+  }
+  return set;
+}
+
+std::string Matcher::key(const MatchState& state) const {
+  std::vector<std::string> stacks;
+  stacks.reserve(state.stacks.size());
+  for (int32_t id : state.stacks) {
+    std::string s;
+    for (; id >= 0; id = nodes_[static_cast<size_t>(id)].parent) {
+      const uint32_t pos = nodes_[static_cast<size_t>(id)].pos;
+      s.append(reinterpret_cast<const char*>(&pos), sizeof pos);
+    }
+    stacks.push_back(std::move(s));
+  }
+  std::sort(stacks.begin(), stacks.end());
+  std::string key(state.accepts ? "A" : "-");
+  for (const std::string& s : stacks) {
+    const uint32_t size = static_cast<uint32_t>(s.size());
+    key.append(reinterpret_cast<const char*>(&size), sizeof size);
+    key += s;
+  }
+  return key;
+}
+
+int32_t Matcher::intern_state(MatchState&& state) {
+  if (state.dead()) return kDead;
+  std::string k(reinterpret_cast<const char*>(state.stacks.data()),
+                state.stacks.size() * sizeof(int32_t));
+  k += state.accepts ? 'A' : '-';
+  auto [it, inserted] = dfa_index_.emplace(std::move(k), static_cast<int32_t>(dfa_states_.size()));
+  if (inserted) {
+    dfa_states_.push_back(std::move(state));
+    std::array<int32_t, 256> unknown;
+    unknown.fill(kUnknown);
+    transitions_.push_back(unknown);
+    keys_.emplace_back();
+  }
+  return it->second;
+}
+
+int32_t Matcher::initial_id() {
+  return intern_state(initial());
+}
+
+int32_t Matcher::step(int32_t id, uint8_t b) {
+  const int32_t known = transitions_[static_cast<size_t>(id)][b];
+  if (known != kUnknown) return known;
+  advance(dfa_states_[static_cast<size_t>(id)], b, scratch_);
+  // Interning grows the tables: store through the index afterwards.
+  const int32_t result = intern_state(std::move(scratch_));
+  scratch_ = MatchState{};
+  transitions_[static_cast<size_t>(id)][b] = result;
+  return result;
+}
+
+const std::string& Matcher::key_of(int32_t id) {
+  std::string& k = keys_[static_cast<size_t>(id)];
+  if (k.empty()) k = key(dfa_states_[static_cast<size_t>(id)]);
+  return k;
+}
+
+}  // namespace rapide::grammar
