@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "apps/rapide/bench_command.h"
 #include "apps/rapide/commands.h"
 #include "apps/rapide/engine_flags.h"
 #include "apps/rapide/model_options.h"
@@ -17,6 +18,7 @@
 #include "bench/http_backend.h"
 #include "bench/progress.h"
 #include "bench/table_report.h"
+#include "advise/engine_state.h"
 #include "engine/engine.h"
 
 namespace rapide::cli {
@@ -39,36 +41,6 @@ std::string describe_speculation(const SpecStats& before, const SpecStats& after
 
 using namespace rapide::bench;
 
-struct BenchOptions {
-  // Target.
-  std::string url = "http://127.0.0.1:8080";
-  bool engine = false;
-  std::string api = "completions";
-  std::string served_model;
-  std::string api_key;
-  double timeout_s = 600;
-  ModelOptions model;
-  EngineFlags engine_flags;
-  // Workload.
-  std::string workload = "random";
-  std::string dataset;
-  size_t num_requests = 100;
-  std::string input_len, output_len;
-  int prefix_len = 1000, num_prefixes = 1, context_len = 3000, num_docs = 0, turns = 4;
-  double temperature = 0.0;
-  bool force_length = true;
-  // Arrival.
-  std::string concurrency = "1";
-  std::string rates;
-  double burstiness = 1.0;
-  int max_concurrency = 0;
-  uint64_t seed = 0;
-  // Output.
-  std::string slo;
-  std::string output_json, output_html;
-  bool quiet = false;
-  std::string flags_text;
-};
 
 std::vector<ArrivalPattern> arrival_patterns(const BenchOptions& o) {
   std::vector<ArrivalPattern> out;
@@ -126,7 +98,9 @@ std::string discover_model(const HttpTarget& target, const std::string& api_key)
   return "default";
 }
 
-void run_bench(BenchOptions& o) {
+}  // namespace
+
+BenchOutcome run_bench(BenchOptions& o) {
   const Slo slo = parse_slo(o.slo);
   const std::vector<ArrivalPattern> patterns = arrival_patterns(o);
   WorkloadOptions workload = workload_options(o);
@@ -208,7 +182,22 @@ void run_bench(BenchOptions& o) {
                                    describe_speculation(before, engine->stats().spec));
     }
   }
-  std::fputs(format_tables(report).c_str(), stdout);
+  BenchOutcome outcome;
+  if (engine) {
+    // What the advisor reads next to the run: the engine's record and the machine's facts
+    // (the bandwidth probe runs after the workload so it does not disturb it).
+    outcome.state = advise::capture_engine_state(
+        *engine, advise::probe_machine(engine->options().threads, true),
+        o.engine_flags.draft_model);
+    if (!o.output_state.empty()) {
+      advise::write_state_file(o.output_state, *outcome.state);
+      spdlog::info("wrote {}", o.output_state);
+    }
+  } else if (!o.output_state.empty()) {
+    fail(ErrorCode::kInvalidArgument,
+         "--state needs --engine (a server's state is GET /v1/engine/state)");
+  }
+  if (!o.quiet_tables) std::fputs(format_tables(report).c_str(), stdout);
   if (!o.output_json.empty()) {
     write_report_file(o.output_json, report);
     spdlog::info("wrote {}", o.output_json);
@@ -217,14 +206,11 @@ void run_bench(BenchOptions& o) {
     write_html_file(o.output_html, report);
     spdlog::info("wrote {}", o.output_html);
   }
+  outcome.report = std::move(report);
+  return outcome;
 }
 
-}  // namespace
-
-void register_bench(CLI::App& app) {
-  auto o = std::make_shared<BenchOptions>();
-  CLI::App* cmd = app.add_subcommand(
-      "bench", "load a server (or the in-process engine) and report TTFT, TPOT, throughput");
+void add_bench_options(CLI::App* cmd, BenchOptions* o) {
   cmd->add_option("--url", o->url, "server root, http://HOST:PORT")->capture_default_str();
   cmd->add_flag("--engine", o->engine, "benchmark the in-process engine instead (needs -m)");
   cmd->add_option("--api", o->api, "completions | chat")->capture_default_str();
@@ -273,6 +259,15 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--output", o->output_json, "write all per-request timings + summary (JSON)");
   cmd->add_option("--html", o->output_html, "write a self-contained HTML report");
   cmd->add_flag("-q,--quiet", o->quiet, "no progress line");
+}
+
+void register_bench(CLI::App& app) {
+  auto o = std::make_shared<BenchOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "bench", "load a server (or the in-process engine) and report TTFT, TPOT, throughput");
+  add_bench_options(cmd, o.get());
+  cmd->add_option("--state", o->output_state,
+                  "--engine: write the engine's state after the run (rapide advise --state)");
 
   auto files = std::make_shared<std::vector<std::string>>();
   CLI::App* compare = cmd->add_subcommand("compare", "compare two --output files side by side");

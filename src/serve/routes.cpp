@@ -131,6 +131,13 @@ void Router::dispatch(const HttpRequest& request, const std::string& path,
       metrics_.observe_status(label, 200);
       return;
     }
+    if (path == "/v1/engine/state") {
+      label = "engine_state";
+      require_method(request, http::verb::get, path);
+      engine_state(exchange);
+      metrics_.observe_status(label, 200);
+      return;
+    }
     if (const std::optional<api::Endpoint> endpoint = api::endpoint_for_path(path)) {
       label = api::endpoint_name(*endpoint);
       require_method(request, http::verb::post, path);
@@ -162,6 +169,17 @@ void Router::list_models(const std::string& path, const std::shared_ptr<HttpExch
     throw api::model_not_found(id);
   }
   exchange->respond(200, kJson, api::dump_json(model));
+}
+
+void Router::engine_state(const std::shared_ptr<HttpExchange>& exchange) {
+  if (state() == ServerState::kLoading) {
+    throw api::ApiError(503, "the model is still loading", {}, "loading").with_retry_after(5);
+  }
+  std::call_once(machine_once_, [this] {
+    machine_ = advise::probe_machine(engine_->options().threads, true);
+  });
+  exchange->respond(200, kJson,
+                    api::dump_json(advise::state_to_json(advise::capture_engine_state(*engine_, machine_))));
 }
 
 void Router::generate(const HttpRequest& request, api::Endpoint endpoint,

@@ -3,6 +3,7 @@
 //
 //   POST /v1/completions, /v1/chat/completions   generation (src/api, generation.h)
 //   GET  /v1/models, /v1/models/{id}            the served model
+//   GET  /v1/engine/state                       the advisor's record (advise/engine_state.h)
 //   GET  /health                                ready (200) / loading / draining (503)
 //   GET  /metrics                               Prometheus text (metrics.h)
 #pragma once
@@ -10,7 +11,10 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
+
+#include "advise/engine_state.h"
 
 #include "api/chat.h"
 #include "api/openai_protocol.h"
@@ -53,6 +57,7 @@ class Router {
   void generate(const HttpRequest& request, api::Endpoint endpoint,
                 const std::shared_ptr<HttpExchange>& exchange);
   void list_models(const std::string& path, const std::shared_ptr<HttpExchange>& exchange);
+  void engine_state(const std::shared_ptr<HttpExchange>& exchange);
 
   ApiKeys keys_;
   ServeMetrics& metrics_;
@@ -61,6 +66,9 @@ class Router {
   Engine* engine_ = nullptr;
   ServedModel model_;
   std::unique_ptr<api::ChatPrompter> chat_;
+  // Machine facts for /v1/engine/state: the bandwidth probe runs once, on the first request.
+  std::once_flag machine_once_;
+  advise::MachineFacts machine_;
 };
 
 }  // namespace rapide::serve
