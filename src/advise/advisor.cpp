@@ -96,6 +96,13 @@ Finding model_size(const EngineState& s, const WorkloadFacts& w) {
     return f;
   }
   const double fraction = w.roofline_step / step1;
+  // Weights that stay in the cache are read at cache speed: the DRAM roofline says nothing.
+  const uint64_t cache = s.machine.last_level_cache ? s.machine.last_level_cache : 32ull << 20;
+  if (s.model.weight_bytes < 2 * cache) {
+    f.verdict = fmt::format("the weights ({}) fit the {} cache: decode is not bound by memory",
+                            format_bytes(s.model.weight_bytes), format_bytes(cache));
+    return f;
+  }
   f.evidence.push_back(fmt::format(
       "decode step at 1 row {} vs {} to read the weights once at {:.1f} GB/s: {} of the "
       "bandwidth roofline",
@@ -337,9 +344,12 @@ Finding contention(const EngineState& s, const WorkloadFacts& w) {
       "{} steps mixed prompt chunks with decodes (mean {}, max {}) vs {} decode-only (mean {})",
       mixed.steps, ms(mixed.mean_seconds()), ms(mixed.max_seconds), decode.steps,
       ms(decode.mean_seconds())));
-  const uint64_t streaming = mixed.steps + decode.steps;
-  if (mixed.steps == 0 || streaming == 0 || decode.steps == 0 ||
-      mixed.steps * 20 < streaming || mixed.mean_seconds() < 2.0 * decode.mean_seconds()) {
+  // The stall: what mixed steps took beyond a decode step, as a share of the time streams
+  // were served; rare but long stalls count as much as frequent short ones.
+  const double stall = mixed.seconds - static_cast<double>(mixed.steps) * decode.mean_seconds();
+  const double streaming = mixed.seconds + decode.seconds;
+  if (mixed.steps == 0 || decode.steps == 0 || streaming <= 0 || stall < 0.1 * streaming ||
+      mixed.mean_seconds() < 2.0 * decode.mean_seconds()) {
     f.verdict = "prompt work does not stall token streams";
     return f;
   }
@@ -351,8 +361,9 @@ Finding contention(const EngineState& s, const WorkloadFacts& w) {
     f.evidence.push_back(fmt::format("inter-token latency p50 {}, p99 {}", ms(w.itl_p50),
                                      ms(w.itl_p99)));
   }
-  f.evidence.push_back(fmt::format("a mixed step carries {:.0f} prompt tokens at {:.3f} ms each",
-                                   chunk_tokens, per_token * 1e3));
+  f.evidence.push_back(fmt::format("a mixed step carries {:.0f} prompt tokens at {:.3f} ms each; "
+                                   "streams spent {} of their time stalled",
+                                   chunk_tokens, per_token * 1e3, pct(stall / streaming)));
   // A chunk that costs about one decode step bounds a stalled token at ~2 decode steps.
   int chunk = 16;
   while (chunk * 2 <= s.config.prefill_chunk / 2 && per_token * chunk * 2 <= decode.mean_seconds())

@@ -25,6 +25,7 @@ struct MachineFacts {
   uint64_t memory_total = 0;      // bytes
   uint64_t memory_available = 0;  // MemAvailable when captured
   double read_bandwidth = 0.0;    // bytes/s the engine's threads read (0: not measured)
+  uint64_t last_level_cache = 0;  // bytes (0: unknown): weights that fit are not bandwidth-bound
 };
 
 struct ModelFacts {
