@@ -348,13 +348,24 @@ Finding contention(const EngineState& s, const WorkloadFacts& w) {
   // were served; rare but long stalls count as much as frequent short ones.
   const double stall = mixed.seconds - static_cast<double>(mixed.steps) * decode.mean_seconds();
   const double streaming = mixed.seconds + decode.seconds;
-  if (mixed.steps == 0 || decode.steps == 0 || streaming <= 0 || stall < 0.1 * streaming ||
+  if (!w.latency_target) {
+    f.verdict = "no latency target: a stalled stream delays no one";
+    return f;
+  }
+  if (mixed.steps < 3 || decode.steps == 0 || streaming <= 0 || stall < 0.1 * streaming ||
       mixed.mean_seconds() < 2.0 * decode.mean_seconds()) {
     f.verdict = "prompt work does not stall token streams";
     return f;
   }
-  f.fires = true;
+  // Short prompts joining a step cost little whatever the chunk: only chunks of many
+  // tokens are worth splitting.
   const double chunk_tokens = static_cast<double>(mixed.prefill_tokens) / mixed.steps;
+  if (chunk_tokens < 64) {
+    f.verdict = fmt::format("prompts join decode steps {:.0f} tokens at a time: short enough",
+                            chunk_tokens);
+    return f;
+  }
+  f.fires = true;
   const double per_token =
       std::max(1e-9, (mixed.mean_seconds() - decode.mean_seconds()) / chunk_tokens);
   if (w.itl_p99 > 0) {
