@@ -40,7 +40,7 @@ struct BenchOptions {
   // Output.
   std::string slo;
   std::string output_json, output_html;
-  std::string output_state;  // --state: the engine state after the runs
+  std::string output_state;   // --state: the engine state after the runs
   bool quiet_tables = false;  // no result tables on stdout (advise --verify prints its own)
   bool quiet = false;
   std::string flags_text;

@@ -63,8 +63,8 @@ void lint(const AdviseOptions& o) {
 }
 
 advise::EngineState fetch_state(const std::string& url, const std::string& api_key) {
-  const auto reply = bench::http_get(bench::parse_url(url), "/v1/engine/state", api_key,
-                                     std::chrono::seconds(30));
+  const auto reply =
+      bench::http_get(bench::parse_url(url), "/v1/engine/state", api_key, std::chrono::seconds(30));
   if (!reply) fail(ErrorCode::kUnavailable, "{} does not answer GET /v1/engine/state", url);
   if (reply->status != 200) {
     fail(ErrorCode::kUnavailable, "GET {}/v1/engine/state: HTTP {}: {}", url, reply->status,
@@ -171,8 +171,9 @@ void run_advise(AdviseOptions& o) {
 void register_advise(CLI::App& app) {
   auto o = std::make_shared<AdviseOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "advise", "ask the six questions on measured data: which lever, its expected effect, "
-                "its cost (and --verify it)");
+      "advise",
+      "ask the six questions on measured data: which lever, its expected effect, "
+      "its cost (and --verify it)");
   add_bench_options(cmd, &o->bench);
   cmd->get_option("--model")->required(false);
   cmd->add_option("--state", o->state_file, "engine state: rapide bench --engine --state FILE");

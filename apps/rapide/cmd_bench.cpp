@@ -18,6 +18,8 @@
 #include "bench/http_backend.h"
 #include "bench/progress.h"
 #include "bench/table_report.h"
+#include "advise/advice_html.h"
+#include "advise/advisor.h"
 #include "advise/engine_state.h"
 #include "engine/engine.h"
 
@@ -203,7 +205,16 @@ BenchOutcome run_bench(BenchOptions& o) {
     spdlog::info("wrote {}", o.output_json);
   }
   if (!o.output_html.empty()) {
-    write_html_file(o.output_html, report);
+    // With the engine in-process the report carries the advisor's reading of this run.
+    std::string advice;
+    if (outcome.state && !report.runs.empty()) {
+      advise::AdviseInput input;
+      input.state = &*outcome.state;
+      input.run = &report.runs.back();
+      input.draft_model = o.engine_flags.draft_model;
+      advice = advise::render_advice_html(advise::advise(input));
+    }
+    write_html_file(o.output_html, report, advice);
     spdlog::info("wrote {}", o.output_html);
   }
   outcome.report = std::move(report);

@@ -16,14 +16,14 @@ namespace {
 // `rapide quantize IN OUT --type TYPE` with this very binary.
 std::string quantize_model(const std::string& model, const std::string& type,
                            const std::string& scratch_dir) {
-  const std::string out =
-      (std::filesystem::path(scratch_dir) /
-       (std::filesystem::path(model).stem().string() + "-" + type + ".gguf"))
-          .string();
+  const std::string out = (std::filesystem::path(scratch_dir) /
+                           (std::filesystem::path(model).stem().string() + "-" + type + ".gguf"))
+                              .string();
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   const pid_t pid = fork();
   if (pid < 0) fail(ErrorCode::kInternal, "fork failed");
   if (pid == 0) {
+    dup2(STDERR_FILENO, STDOUT_FILENO);  // its progress must not mix into advise's output
     execl(self.c_str(), self.c_str(), "quantize", model.c_str(), out.c_str(), "--type",
           type.c_str(), static_cast<char*>(nullptr));
     _exit(127);

@@ -62,7 +62,7 @@ struct Finding {
 struct Advice {
   std::string subject;  // model, machine
   std::vector<Finding> findings;
-  int headline = -1;  // index of the first finding that fires and has an available lever
+  int headline = -1;  // index of the first finding that fires (-1: healthy)
   bool healthy() const { return headline < 0; }
 };
 
@@ -75,6 +75,8 @@ struct AdviseInput {
 Advice advise(const AdviseInput& input);
 
 std::string format_advice(const Advice& advice);
+// One line: "nothing to change: ..." or "first: LEVER - EFFECT".
+std::string headline_text(const Advice& advice);
 nlohmann::json advice_to_json(const Advice& advice);
 
 }  // namespace rapide::advise

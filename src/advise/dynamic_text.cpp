@@ -11,16 +11,18 @@ bool is_id_char(char c) {
          c == ':' || c == 'T' || c == 'Z' || c == '.' || c == '+';
 }
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
 
 // Whether the text at the difference starts a JSON key ("name":), or sits inside one.
 bool at_json_key(std::string_view before, std::string_view side) {
   static const std::regex key(R"(^[A-Za-z0-9_\-]*"\s*:)");
   const size_t quote = before.rfind('"');
   const bool inside = quote != std::string_view::npos &&
-                      before.find_first_of(":,", quote) == std::string_view::npos &&
-                      quote > 0 && (before[quote - 1] == '{' || before[quote - 1] == ',' ||
-                                    before[quote - 1] == ' ' || before[quote - 1] == '\n');
+                      before.find_first_of(":,", quote) == std::string_view::npos && quote > 0 &&
+                      (before[quote - 1] == '{' || before[quote - 1] == ',' ||
+                       before[quote - 1] == ' ' || before[quote - 1] == '\n');
   const std::string s(side.substr(0, 64));
   if (inside) return std::regex_search(s, key);
   return std::regex_search(s, std::regex(R"(^\s*"[A-Za-z0-9_\-]*"\s*:)"));
@@ -88,7 +90,8 @@ DynamicKind classify_difference(std::string_view before, std::string_view a, std
   if ((i > 0 || j > 0) && a.substr(i, 16) == b.substr(j, 16)) return DynamicKind::kWhitespace;
   if (at_json_key(before, a) && at_json_key(before, b)) return DynamicKind::kKeyOrder;
   const std::string token = difference_token(before, a);
-  static const std::regex date(R"(\d{4}-\d{2}-\d{2}|\d{1,2}:\d{2}(:\d{2})?|\d{1,2}/\d{1,2}/\d{2,4})");
+  static const std::regex date(
+      R"(\d{4}-\d{2}-\d{2}|\d{1,2}:\d{2}(:\d{2})?|\d{1,2}/\d{1,2}/\d{2,4})");
   static const std::regex uuid(R"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-|[0-9a-fA-F]{12,}|\d{7,})");
   static const std::regex number(R"(^\d{1,6}$)");
   if (std::regex_search(token, date)) return DynamicKind::kTimestamp;

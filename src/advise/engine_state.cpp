@@ -31,8 +31,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(PrefixMissRecord, request_id, pr
 namespace rapide::advise {
 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(MachineFacts, cores, threads, memory_total,
-                                                memory_available, read_bandwidth,
-                                                last_level_cache)
+                                                memory_available, read_bandwidth, last_level_cache)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ModelFacts, name, weight_bytes, parameters,
                                                 max_context, kv_bytes_per_token)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ConfigFacts, batching, kv_layout, kv_type,
@@ -53,9 +52,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CounterFacts, steps, requests_su
                                                 requests_failed, prompt_tokens,
                                                 computed_prompt_tokens, generated_tokens,
                                                 preemptions, waiting, running)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(PrefixFacts, enabled, queries, hits,
-                                                prompt_tokens, hit_tokens, evicted_blocks,
-                                                offload_enabled)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(PrefixFacts, enabled, queries, hits, prompt_tokens,
+                                                hit_tokens, evicted_blocks, offload_enabled)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SpecFacts, enabled, verifications, proposed,
                                                 accepted, emitted)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(EngineState, version, model, machine, config,
@@ -73,7 +71,8 @@ MachineFacts probe_machine(int threads, bool measure_bandwidth) {
   const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
   // A VM may report a whole socket's L3 (384 MiB on a Zen 4 EPYC) while one core reaches
   // only its chiplet's 32 MiB: the smaller figure is the one decode sees.
-  m.last_level_cache = std::min<uint64_t>(static_cast<uint64_t>(std::max({l3, l2, 0L})), 32ull << 20);
+  m.last_level_cache =
+      std::min<uint64_t>(static_cast<uint64_t>(std::max({l3, l2, 0L})), 32ull << 20);
   try {
     m.memory_available = mem_available_bytes();
   } catch (const Error&) {

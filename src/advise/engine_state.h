@@ -43,8 +43,8 @@ struct ModelFacts {
 struct ConfigFacts {
   std::string batching, kv_layout, kv_type, kv_memory, kv_offload_ram, kv_offload_dir, spec;
   std::string draft_model;  // path, when a draft model was loaded
-  int kv_block_size = 0, kv_total_blocks = 0, max_batch_tokens = 0, max_seqs = 0,
-      prefill_chunk = 0, spec_tokens = 0;
+  int kv_block_size = 0, kv_total_blocks = 0, max_batch_tokens = 0, max_seqs = 0, prefill_chunk = 0,
+      spec_tokens = 0;
   bool prefix_cache = false;
 };
 
@@ -65,8 +65,8 @@ struct RequestSummary {
 
 struct CounterFacts {
   uint64_t steps = 0, requests_submitted = 0, requests_finished = 0, requests_aborted = 0,
-           requests_failed = 0, prompt_tokens = 0, computed_prompt_tokens = 0,
-           generated_tokens = 0, preemptions = 0;
+           requests_failed = 0, prompt_tokens = 0, computed_prompt_tokens = 0, generated_tokens = 0,
+           preemptions = 0;
   int waiting = 0, running = 0;
 };
 
@@ -95,8 +95,8 @@ struct EngineState {
   ConfigFacts config;
   CounterFacts counters;
   StepTotals step_totals;
-  std::vector<StepRecord> steps;          // oldest first
-  std::vector<RequestSummary> requests;   // oldest first
+  std::vector<StepRecord> steps;         // oldest first
+  std::vector<RequestSummary> requests;  // oldest first
   PrefixFacts prefix;
   PrefixSharingStats sharing;
   std::vector<PrefixMissRecord> misses;  // oldest first

@@ -71,8 +71,10 @@ std::string sort_json_objects(const std::string& text, bool* unsorted) {
     for (; j < text.size(); ++j) {
       const char c = text[j];
       if (in_string) {
-        if (c == '\\') ++j;
-        else if (c == '"') in_string = false;
+        if (c == '\\')
+          ++j;
+        else if (c == '"')
+          in_string = false;
       } else if (c == '"') {
         in_string = true;
       } else if (c == '{') {
@@ -153,10 +155,10 @@ LintReport lint_prompts(const std::vector<nlohmann::json>& requests, const Encod
       if (!value.empty()) {
         has_dynamic = true;
         if (dynamic.example.empty()) {
-          dynamic.example = fmt::format("`{}` ({}) {} characters in, before {} more characters",
-                                        value,
-                                        dynamic_kind_name(classify_difference("", value, "")),
-                                        text->find(value), text->size() - text->find(value));
+          dynamic.example =
+              fmt::format("`{}` ({}) {} characters in, before {} more characters", value,
+                          dynamic_kind_name(classify_difference("", value, "")), text->find(value),
+                          text->size() - text->find(value));
         }
       }
       bool unsorted = false;

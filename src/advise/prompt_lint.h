@@ -26,8 +26,8 @@
 namespace rapide::advise {
 
 struct LintIssue {
-  std::string kind;  // "dynamic content early", "key order", "whitespace/Unicode"
-  int requests = 0;  // requests showing it
+  std::string kind;     // "dynamic content early", "key order", "whitespace/Unicode"
+  int requests = 0;     // requests showing it
   std::string example;  // the first one: the value and where
 };
 

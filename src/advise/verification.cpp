@@ -57,15 +57,16 @@ Verification judge(const Finding& finding, double measured_before, double measur
       measured_before != 0 ? (measured_after - measured_before) / measured_before : 0;
   v.ratio = predicted != 0 ? measured / predicted : 0.0;
   if (predicted != 0 && v.ratio > 0) {
-    v.verdict = std::abs(v.ratio - 1.0) <= 0.35 ? VerifyVerdict::kVerified : VerifyVerdict::kRightSign;
+    v.verdict =
+        std::abs(v.ratio - 1.0) <= 0.35 ? VerifyVerdict::kVerified : VerifyVerdict::kRightSign;
   }
   return v;
 }
 
 std::string format_verifications(const std::vector<Verification>& rows) {
-  std::string out = fmt::format("{:<24} {:<28} {:>12} {:>12} {:>12} {:>12}  {}\n", "lever",
-                                "metric", "A measured", "B predicted", "B measured",
-                                "effect/pred", "verdict");
+  std::string out =
+      fmt::format("{:<24} {:<28} {:>12} {:>12} {:>12} {:>12}  {}\n", "lever", "metric",
+                  "A measured", "B predicted", "B measured", "effect/pred", "verdict");
   for (const Verification& v : rows) {
     const double scale = metric_scale(v.metric);
     const double predicted_b = v.predicted_before != 0

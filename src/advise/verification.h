@@ -25,8 +25,8 @@ enum class VerifyVerdict { kVerified, kRightSign, kNotVerified };
 const char* verify_verdict_name(VerifyVerdict verdict);
 
 struct Verification {
-  std::string lever;  // the finding's id
-  std::string change; // its flags
+  std::string lever;   // the finding's id
+  std::string change;  // its flags
   Metric metric = Metric::kTpotP50;
   double predicted_before = 0, predicted_after = 0;
   double measured_before = 0, measured_after = 0;

@@ -24,15 +24,15 @@ struct StepCost {
 StepCost fit_decode_cost(const EngineState& state);
 
 struct WorkloadFacts {
-  bool from_bench = false;  // latencies below come from a bench run
-  int users = 0;            // closed-loop users, or the most requests running at once
-  bool all_at_once = false;            // every request arrived together (rate = inf)
-  bool latency_target = false;         // an SLO was given, or requests came one by one
+  bool from_bench = false;      // latencies below come from a bench run
+  int users = 0;                // closed-loop users, or the most requests running at once
+  bool all_at_once = false;     // every request arrived together (rate = inf)
+  bool latency_target = false;  // an SLO was given, or requests came one by one
   int requests = 0;
   double ttft_mean = 0, ttft_p50 = 0, tpot_p50 = 0, itl_p50 = 0, itl_p99 = 0;  // seconds
-  double output_throughput = 0;        // tokens/s
+  double output_throughput = 0;                                                // tokens/s
   double prompt_mean = 0, output_mean = 0, output_cv = 0;  // tokens; cv = sd / mean
-  double duration = 0;                 // seconds
+  double duration = 0;                                     // seconds
   // Decode-only steps: mean rows and seconds; the decode step at one row.
   double decode_rows = 0, decode_step = 0;
   StepCost cost;

@@ -20,8 +20,8 @@ namespace rapide {
 struct PrefixSharingStats {
   uint64_t prompts = 0;
   uint64_t prompt_tokens = 0;
-  uint64_t shareable_tokens = 0;   // in leading full blocks some earlier prompt had
-  uint64_t sharing_prompts = 0;    // prompts with at least one such block
+  uint64_t shareable_tokens = 0;  // in leading full blocks some earlier prompt had
+  uint64_t sharing_prompts = 0;   // prompts with at least one such block
   double shareable_fraction() const {
     return prompt_tokens ? static_cast<double>(shareable_tokens) / prompt_tokens : 0.0;
   }

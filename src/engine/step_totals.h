@@ -36,10 +36,10 @@ struct StepKindTotals {
 
 struct StepTotals {
   StepKindTotals decode_only, prefill_only, mixed;
-  uint64_t padding_rows = 0;  // static batching's finished-but-computed rows
-  uint64_t draft_tokens = 0;  // speculative guesses verified
-  int max_running = 0;        // the most sequences running after a step
-  int max_waiting = 0;        // the longest queue after a step
+  uint64_t padding_rows = 0;     // static batching's finished-but-computed rows
+  uint64_t draft_tokens = 0;     // speculative guesses verified
+  int max_running = 0;           // the most sequences running after a step
+  int max_waiting = 0;           // the longest queue after a step
   int32_t min_free_blocks = -1;  // the fewest free KV blocks after a step (-1: no step yet)
 
   void add(int sequences, int prefill, int decode, int padding, int drafts, int running,

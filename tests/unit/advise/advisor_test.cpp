@@ -169,7 +169,8 @@ TEST(Advisor, StaticBatchingWithVariedOutputsIsMadeContinuous) {
   EngineState s = healthy();
   s.config.batching = "static";
   s.step_totals.padding_rows = s.step_totals.decode_only.rows * 2 / 5;  // 40 % padding
-  for (size_t i = 0; i < s.requests.size(); ++i) s.requests[i].completion_tokens = 16 + 60 * (i % 4);
+  for (size_t i = 0; i < s.requests.size(); ++i)
+    s.requests[i].completion_tokens = 16 + 60 * (i % 4);
   const Finding& f = headline(run(s));
   EXPECT_EQ(f.id, "continuous-batching");
   ASSERT_TRUE(f.prediction.has_value());

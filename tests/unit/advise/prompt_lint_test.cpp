@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <string>
 #include <vector>
 
@@ -14,7 +16,8 @@ std::vector<int32_t> bytes(const std::string& text) {
 
 std::string system_prompt() {
   std::string s;
-  for (int i = 0; i < 40; ++i) s += "Rule " + std::to_string(i) + ": answer briefly and politely.\n";
+  for (int i = 0; i < 40; ++i)
+    s += "Rule " + std::to_string(i) + ": answer briefly and politely.\n";
   return s;
 }
 
@@ -29,7 +32,7 @@ TEST(PromptLint, TimestampFirstIsFoundAndFixingItRaisesTheHitRate) {
   EXPECT_EQ(r.issues[0].kind, "dynamic content early");
   EXPECT_EQ(r.issues[0].requests, 20);
   EXPECT_NE(r.issues[0].example.find("2026-11-29T10:04:10Z"), std::string::npos);
-  EXPECT_LT(r.hit_rate_now, 0.05);  // the timestamp is in the first block
+  EXPECT_LT(r.hit_rate_now, 0.05);   // the timestamp is in the first block
   EXPECT_GT(r.hit_rate_fixed, 0.8);  // 19 of 20 share the ~1,400-byte system prompt
   const std::vector<nlohmann::json> fixed = fix_prompts(requests);
   const std::string p = fixed[3]["prompt"];
@@ -43,11 +46,11 @@ TEST(PromptLint, VaryingKeyOrderAndWhitespaceAreCanonicalised) {
     const std::string tools = i % 2 ? R"({"name": "search", "args": {"q": 1, "k": 2}})"
                                     : R"({"args": {"q": 1, "k": 2}, "name": "search"})";
     const std::string spaces = i % 3 ? "Be  brief.\r\n" : "Be brief.\n";
-    requests.push_back({{"messages",
-                         {{{"role", "system"}, {"content", "Tools: " + tools + "\n" + spaces +
-                                                              system_prompt()}},
-                          {{"role", "user"}, {"content", "q" + std::to_string(i)}}}},
-                        {"max_tokens", 8}});
+    requests.push_back(
+        {{"messages",
+          {{{"role", "system"}, {"content", "Tools: " + tools + "\n" + spaces + system_prompt()}},
+           {{"role", "user"}, {"content", fmt::format("q{}", i)}}}},
+         {"max_tokens", 8}});
   }
   const LintReport r = lint_prompts(requests, bytes, 16);
   ASSERT_EQ(r.issues.size(), 2u);

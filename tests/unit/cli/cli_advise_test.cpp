@@ -21,7 +21,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string model() { return shared_path("models/stories260K/stories260K.gguf"); }
+std::string model() {
+  return shared_path("models/stories260K/stories260K.gguf");
+}
 
 class CliAdvise : public ::testing::Test {
  protected:
@@ -75,9 +77,9 @@ TEST_F(CliAdvise, HealthyConfigurationHasNothingToChange) {
 }
 
 TEST_F(CliAdvise, PrefixCacheOffWithSharedPrefixesAndItsVerification) {
-  const nlohmann::json a =
-      advise("--workload shared-prefix --prefix-len 300 --input-len 20 --output-len 8 "
-             "--num-requests 16 --concurrency 1 --prefix-cache off --verify");
+  const nlohmann::json a = advise(
+      "--workload shared-prefix --prefix-len 300 --input-len 20 --output-len 8 "
+      "--num-requests 16 --concurrency 1 --prefix-cache off --verify");
   ASSERT_EQ(a["headline"], "prefix-cache") << a.dump(1);
   const auto& v = a["verification"];
   ASSERT_GE(v.size(), 1u);
@@ -133,9 +135,9 @@ TEST_F(CliAdvise, ShuffledJsonKeyOrderIsNonDeterministicSerialization) {
     std::next_permutation(keys.begin(), keys.end());
     std::string object = "{";
     for (const std::string& k : keys) object += (object.size() > 1 ? ", \"" : "\"") + k + "\": 1";
-    nlohmann::json r = {{"prompt", "Tool: " + object + "}\n" + kStory + kStory + "Question " +
-                                       std::to_string(i)},
-                        {"output_len", 4}};
+    nlohmann::json r = {
+        {"prompt", "Tool: " + object + "}\n" + kStory + kStory + "Question " + std::to_string(i)},
+        {"output_len", 4}};
     jsonl += r.dump() + "\n";
   }
   const std::string data = write("requests.jsonl", jsonl);
@@ -168,8 +170,8 @@ TEST_F(CliAdvise, HugeKvBlocksAreMadeSmaller) {
 }
 
 TEST_F(CliAdvise, OneUserGetsSpeculation) {
-  const nlohmann::json a = advise(
-      "--workload random --input-len 16 --output-len 64 --num-requests 6 --concurrency 1");
+  const nlohmann::json a =
+      advise("--workload random --input-len 16 --output-len 64 --num-requests 6 --concurrency 1");
   EXPECT_EQ(a["headline"], "speculative") << a.dump(1);
   EXPECT_EQ(finding(a, "speculative")["flags"][0][1], "ngram");
 }
@@ -194,8 +196,8 @@ TEST_F(CliAdvise, ExhaustedKvWithPreemptions) {
 }
 
 TEST_F(CliAdvise, OfflineWorkloadGoesToRapideBatch) {
-  const nlohmann::json a = advise(
-      "--workload random --input-len 16 --output-len 32 --num-requests 32 --rate inf");
+  const nlohmann::json a =
+      advise("--workload random --input-len 16 --output-len 32 --num-requests 32 --rate inf");
   EXPECT_EQ(a["headline"], "offline-batch") << a.dump(1);
 }
 
@@ -222,7 +224,8 @@ TEST_F(CliAdvise, OfflineFilesGiveTheSameAdvice) {
   const CliResult b = run_rapide("bench --engine -q -m " + model() +
                                      " --workload random --input-len 16 --output-len 4-200 "
                                      "--num-requests 24 --concurrency 8 --batching static "
-                                     "--output " + run + " --state " + state,
+                                     "--output " +
+                                     run + " --state " + state,
                                  false);
   ASSERT_EQ(b.exit_code, 0) << b.out;
   const CliResult r = run_rapide("advise --json --state " + state + " --bench " + run, false);
