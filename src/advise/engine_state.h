@@ -104,7 +104,7 @@ struct EngineState {
 };
 
 // cores and memory now; the read bandwidth of `threads` threads when `measure_bandwidth`
-// (about a second: a 256 MiB buffer read a few times).
+// (about a second: a 1 GiB buffer read a few times; smaller ones can sit in a large L3).
 MachineFacts probe_machine(int threads, bool measure_bandwidth);
 
 EngineState capture_engine_state(const Engine& engine, const MachineFacts& machine,

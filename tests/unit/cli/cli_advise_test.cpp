@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -221,16 +222,22 @@ TEST_F(CliAdvise, F32WeightsAtBatchOneAreQuantized) {
 TEST_F(CliAdvise, OfflineFilesGiveTheSameAdvice) {
   const std::string run = (dir_ / "run.json").string();
   const std::string state = (dir_ / "state.json").string();
+  const std::string html = (dir_ / "report.html").string();
   const CliResult b = run_rapide("bench --engine -q -m " + model() +
                                      " --workload random --input-len 16 --output-len 4-200 "
                                      "--num-requests 24 --concurrency 8 --batching static "
                                      "--output " +
-                                     run + " --state " + state,
+                                     run + " --state " + state + " --html " + html,
                                  false);
   ASSERT_EQ(b.exit_code, 0) << b.out;
   const CliResult r = run_rapide("advise --json --state " + state + " --bench " + run, false);
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_EQ(nlohmann::json::parse(r.out)["headline"], "continuous-batching") << r.out;
+  // bench's HTML report carries the same reading.
+  std::ifstream in(html);
+  const std::string page((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(page.find("<h2>rapide advise</h2>"), std::string::npos);
+  EXPECT_NE(page.find("first: continuous batching"), std::string::npos);
 }
 
 TEST_F(CliAdvise, BadInputIsAClearError) {
