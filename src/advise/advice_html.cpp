@@ -20,9 +20,7 @@ std::string render_advice_html(const Advice& advice) {
     std::string lever;
     if (f.fires) {
       lever = xml_escape(f.lever) + (f.available ? "" : " <i>(not available in rapide yet)</i>");
-      for (const auto& [flag, value] : f.flags) {
-        lever += fmt::format("<br><code>{} {}</code>", xml_escape(flag), xml_escape(value));
-      }
+      if (!f.flags.empty()) lever += "<br><code>" + xml_escape(change_text(f)) + "</code>";
     }
     out += fmt::format(
         "<tr><td>{}{}</td><td style=\"text-align:left\">{}</td><td style=\"text-align:left\">{}"

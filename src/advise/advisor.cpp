@@ -554,17 +554,26 @@ std::string format_advice(const Advice& advice) {
     if (f.fires) {
       out += fmt::format("   lever:    {}{}\n", f.lever,
                          f.available ? "" : " [not available in rapide yet]");
-      if (!f.flags.empty()) {
-        std::string flags;
-        for (const auto& [flag, value] : f.flags) flags += fmt::format(" {} {}", flag, value);
-        out += fmt::format("   change:  {}\n", flags);
-      }
+      if (!f.flags.empty()) out += fmt::format("   change:   {}\n", change_text(f));
       if (!f.effect.empty()) out += fmt::format("   expected: {}\n", f.effect);
       if (!f.cost.empty()) out += fmt::format("   cost:     {}\n", f.cost);
     }
     out += '\n';
   }
   return out + "=> " + headline_text(advice) + "\n";
+}
+
+std::string change_text(const Finding& finding) {
+  std::string out;
+  for (const auto& [flag, value] : finding.flags) {
+    if (!out.empty()) out += ' ';
+    out +=
+        flag == "--quantize"
+            ? fmt::format("rapide quantize MODEL MODEL-{0}.gguf --type {0}, then -m MODEL-{0}.gguf",
+                          value)
+            : flag + " " + value;
+  }
+  return out;
 }
 
 std::string headline_text(const Advice& advice) {

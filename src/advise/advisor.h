@@ -75,6 +75,9 @@ struct AdviseInput {
 Advice advise(const AdviseInput& input);
 
 std::string format_advice(const Advice& advice);
+// The lever's flags as a user types them ("--prefix-cache on"); "--quantize TYPE" (applied
+// by --verify with rapide quantize) reads as the command that makes the quantized file.
+std::string change_text(const Finding& finding);
 // One line: "nothing to change: ..." or "first: LEVER - EFFECT".
 std::string headline_text(const Advice& advice);
 nlohmann::json advice_to_json(const Advice& advice);

@@ -37,9 +37,7 @@ const char* verify_verdict_name(VerifyVerdict verdict) {
 Verification judge(const Finding& finding, double measured_before, double measured_after) {
   Verification v;
   v.lever = finding.id;
-  for (const auto& [flag, value] : finding.flags) {
-    v.change += (v.change.empty() ? "" : " ") + flag + " " + value;
-  }
+  v.change = change_text(finding);
   v.measured_before = measured_before;
   v.measured_after = measured_after;
   if (!finding.prediction) {

@@ -107,6 +107,9 @@ TEST(Advisor, F32WeightsAtBatchOneAreQuantizedWithPredictedTpot) {
   EXPECT_NEAR(f.prediction->after, 0.030 * (1 - share * (1 - 34.0 / 128.0)), 1e-9);
   EXPECT_NE(f.evidence[1].find("67 %"), std::string::npos) << f.evidence[1];
   EXPECT_NE(f.verdict.find("F32"), std::string::npos);
+  // Not an engine flag: the change reads as the command that makes the file.
+  EXPECT_EQ(change_text(f),
+            "rapide quantize MODEL MODEL-q8_0.gguf --type q8_0, then -m MODEL-q8_0.gguf");
 }
 
 TEST(Advisor, TimestampBeforeTheSystemPromptIsDynamicContentEarly) {
