@@ -1,4 +1,5 @@
 // bench_speed_report MODEL [--threads N] [--prompt 128] [--decode 64] [--batch-sizes 1,4,16,32]
+//                          [--act-quant int8|off]
 //
 // Measures, in one run: this machine's read bandwidth (the decode roofline), decode tok/s at
 // batch 1 as a fraction of that roofline, prefill tok/s and GFLOP/s for a prompt, and the
@@ -70,7 +71,7 @@ int main(int argc, char** argv) {
   CLI::App app{"decode/prefill speed of a model against this machine's limits"};
   std::string model_path;
   int threads = 0, prompt = 128, decode = 64, repeats = 5;
-  std::string batch_sizes = "1";
+  std::string batch_sizes = "1", act_quant = "int8";
   app.add_option("model", model_path, "model file")->required();
   app.add_option("-t,--threads", threads, "threads (default: physical cores)");
   app.add_option("--prompt", prompt, "prefill prompt length")->capture_default_str();
@@ -78,12 +79,15 @@ int main(int argc, char** argv) {
   app.add_option("--repeats", repeats, "repeats (median reported)")->capture_default_str();
   app.add_option("--batch-sizes", batch_sizes, "sequences decoding together, comma separated")
       ->capture_default_str();
+  app.add_option("--act-quant", act_quant, "int8 | off (see rapide --act-quant)")
+      ->check(CLI::IsMember({"int8", "off"}))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (threads <= 0) threads = physical_core_count();
 
   ThreadPool pool(threads);
   auto file = std::make_shared<const ModelFile>(load_model(model_path));
-  Model model(file);
+  Model model(file, act_quant == "off" ? ActQuant::kOff : ActQuant::kInt8);
   const double weight_bytes = static_cast<double>(model.weight_bytes());
   const double n_params = static_cast<double>(model.matmul_parameters());
 

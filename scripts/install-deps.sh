@@ -10,6 +10,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev
   libxxhash-dev libzstd-dev liblz4-dev libpcre2-dev
   libboost-dev                      # Asio/Beast (header-only) for the HTTP server
+  libopenblas-dev liblapacke-dev    # Cholesky / products of rapide quantize --method gptq|awq
   python3 python3-jinja2            # chat-template oracle in tests
   curl
 )

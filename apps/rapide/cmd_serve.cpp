@@ -23,6 +23,7 @@ struct ServeOptions {
   serve::ServerOptions server;
   std::string served_model_name;
   double drain_timeout_s = 30.0;
+  int header_timeout_s = 10;
   uint64_t demo_seed = 1;
 };
 
@@ -40,17 +41,23 @@ LoadedModel load_demo_model(const ModelOptions& options, uint64_t seed) {
   return loaded;
 }
 
+// The model's file (or HF folder) name without its directories.
+std::filesystem::path model_file_name(const std::string& model_path) {
+  std::filesystem::path path(model_path);
+  if (path.filename().empty()) path = path.parent_path();  // "folder/" of an HF model
+  return path.filename();
+}
+
 std::string model_id_for(const ServeOptions& o) {
   if (!o.served_model_name.empty()) return o.served_model_name;
   if (o.model.model_path.empty()) return serve::kDemoModelId;
-  std::filesystem::path path(o.model.model_path);
-  if (path.filename().empty()) path = path.parent_path();  // "folder/" of an HF model
-  return path.stem().string();
+  return model_file_name(o.model.model_path).stem().string();
 }
 
 void serve_main(ServeOptions& o) {
   o.server.drain_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(o.drain_timeout_s * 1000.0));
+  o.server.http.header_timeout = std::chrono::seconds(o.header_timeout_s);
   serve::Server server(o.server);
   server.start();  // /health says "loading" while the model loads
 
@@ -64,8 +71,11 @@ void serve_main(ServeOptions& o) {
 
   serve::ServedModel served;
   served.id = model_id_for(o);
+  // The file name only: every client may read /v1/models, the server's directories are
+  // none of their business.
   served.description = demo ? serve::kDemoModelDescription
-                            : fmt::format("{} ({})", o.model.model_path, loaded.file->format);
+                            : fmt::format("{} ({})", model_file_name(o.model.model_path).string(),
+                                          loaded.file->format);
   served.created = std::chrono::duration_cast<std::chrono::seconds>(
                        std::chrono::system_clock::now().time_since_epoch())
                        .count();
@@ -101,6 +111,18 @@ void register_serve(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--http-threads", o->server.io_threads, "threads running the HTTP event loop")
       ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  cmd->add_option("--max-connections", http.max_connections,
+                  "open connections at most; the oldest idle one is closed to admit a new one "
+                  "(0 = as many as the descriptor limit allows)")
+      ->capture_default_str();
+  cmd->add_option("--header-timeout", o->header_timeout_s,
+                  "seconds a new connection has to send its request head")
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
+  cmd->add_option("--max-pending-bytes", http.max_pending_bytes,
+                  "unread stream bytes per connection before the request is aborted")
+      ->transform(CLI::AsSizeValue(false))
       ->capture_default_str();
   cmd->add_option("--served-model-name", o->served_model_name,
                   "model id in the API (default: the model file's name)");

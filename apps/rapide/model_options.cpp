@@ -16,6 +16,11 @@ void add_model_options(CLI::App& command, ModelOptions& options) {
                      "tokenizer.bin for llama2.c checkpoints (default: next to the checkpoint)");
   command.add_option("-t,--threads", options.threads, "worker threads (default: physical cores)")
       ->check(CLI::Range(0, 1024));
+  command
+      .add_option("--act-quant", options.act_quant,
+                  "activations of quantized matrix products: int8 (integer dot products, as "
+                  "llama.cpp) or off (f32 activations against dequantized weights)")
+      ->check(CLI::IsMember({"int8", "off"}));
 }
 
 LoadedModel load_for_inference(const ModelOptions& options) {
@@ -24,7 +29,8 @@ LoadedModel load_for_inference(const ModelOptions& options) {
   load_options.tokenizer_path = options.tokenizer_path;
   LoadedModel loaded;
   loaded.file = std::make_shared<const ModelFile>(load_model(options.model_path, load_options));
-  loaded.model = std::make_unique<Model>(loaded.file);
+  loaded.model = std::make_unique<Model>(
+      loaded.file, options.act_quant == "off" ? ActQuant::kOff : ActQuant::kInt8);
   loaded.tokenizer = Tokenizer::create(loaded.file->tokenizer);
   const int threads = options.threads > 0 ? options.threads : physical_core_count();
   loaded.pool = std::make_unique<ThreadPool>(threads);

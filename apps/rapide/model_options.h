@@ -1,4 +1,5 @@
-// Options every model-using subcommand shares (-m, --tokenizer, --threads), and loading
+// Options every model-using subcommand shares (-m, --tokenizer, --threads, --act-quant),
+// and loading
 // a model with its tokenizer from them.
 #pragma once
 
@@ -18,6 +19,7 @@ struct ModelOptions {
   std::string model_path;
   std::string tokenizer_path;
   int threads = 0;  // 0 = physical cores
+  std::string act_quant = "int8";  // --act-quant: int8 | off (kernels/matmul.h ActQuant)
 };
 
 void add_model_options(CLI::App& command, ModelOptions& options);

@@ -1,5 +1,7 @@
 #include "api/engine_requests.h"
 
+#include <algorithm>
+
 #include "api/api_error.h"
 #include "base/error.h"
 
@@ -20,6 +22,23 @@ void check_admissible(const Engine& engine, const GenerationSpec& spec) {
     } catch (const Error& e) {
       throw api_error_from(e, prompt_param(spec.endpoint));
     }
+  }
+  const SamplingParams& p = spec.sampling;
+  const uint64_t per_token = p.wants_logprobs() ? 1 + p.num_alternatives() : 1;
+  uint64_t entries = 0;
+  for (const auto& prompt : spec.prompts) {
+    const int64_t room =
+        static_cast<int64_t>(engine.max_context()) - static_cast<int64_t>(prompt.size());
+    const uint64_t tokens = static_cast<uint64_t>(std::clamp<int64_t>(room, 0, p.max_tokens));
+    entries += tokens * static_cast<uint64_t>(spec.n) * per_token;
+  }
+  if (entries > kMaxResponseEntries) {
+    throw ApiError(400,
+                   fmt::format("the response could hold {} tokens and logprob alternatives "
+                               "(n x max_tokens x (1 + top_logprobs)), more than the limit of "
+                               "{}; lower n, max_tokens or top_logprobs",
+                               entries, kMaxResponseEntries),
+                   "max_tokens", "response_too_large");
   }
 }
 

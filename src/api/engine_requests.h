@@ -27,8 +27,15 @@ const char* prompt_param(Endpoint endpoint);
 // The seed choice `i` (0-based, within its prompt) samples with.
 uint64_t choice_seed(uint64_t request_seed, int i);
 
-// Engine::check_admissible for every prompt of `spec`, refused as ApiError. Every prompt is
-// checked before any choice is queued, so a refused request queues nothing.
+// The most token entries one response may hold: a generated token is one entry, and with
+// logprobs it brings 1 + top_logprobs. Bounds a response's size and the memory to build it
+// (n=128 x logprobs 20 x 2000 tokens took 1.41 GB before this bound).
+constexpr uint64_t kMaxResponseEntries = 1u << 19;
+
+// Engine::check_admissible for every prompt of `spec`, refused as ApiError, then the response
+// budget: n x the tokens each choice can generate (max_tokens, bounded by the context) x
+// entries per token must stay within kMaxResponseEntries (400 "response_too_large"). Every
+// prompt is checked before any choice is queued, so a refused request queues nothing.
 void check_admissible(const Engine& engine, const GenerationSpec& spec);
 
 // Submits every choice of `spec` (prompts x n, in choice order); `sink_for(choice)` gives a

@@ -12,11 +12,10 @@ FinishedRecord finished_record(const BatchRequest& request, const api::ResponseH
                                const Tokenizer& tokenizer) {
   if (const api::ChoiceOutcome* failed = api::first_failure(choices)) {
     // The server answers 500 for the whole request; a batch reports it as a failed line.
-    const LineError e =
-        line_error(request.line, request.custom_id, api::generation_failed(failed->error));
+    const LineError e = line_error(request, api::generation_failed(failed->error));
     return {error_record(e), true};
   }
-  const json record = {{"id", record_id(request.line)},
+  const json record = {{"id", record_id(request.line, request.digest)},
                        {"custom_id", request.custom_id},
                        {"response",
                         {{"status_code", 200},
@@ -29,9 +28,10 @@ FinishedRecord finished_record(const BatchRequest& request, const api::ResponseH
 std::string error_record(const LineError& e) {
   json response = nullptr;
   if (e.status) {
-    response = {{"status_code", *e.status}, {"request_id", record_id(e.line)}, {"body", e.body}};
+    response = {
+        {"status_code", *e.status}, {"request_id", record_id(e.line, e.digest)}, {"body", e.body}};
   }
-  const json record = {{"id", record_id(e.line)},
+  const json record = {{"id", record_id(e.line, e.digest)},
                        {"custom_id", e.custom_id ? json(*e.custom_id) : json()},
                        {"line", e.line},
                        {"response", std::move(response)},

@@ -5,6 +5,7 @@
 #include "api/json_limited.h"
 #include "base/error.h"
 #include "batch/batch_seed.h"
+#include "batch/fnv1a.h"
 
 namespace rapide::batch {
 
@@ -12,10 +13,11 @@ using nlohmann::json;
 
 namespace {
 
-LineError envelope_error(uint64_t line, std::optional<std::string> custom_id, std::string code,
-                         std::string message, std::string param = {}) {
+LineError envelope_error(const BatchRequest& request, std::optional<std::string> custom_id,
+                         std::string code, std::string message, std::string param = {}) {
   LineError e;
-  e.line = line;
+  e.line = request.line;
+  e.digest = request.digest;
   e.custom_id = std::move(custom_id);
   e.code = std::move(code);
   e.message = std::move(message);
@@ -25,11 +27,18 @@ LineError envelope_error(uint64_t line, std::optional<std::string> custom_id, st
 
 }  // namespace
 
-LineError line_error(uint64_t line, std::optional<std::string> custom_id,
-                     const api::ApiError& error) {
+std::optional<std::string> custom_id_of(const json& entry) {
+  if (!entry.is_object()) return std::nullopt;
+  const auto id = entry.find("custom_id");
+  if (id == entry.end() || !id->is_string() || id->get<std::string>().empty()) return std::nullopt;
+  return id->get<std::string>();
+}
+
+LineError line_error(const BatchRequest& request, const api::ApiError& error) {
   LineError e;
-  e.line = line;
-  e.custom_id = std::move(custom_id);
+  e.line = request.line;
+  e.digest = request.digest;
+  e.custom_id = request.custom_id;
   e.code = error.code().empty() ? error.type() : error.code();
   e.message = error.what();
   e.param = error.param();
@@ -43,32 +52,31 @@ RequestParser::RequestParser(const Engine& engine, const api::ChatPrompter& chat
     : engine_(engine), chat_(chat), model_id_(std::move(model_id)) {}
 
 std::variant<BatchRequest, LineError> RequestParser::parse(const std::string& text, uint64_t line) {
+  BatchRequest request;
+  request.line = line;
+  request.digest = fnv1a64(text);
   json entry;
   try {
     // Bounded nesting: a deep line must be this line's error, not a stack overflow later.
     entry = api::parse_json_limited(text, "the line");
   } catch (const api::ApiError& e) {
-    return envelope_error(line, std::nullopt, "invalid_json", e.what());
+    return envelope_error(request, std::nullopt, "invalid_json", e.what());
   }
   if (!entry.is_object()) {
-    return envelope_error(line, std::nullopt, "invalid_request", "the line must be a JSON object");
+    return envelope_error(request, std::nullopt, "invalid_request",
+                          "the line must be a JSON object");
   }
-  const auto id = entry.find("custom_id");
-  if (id == entry.end() || !id->is_string() || id->get<std::string>().empty()) {
-    return envelope_error(line, std::nullopt, "invalid_custom_id",
+  std::optional<std::string> id = custom_id_of(entry);
+  if (!id) {
+    return envelope_error(request, std::nullopt, "invalid_custom_id",
                           "'custom_id' must be a non-empty string", "custom_id");
   }
-  std::string custom_id = id->get<std::string>();
-  if (!seen_.insert(custom_id).second) {
-    return envelope_error(line, custom_id, "duplicate_custom_id",
-                          fmt::format("custom_id '{}' already appears on an earlier line; "
-                                      "custom_ids must be unique",
-                                      custom_id),
-                          "custom_id");
-  }
+  const std::string custom_id = *id;
+  request.custom_id = custom_id;
   const auto method = entry.find("method");
   if (method == entry.end() || !method->is_string() || method->get<std::string>() != "POST") {
-    return envelope_error(line, custom_id, "invalid_method", "'method' must be \"POST\"", "method");
+    return envelope_error(request, custom_id, "invalid_method", "'method' must be \"POST\"",
+                          "method");
   }
   const auto url = entry.find("url");
   const std::string url_text =
@@ -76,19 +84,17 @@ std::variant<BatchRequest, LineError> RequestParser::parse(const std::string& te
   const std::optional<api::Endpoint> endpoint = api::endpoint_for_path(url_text);
   if (!endpoint) {
     return envelope_error(
-        line, custom_id, "invalid_url",
+        request, custom_id, "invalid_url",
         fmt::format("'url' must be /v1/completions or /v1/chat/completions, got {}",
                     url != entry.end() ? url->dump() : "nothing"),
         "url");
   }
   const auto body = entry.find("body");
   if (body == entry.end() || !body->is_object()) {
-    return envelope_error(line, custom_id, "invalid_body", "'body' must be a JSON object", "body");
+    return envelope_error(request, custom_id, "invalid_body", "'body' must be a JSON object",
+                          "body");
   }
   try {
-    BatchRequest request;
-    request.line = line;
-    request.custom_id = custom_id;
     request.spec = api::parse_request(*body, *endpoint, engine_.tokenizer());
     api::GenerationSpec& spec = request.spec;
     api::check_front_end(spec, model_id_, api::FrontEnd::kBatch);
@@ -97,9 +103,9 @@ std::variant<BatchRequest, LineError> RequestParser::parse(const std::string& te
     api::check_admissible(engine_, spec);
     return request;
   } catch (const api::ApiError& e) {
-    return line_error(line, custom_id, e);
+    return line_error(request, e);
   } catch (const Error& e) {
-    return line_error(line, custom_id, api::api_error_from(e));
+    return line_error(request, api::api_error_from(e));
   }
 }
 

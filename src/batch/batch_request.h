@@ -5,13 +5,16 @@
 // "/v1/chat/completions", "body": {...}}. The body goes through the parsers, front-end
 // checks and admission checks `rapide serve` uses (src/api), so a line is refused exactly
 // when the server would refuse the same body, with the same status, code and param.
-// custom_ids must be unique: the first line with an id runs, later ones are errors.
+// custom_ids must be unique; that is checked for the whole input before anything runs
+// (resume_plan.h), so a parser sees each custom_id once.
+//
+// Every line carries its digest, FNV-1a 64 of the line's bytes (as JsonlReader returns it,
+// without the line ending), which its record names (record_journal.h).
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <unordered_set>
 #include <variant>
 
 #include <nlohmann/json.hpp>
@@ -23,8 +26,13 @@
 
 namespace rapide::batch {
 
+// custom_id of a parsed input line: a non-empty string, or nothing (then the line is an
+// "invalid_custom_id" error).
+std::optional<std::string> custom_id_of(const nlohmann::json& entry);
+
 struct BatchRequest {
   uint64_t line = 0;
+  uint64_t digest = 0;
   std::string custom_id;
   api::GenerationSpec spec;  // prompts tokenized (chat rendered), seed chosen
 };
@@ -32,8 +40,9 @@ struct BatchRequest {
 // Why a line cannot run: what its record in the errors file says.
 struct LineError {
   uint64_t line = 0;
+  uint64_t digest = 0;
   std::optional<std::string> custom_id;  // absent when the line has no usable one
-  std::string code;                      // e.g. "invalid_json", "duplicate_custom_id"
+  std::string code;                      // e.g. "invalid_json", "invalid_method"
   std::string message;
   std::string param;
   // The server's answer to the same body (status + error JSON) when the body itself was
@@ -42,8 +51,8 @@ struct LineError {
   nlohmann::json body;
 };
 
-LineError line_error(uint64_t line, std::optional<std::string> custom_id,
-                     const api::ApiError& error);
+// The error of a request (its line, digest and custom_id) refused with `error`.
+LineError line_error(const BatchRequest& request, const api::ApiError& error);
 
 class RequestParser {
  public:
@@ -52,14 +61,11 @@ class RequestParser {
   RequestParser(const Engine& engine, const api::ChatPrompter& chat, std::string model_id);
 
   std::variant<BatchRequest, LineError> parse(const std::string& text, uint64_t line);
-  // A line answered by an earlier run still owns its custom_id.
-  void mark_seen(const std::string& custom_id) { seen_.insert(custom_id); }
 
  private:
   const Engine& engine_;
   const api::ChatPrompter& chat_;
   std::string model_id_;
-  std::unordered_set<std::string> seen_;
 };
 
 }  // namespace rapide::batch

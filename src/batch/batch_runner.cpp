@@ -14,6 +14,7 @@
 #include "batch/batch_request.h"
 #include "batch/journal_owner.h"
 #include "batch/jsonl_reader.h"
+#include "batch/resume_plan.h"
 #include "batch/submission_queue.h"
 
 namespace rapide::batch {
@@ -51,7 +52,7 @@ class BatchRunner {
   const int target_in_flight_;
   api::ChatPrompter chat_;
   RequestParser parser_;
-  DoneLines done_;
+  ResumePlan plan_;
   BatchSummary summary_;
   std::unique_ptr<JsonlReader> reader_;
   std::unique_ptr<RecordWriter> output_;
@@ -94,13 +95,18 @@ BatchRunner::BatchRunner(Engine& engine, const BatchOptions& options)
   claim_journal(options.output, options.input, fingerprint);
   claim_journal(errors_path, options.input, fingerprint);
   // Recover before appending: recovery may cut a torn tail.
-  const Recovery out = recover_records(options.output, done_);
-  const Recovery err = recover_records(errors_path, done_);
-  summary_.resumed = done_.size();
+  AnsweredRequests answered;
+  const Recovery out = recover_records(options.output, answered);
+  const Recovery err = recover_records(errors_path, answered);
+  // Before anything runs: duplicate custom_ids and edited answered requests stop here.
+  plan_ = plan_resume(options.input, answered,
+                      fmt::format("'{}' or '{}'", options.output, errors_path));
+  summary_.resumed = plan_.answered_lines.size();
   summary_.truncated_bytes = out.truncated_bytes + err.truncated_bytes;
-  counts_.done = done_.size();
+  summary_.corrupt_lines = out.corrupt_lines + err.corrupt_lines;
+  counts_.done = summary_.resumed;
   counts_.errors = err.records;
-  summary_.total_lines = count_jsonl_lines(options.input);
+  summary_.total_lines = plan_.total_lines;
   FileSyscalls& files = options.files ? *options.files : real_file_syscalls();
   output_ = std::make_unique<RecordWriter>(options.output, options.sync, files);
   errors_ = std::make_unique<RecordWriter>(errors_path, options.sync, files);
@@ -124,12 +130,7 @@ bool BatchRunner::refill_window() {
   std::string text;
   while (window.size() < options_.window && reader_->next(text)) {
     const uint64_t line = reader_->line_number();
-    if (auto it = done_.find(line); it != done_.end()) {
-      // Answered by an earlier run: it still owns its custom_id (duplicates stay errors).
-      if (it->second) parser_.mark_seen(*it->second);
-      done_.erase(it);
-      continue;
-    }
+    if (plan_.answered_lines.erase(line) > 0) continue;  // answered by an earlier run
     auto parsed = parser_.parse(text, line);
     if (auto* error = std::get_if<LineError>(&parsed)) {
       write_error(*error);
@@ -179,7 +180,7 @@ void BatchRunner::submit(BatchRequest&& request, const Ticket& ticket) {
     ids = api::submit_choices(engine_, spec, [this](size_t) { return events_; });
   } catch (const api::ApiError& e) {
     // The aborted choices' events name ids choices_ never had, so they are ignored.
-    write_error(line_error(line, r.request.custom_id, e));
+    write_error(line_error(r.request, e));
     queue_.started(ticket);  // whoever waited for its prefix computes it themselves
     return;
   }
@@ -249,9 +250,9 @@ BatchSummary BatchRunner::run() {
   output_->sync();
   errors_->sync();
   if (progress_) progress_->finish(counts_);
-  if (!done_.empty()) {
-    spdlog::warn("{} records name lines this input does not have (was the input changed?)",
-                 done_.size());
+  if (plan_.orphaned_records > 0) {
+    spdlog::warn("{} records answer requests this input does not have (was the input changed?)",
+                 plan_.orphaned_records);
   }
   summary_.prompt_tokens = counts_.prompt_tokens;
   summary_.cached_tokens = counts_.cached_tokens;

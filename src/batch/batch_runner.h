@@ -4,8 +4,9 @@
 // the engine so that `in_flight` engine requests are always queued or running, far more than
 // max_seqs, so the scheduler never waits for the front end and admits whatever fits. Records
 // are appended as requests finish (completion order) and the two files double as the
-// checkpoint journal (record_journal.h): memory stays flat whatever the input size, and a
-// re-run of the same command skips every line already answered.
+// checkpoint journal (record_journal.h): memory stays flat whatever the input size (but for
+// the input's custom_ids), and a re-run of the same command skips every request already
+// answered, matched by custom_id (resume_plan.h).
 #pragma once
 
 #include <cstdint>
@@ -44,6 +45,7 @@ struct BatchSummary {
   uint64_t generated_tokens = 0;
   double seconds = 0.0;
   uint64_t truncated_bytes = 0;  // torn tails repaired on resume
+  uint64_t corrupt_lines = 0;    // damaged lines in the middle of the files, left in place
 };
 
 // "results.jsonl" -> "results.errors.jsonl" (any other name gets ".errors.jsonl" appended).
@@ -53,7 +55,8 @@ std::string default_errors_path(const std::string& output);
 int default_in_flight(const EngineOptions& engine);
 
 // Runs every input line not yet answered. Throws Error for unusable files (unreadable
-// input, output and error files that do not belong to this input).
+// input, output and error files that do not belong to this input) and, before anything
+// runs, for duplicate custom_ids and answered requests edited since (resume_plan.h).
 BatchSummary run_batch(Engine& engine, const BatchOptions& options);
 
 }  // namespace rapide::batch

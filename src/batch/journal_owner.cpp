@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "base/error.h"
+#include "batch/fnv1a.h"
 
 namespace rapide::batch {
 
@@ -23,8 +24,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr uint64_t kFnvOffset = 0xcbf29ce484222325ULL;
-constexpr uint64_t kFnvPrime = 0x100000001b3ULL;
 constexpr int kSidecarVersion = 1;
 // A sidecar is a few hundred bytes; anything much larger is not one.
 constexpr std::streamsize kMaxSidecarBytes = 64 * 1024;
@@ -51,8 +50,20 @@ void write_durably(const std::string& path, const std::string& text) {
   }
 }
 
-// The fingerprint a sidecar names, or nothing when it is missing or not a sidecar.
-std::optional<InputFingerprint> read_sidecar(const std::string& path) {
+struct SidecarContents {
+  InputFingerprint fingerprint;
+  std::string input;  // the input's absolute path when the journal was claimed
+};
+
+// The absolute path a sidecar names an input by.
+std::string input_identity(const std::string& input) {
+  std::error_code ec;
+  const fs::path canonical = fs::weakly_canonical(fs::absolute(input), ec);
+  return ec ? fs::absolute(input).string() : canonical.string();
+}
+
+// What a sidecar names, or nothing when it is missing or not a sidecar.
+std::optional<SidecarContents> read_sidecar(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return std::nullopt;
   std::string text(static_cast<size_t>(kMaxSidecarBytes), '\0');
@@ -65,14 +76,17 @@ std::optional<InputFingerprint> read_sidecar(const std::string& path) {
   if (bytes == j.end() || !bytes->is_number_unsigned() || sum == j.end() || !sum->is_string()) {
     return std::nullopt;
   }
-  InputFingerprint f;
-  f.bytes = bytes->get<uint64_t>();
+  SidecarContents c;
+  c.fingerprint.bytes = bytes->get<uint64_t>();
   try {
-    f.fnv1a64 = std::stoull(sum->get<std::string>(), nullptr, 16);
+    c.fingerprint.fnv1a64 = std::stoull(sum->get<std::string>(), nullptr, 16);
   } catch (const std::exception&) {
     return std::nullopt;
   }
-  return f;
+  if (const auto in = j.find("input"); in != j.end() && in->is_string()) {
+    c.input = in->get<std::string>();
+  }
+  return c;
 }
 
 }  // namespace
@@ -81,15 +95,13 @@ InputFingerprint fingerprint_input(const std::string& input, uint64_t max_bytes)
   std::ifstream in(input, std::ios::binary);
   if (!in) fail(ErrorCode::kUnavailable, "cannot read the input '{}'", input);
   InputFingerprint f;
-  f.fnv1a64 = kFnvOffset;
+  f.fnv1a64 = kFnv1aOffset;
   std::vector<char> chunk(1 << 20);
   while (in && f.bytes < max_bytes) {
     const uint64_t want = std::min<uint64_t>(chunk.size(), max_bytes - f.bytes);
     in.read(chunk.data(), static_cast<std::streamsize>(want));
     const auto n = static_cast<size_t>(in.gcount());
-    for (size_t i = 0; i < n; ++i) {
-      f.fnv1a64 = (f.fnv1a64 ^ static_cast<unsigned char>(chunk[i])) * kFnvPrime;
-    }
+    f.fnv1a64 = fnv1a64(std::string_view(chunk.data(), n), f.fnv1a64);
     f.bytes += n;
   }
   return f;
@@ -125,7 +137,9 @@ void claim_journal(const std::string& journal, const std::string& input,
   }
   const uint64_t size = exists ? fs::file_size(journal, ec) : 0;
   const std::string sidecar = journal_sidecar_path(journal);
-  const std::optional<InputFingerprint> named = read_sidecar(sidecar);
+  const std::optional<SidecarContents> sidecar_contents = read_sidecar(sidecar);
+  const InputFingerprint* named = sidecar_contents ? &sidecar_contents->fingerprint : nullptr;
+  const std::string identity = input_identity(input);
   if (exists && size > 0) {
     if (!named) {
       fail(ErrorCode::kInvalidArgument,
@@ -138,18 +152,21 @@ void claim_journal(const std::string& journal, const std::string& input,
     // what the journal answered.
     const InputFingerprint prefix =
         named->bytes == fingerprint.bytes ? fingerprint : fingerprint_input(input, named->bytes);
-    if (prefix != *named) {
+    // The same input edited since: resume by custom_id finds out request by request.
+    const bool same_input = sidecar_contents->input == identity;
+    if (prefix != *named && !same_input) {
       fail(ErrorCode::kInvalidArgument,
-           "'{}' belongs to a batch of another input ({} bytes, checksum {}; the first {} "
+           "'{}' belongs to a batch of another input ('{}', {} bytes, checksum {}; the first {} "
            "bytes of '{}' have checksum {}): refusing to resume into it; use new output file "
-           "names for a new or edited input",
-           journal, named->bytes, hex(named->fnv1a64), prefix.bytes, input, hex(prefix.fnv1a64));
+           "names for a new input",
+           journal, sidecar_contents->input, named->bytes, hex(named->fnv1a64), prefix.bytes, input,
+           hex(prefix.fnv1a64));
     }
   }
-  if (named && *named == fingerprint) return;
+  if (named && *named == fingerprint && sidecar_contents->input == identity) return;
   nlohmann::json j;
   j["rapide_batch_journal"] = kSidecarVersion;
-  j["input"] = fs::absolute(input).string();
+  j["input"] = identity;
   j["input_bytes"] = fingerprint.bytes;
   j["input_fnv1a64"] = hex(fingerprint.fnv1a64);
   write_durably(sidecar, j.dump() + "\n");

@@ -5,9 +5,12 @@
 // input itself, a symlink to it, an unrelated file that happens to sit at the output path)
 // that would destroy the file. So: the input, output and errors paths must name three
 // different files (compared by identity, not by spelling), and each journal file carries a
-// sidecar, "<file>.rapide-batch", naming the input's size and FNV-1a 64 checksum. A journal
-// file that exists with content is reused only when its sidecar names this input, or an
-// earlier version of it that the input extends (lines appended since: resume runs them).
+// sidecar, "<file>.rapide-batch", naming the input's path, size and FNV-1a 64 checksum. A
+// journal file that exists with content is reused only when its sidecar names this input:
+// the same content, an earlier version the input extends (lines appended since), or the
+// same input path edited since. Resume matches requests by custom_id and refuses an edited
+// request that was answered (resume_plan.h), so an edit never gets a wrong answer; another
+// input's journal (another path, other content) is refused outright.
 #pragma once
 
 #include <cstdint>
@@ -37,8 +40,8 @@ void check_distinct_files(const std::string& input, const std::string& output,
 
 // Makes `journal` safe to resume into for a batch of `input`: when it is missing or empty,
 // (re)writes its sidecar (durably, before any record can be appended); when it holds bytes,
-// requires its sidecar to name `fingerprint` or a prefix of the input (the sidecar is then
-// brought up to `fingerprint`), and throws Error(kInvalidArgument) saying so
+// requires its sidecar to name `fingerprint`, a prefix of the input or the input's path (the
+// sidecar is then brought up to `fingerprint`), and throws Error(kInvalidArgument) saying so
 // otherwise, leaving the file untouched. A journal that is not a regular file is refused too.
 void claim_journal(const std::string& journal, const std::string& input,
                    const InputFingerprint& fingerprint);

@@ -11,7 +11,8 @@ namespace rapide::batch {
 
 class JsonlReader {
  public:
-  // Throws Error(kNotFound) when the file cannot be opened.
+  // Throws Error(kNotFound) when the file cannot be opened, Error(kInvalidArgument) when
+  // `path` is a directory or another non-regular file.
   explicit JsonlReader(const std::string& path);
 
   // The next non-blank line without its line ending; false at the end of the file. A last
@@ -27,9 +28,5 @@ class JsonlReader {
 
 // Whether a line holds only whitespace (such lines are not requests and are skipped).
 bool is_blank(const std::string& line);
-
-// The number of lines JsonlReader::next() would return, read in one streaming pass (for the
-// progress total).
-uint64_t count_jsonl_lines(const std::string& path);
 
 }  // namespace rapide::batch

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -19,9 +20,8 @@ namespace {
 
 constexpr std::string_view kIdPrefix = "batch_req_";
 
-// The line and custom_id a record names, or nullopt when `text` is not a whole record.
-std::optional<std::pair<uint64_t, std::optional<std::string>>> parse_record(
-    const std::string& text) {
+// What a record answers, or nullopt when `text` is not a whole record.
+std::optional<RecordKey> parse_record(const std::string& text) {
   nlohmann::json record;
   try {
     record = api::parse_json_limited(text, "the record");
@@ -31,32 +31,58 @@ std::optional<std::pair<uint64_t, std::optional<std::string>>> parse_record(
   if (!record.is_object()) return std::nullopt;
   const auto id = record.find("id");
   if (id == record.end() || !id->is_string()) return std::nullopt;
-  const std::optional<uint64_t> line = line_of_record_id(id->get<std::string>());
-  if (!line) return std::nullopt;
-  std::optional<std::string> custom_id;
+  std::optional<RecordKey> key = parse_record_id(id->get<std::string>());
+  if (!key) return std::nullopt;
   if (const auto c = record.find("custom_id"); c != record.end() && c->is_string()) {
-    custom_id = c->get<std::string>();
+    key->custom_id = c->get<std::string>();
   }
-  return std::make_pair(*line, std::move(custom_id));
+  return key;
+}
+
+// Adds `key` to `answered`; false when its request is there already.
+bool add_answer(AnsweredRequests& answered, RecordKey key) {
+  if (key.custom_id) {
+    const std::string id = *key.custom_id;
+    return answered.by_custom_id.emplace(id, std::move(key)).second;
+  }
+  const uint64_t line = key.line;
+  return answered.by_line.emplace(line, std::move(key)).second;
+}
+
+std::optional<uint64_t> parse_decimal(std::string_view text) {
+  uint64_t value = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || ptr != text.data() + text.size() || text.empty()) return std::nullopt;
+  return value;
 }
 
 }  // namespace
 
-std::string record_id(uint64_t line) {
-  return std::string(kIdPrefix) + std::to_string(line);
+std::string record_id(uint64_t line, uint64_t digest) {
+  return fmt::format("{}{}_{:016x}", kIdPrefix, line, digest);
 }
 
-std::optional<uint64_t> line_of_record_id(const std::string& id) {
+std::optional<RecordKey> parse_record_id(const std::string& id) {
   if (!id.starts_with(kIdPrefix)) return std::nullopt;
-  const char* begin = id.data() + kIdPrefix.size();
-  const char* end = id.data() + id.size();
-  uint64_t line = 0;
-  const auto [ptr, ec] = std::from_chars(begin, end, line);
-  if (ec != std::errc() || ptr != end || begin == end || line == 0) return std::nullopt;
-  return line;
+  std::string_view rest(id);
+  rest.remove_prefix(kIdPrefix.size());
+  RecordKey key;
+  const size_t underscore = rest.find('_');
+  const std::optional<uint64_t> line = parse_decimal(rest.substr(0, underscore));
+  if (!line || *line == 0) return std::nullopt;
+  key.line = *line;
+  if (underscore == std::string_view::npos) return key;  // an earlier version's id
+  const std::string_view hex = rest.substr(underscore + 1);
+  uint64_t digest = 0;
+  const auto [ptr, ec] = std::from_chars(hex.data(), hex.data() + hex.size(), digest, 16);
+  if (hex.size() != 16 || ec != std::errc() || ptr != hex.data() + hex.size()) {
+    return std::nullopt;
+  }
+  key.digest = digest;
+  return key;
 }
 
-Recovery recover_records(const std::string& path, DoneLines& done) {
+Recovery recover_records(const std::string& path, AnsweredRequests& answered) {
   Recovery recovery;
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return recovery;
@@ -65,31 +91,53 @@ Recovery recover_records(const std::string& path, DoneLines& done) {
 
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(ErrorCode::kUnavailable, "cannot open '{}' to resume from it", path);
-  uint64_t valid_end = 0;  // offset just past the last valid record's newline
+  uint64_t valid_end = 0;            // offset just past the last valid record's newline
+  uint64_t offset = 0;               // of the line being read
+  uint64_t number = 0;               // its line number in the file
+  std::vector<uint64_t> unreadable;  // line numbers since the last valid record
+  std::vector<uint64_t> corrupt;     // unreadable lines with valid records after them
   std::string text;
   while (std::getline(in, text)) {
+    ++number;
     // getline at the end of a file without a final newline still returns the text: that
     // is a torn record, written up to the kill.
     if (in.eof()) break;
-    const auto record = parse_record(text);
-    if (!record) break;  // everything from an unreadable record on is redone
-    const auto [it, inserted] = done.emplace(record->first, record->second);
-    if (!inserted) {
+    offset += text.size() + 1;
+    std::optional<RecordKey> record = parse_record(text);
+    if (!record) {
+      unreadable.push_back(number);
+      continue;
+    }
+    // Valid records after unreadable lines: those lines are damage, not a torn tail.
+    corrupt.insert(corrupt.end(), unreadable.begin(), unreadable.end());
+    unreadable.clear();
+    const RecordKey key = *record;
+    if (!add_answer(answered, std::move(*record))) {
       fail(ErrorCode::kCorrupt,
-           "'{}' answers input line {} a second time: the output and error files must come "
-           "from runs of this same input (use new file names for a new batch)",
-           path, record->first);
+           "'{}' line {} answers {} a second time: the output and error files must come from "
+           "runs of one batch (use new file names for a new batch)",
+           path, number,
+           key.custom_id ? fmt::format("custom_id '{}'", *key.custom_id)
+                         : fmt::format("input line {}", key.line));
     }
     ++recovery.records;
-    valid_end += text.size() + 1;
+    valid_end = offset;
   }
   in.close();
+  if (!corrupt.empty()) {
+    recovery.corrupt_lines = corrupt.size();
+    spdlog::warn(
+        "{}: {} corrupt line(s) in the middle (the first is line {}), not a torn last record: "
+        "left in place, the records after them are kept, and the requests they answered (if "
+        "any) run again",
+        path, corrupt.size(), corrupt.front());
+  }
   if (valid_end < size) {
     recovery.truncated_bytes = size - valid_end;
     std::filesystem::resize_file(path, valid_end, ec);
     if (ec) fail(ErrorCode::kUnavailable, "cannot repair '{}': {}", path, ec.message());
-    spdlog::warn("{}: cut {} bytes of a torn or unreadable last record; its line runs again", path,
-                 recovery.truncated_bytes);
+    spdlog::warn("{}: cut {} bytes of a torn or unreadable last record; its request runs again",
+                 path, recovery.truncated_bytes);
   }
   return recovery;
 }

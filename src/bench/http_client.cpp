@@ -22,6 +22,10 @@ namespace {
 
 // Enough of an error body to say what the server objected to.
 constexpr size_t kMaxKeptBody = 4096;
+// Everything Beast parses out of the read buffer (the head, chunk headers, the trailer) must
+// fit in it: this bounds a trailer, and keeps any field below 64 KiB, where Beast's field
+// store throws std::length_error instead of failing the read (see serve/http_server.cpp).
+constexpr size_t kReadBufferLimit = 63 * 1024;
 
 std::string server_message(const std::string& body) {
   const nlohmann::json j = nlohmann::json::parse(body, nullptr, false);
@@ -45,7 +49,8 @@ class StreamingRequest : public std::enable_shared_from_this<StreamingRequest> {
         post_(std::move(post)),
         start_(start),
         record_(std::move(record)),
-        done_(std::move(done)) {}
+        done_(std::move(done)),
+        buffer_(kReadBufferLimit) {}
 
   void run() {
     stream_.expires_after(post_.timeout);
@@ -135,6 +140,10 @@ class StreamingRequest : public std::enable_shared_from_this<StreamingRequest> {
     }
     if (record_.http_status != 200) return;
     sse_.feed(bytes, [this](const std::string& data) { on_event(data); });
+    if (sse_.overflowed()) {
+      fail(ErrorKind::kMalformed,
+           fmt::format("an SSE line or event longer than {} bytes", SseParser::kMaxEventBytes));
+    }
   }
 
   void on_event(const std::string& data) {
@@ -271,7 +280,7 @@ std::optional<HttpReply> http_get(const HttpTarget& target, const std::string& p
   request.set(http::field::user_agent, "rapide-bench");
   if (!api_key.empty()) request.set(http::field::authorization, "Bearer " + api_key);
   request.keep_alive(false);
-  beast::flat_buffer buffer;
+  beast::flat_buffer buffer(kReadBufferLimit);
   http::response<http::string_body> response;
   std::optional<HttpReply> reply;
   stream.expires_after(timeout);

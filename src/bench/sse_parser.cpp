@@ -4,10 +4,11 @@ namespace rapide::bench {
 
 void SseParser::feed(std::string_view bytes, const Handler& on_event) {
   size_t start = 0;
-  while (start < bytes.size()) {
+  while (start < bytes.size() && !overflowed_) {
     const size_t nl = bytes.find('\n', start);
     if (nl == std::string_view::npos) {
       partial_.append(bytes.substr(start));
+      if (partial_.size() > kMaxEventBytes) overflow();
       return;
     }
     partial_.append(bytes.substr(start, nl - start));
@@ -19,7 +20,15 @@ void SseParser::feed(std::string_view bytes, const Handler& on_event) {
   }
 }
 
+void SseParser::overflow() {
+  overflowed_ = true;
+  partial_ = std::string();
+  data_ = std::string();
+  has_data_ = false;
+}
+
 void SseParser::finish(const Handler& on_event) {
+  if (overflowed_) return;
   if (!partial_.empty()) {
     std::string text = std::move(partial_);
     partial_.clear();
@@ -50,6 +59,7 @@ void SseParser::line(std::string_view text, const Handler& on_event) {
   data_.append(value);
   has_data_ = true;
   saw_data_ = true;
+  if (data_.size() > kMaxEventBytes) overflow();
 }
 
 }  // namespace rapide::bench

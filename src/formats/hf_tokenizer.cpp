@@ -163,6 +163,11 @@ TokenizerData parse_hf_tokenizer(const HfTokenizerInputs& in, const std::string&
   if (!model.contains("vocab") || !model["vocab"].is_object()) {
     fail(ErrorCode::kCorrupt, "'{}': tokenizer.json model has no vocab object", name);
   }
+  // Without these checks an empty or broken vocab loaded (padded to config.json's
+  // vocab_size with placeholder tokens) and the model generated garbage.
+  if (model["vocab"].empty()) {
+    fail(ErrorCode::kCorrupt, "'{}': tokenizer.json has an empty vocabulary (model.vocab)", name);
+  }
 
   TokenizerData t;
   const bool byte_level =
@@ -198,7 +203,13 @@ TokenizerData parse_hf_tokenizer(const HfTokenizerInputs& in, const std::string&
     n = std::max(n, id + 1);
     return id;
   };
-  for (const auto& [text, id] : model["vocab"].items()) put(id, text);
+  for (const auto& [text, id] : model["vocab"].items()) {
+    if (id.is_number_integer() && by_id.contains(id.get<int64_t>())) {
+      fail(ErrorCode::kCorrupt, "'{}': tokens '{}' and '{}' share the id {} in tokenizer.json",
+           name, by_id[id.get<int64_t>()], text, id.get<int64_t>());
+    }
+    put(id, text);
+  }
   if (tok.contains("added_tokens") && tok["added_tokens"].is_array()) {
     for (const auto& a : tok["added_tokens"]) {
       if (!a.is_object() || !a.contains("content") || !a["content"].is_string() ||
@@ -214,7 +225,6 @@ TokenizerData parse_hf_tokenizer(const HfTokenizerInputs& in, const std::string&
                                              (attribute("rstrip") ? kStripRight : kStripNone));
     }
   }
-  if (n == 0) fail(ErrorCode::kCorrupt, "'{}': tokenizer.json has an empty vocabulary", name);
 
   std::unordered_map<std::string, int32_t> id_of;
   t.tokens.resize(n);

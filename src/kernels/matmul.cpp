@@ -30,7 +30,7 @@ const KernelSet& avx2_kernels() {
   static const KernelSet set{
       avx2::round_f16, avx2::to_bf16, avx2::quantize_q8, avx2::f32, avx2::f16,
       avx2::bf16,      avx2::q8_0,    avx2::q4_0,        0,  // sign trick: no offset to correct
-      avx2::row_dot,   avx2::row_dot_tokens, avx2::row_dot_rows};
+      avx2::row_dot,   avx2::row_dot_tokens, avx2::row_dot_rows, avx2::dot_f32, avx2::dequant_row};
   return set;
 }
 
@@ -39,7 +39,8 @@ const KernelSet& avx512_kernels() {
                              avx512::f32,       avx512::f16,     avx512::bf16,
                              avx512::q8_0,      avx512::q4_0,    128,  // weights + 128
                              avx512::row_dot,   avx512::row_dot_tokens,
-                             avx512::row_dot_rows};
+                             avx512::row_dot_rows, avx512::dot_f32,
+                             avx512::dequant_row};
   return set;
 }
 
@@ -69,7 +70,7 @@ void pack(const TensorView& view, int64_t row_begin, int64_t row_end, PackedWeig
   const int64_t row_bytes = tensor_row_bytes(view.type, cols);
   const uint8_t* src = view.data + row_begin * row_bytes;
   const int64_t rows = row_end - row_begin;
-  if (matmul::is_row_type(out.type)) {
+  if (out.raw_rows()) {
     // Whole rows as in the file; the padding rows of the last panel stay zero.
     for (int64_t p = 0; p < out.panels; ++p) {
       uint8_t* panel = out.data.data() + p * out.panel_bytes;
@@ -133,7 +134,8 @@ void pack(const TensorView& view, int64_t row_begin, int64_t row_end, PackedWeig
   }
 }
 
-int64_t panel_bytes(TensorType type, int64_t cols) {
+int64_t panel_bytes(TensorType type, int64_t cols, bool float_act) {
+  if (float_act) return kPanel * tensor_row_bytes(type, cols);
   switch (type) {
     case TensorType::kF32:
       return cols * kPanel * 4;
@@ -178,9 +180,15 @@ constexpr int64_t kMinParallelWork = 1 << 15;
 
 // Converts n tokens of x for `type` into scratch and returns the kernels' view of them.
 template <typename ForTokens>
-Activations convert_activations(const KernelSet& ks, TensorType type, const float* x, int64_t n,
-                                int64_t cols, Scratch& s, ForTokens&& for_tokens) {
+Activations convert_activations(const KernelSet& ks, TensorType type, bool float_act,
+                                const float* x, int64_t n, int64_t cols, Scratch& s,
+                                ForTokens&& for_tokens) {
   Activations a;
+  if (float_act) {  // ActQuant::kOff: the kernel reads x as it is
+    a.f32 = x;
+    a.stride = cols;
+    return a;
+  }
   switch (type) {
     case TensorType::kF32:
       a.f32 = x;
@@ -287,12 +295,12 @@ WeightMatrix::~WeightMatrix() = default;
 WeightMatrix::WeightMatrix(WeightMatrix&&) noexcept = default;
 WeightMatrix& WeightMatrix::operator=(WeightMatrix&&) noexcept = default;
 
-WeightMatrix WeightMatrix::prepare(const TensorView& view) {
-  return prepare_rows(view, 0, view.rows());
+WeightMatrix WeightMatrix::prepare(const TensorView& view, ActQuant act) {
+  return prepare_rows(view, 0, view.rows(), act);
 }
 
-WeightMatrix WeightMatrix::prepare_rows(const TensorView& view, int64_t row_begin,
-                                        int64_t row_end) {
+WeightMatrix WeightMatrix::prepare_rows(const TensorView& view, int64_t row_begin, int64_t row_end,
+                                        ActQuant act) {
   if (!is_supported_tensor_type(static_cast<uint32_t>(view.type))) {
     fail(ErrorCode::kUnsupported, "tensor '{}': type {} has no matmul kernel", view.name,
          static_cast<uint32_t>(view.type));
@@ -325,7 +333,10 @@ WeightMatrix WeightMatrix::prepare_rows(const TensorView& view, int64_t row_begi
   p.rows = row_end - row_begin;
   p.cols = cols;
   p.panels = (p.rows + kPanel - 1) / kPanel;
-  p.panel_bytes = panel_bytes(view.type, cols);
+  const bool float_type = view.type == TensorType::kF32 || view.type == TensorType::kF16 ||
+                          view.type == TensorType::kBF16;
+  p.float_act = act == ActQuant::kOff && !float_type;
+  p.panel_bytes = panel_bytes(view.type, cols, p.float_act);
   p.data = matmul::WeightBuffer(static_cast<size_t>(p.panels * p.panel_bytes));
   pack(view, row_begin, row_end, p);
   return m;
@@ -364,7 +375,8 @@ void WeightMatrix::multiply_group(std::span<const WeightMatrix* const> ws, const
   bool same = true;
   for (const WeightMatrix* m : ws) {
     same = same && m->impl_ && m->impl_->packed.type == ws[0]->impl_->packed.type &&
-           m->impl_->packed.cols == ws[0]->impl_->packed.cols;
+           m->impl_->packed.cols == ws[0]->impl_->packed.cols &&
+           m->impl_->packed.float_act == ws[0]->impl_->packed.float_act;
   }
   if (!same) {
     for (size_t i = 0; i < ws.size(); ++i) ws[i]->multiply(x, n, ys[i], pool);
@@ -387,13 +399,13 @@ void WeightMatrix::multiply_same_shape(IsaLevel level, std::span<const WeightMat
   const bool parallel = pool.size() > 1 && work >= kMinParallelWork;
   // Converting activations is O(n * cols), worth spreading only for a batch of tokens.
   const bool parallel_convert = parallel && n * first.cols >= kMinParallelWork;
-  const Activations a =
-      convert_activations(ks, first.type, x, n, first.cols, thread_scratch(), [&](auto&& convert) {
+  const Activations a = convert_activations(
+      ks, first.type, first.float_act, x, n, first.cols, thread_scratch(), [&](auto&& convert) {
         if (!parallel_convert) return convert(int64_t{0}, n);
         pool.parallel_for(n, 1, [&](int64_t t0, int64_t t1, int) { convert(t0, t1); });
       });
   const matmul::PanelKernel kernel = panel_kernel(ks, first.type);
-  const bool row_type = matmul::is_row_type(first.type);
+  const bool row_type = !first.float_act && matmul::is_row_type(first.type);
   const matmul::RowKernels row_kernels =
       row_type ? matmul::row_kernels(ks, first.type) : matmul::RowKernels{};
   // Panels [p0, p1) of the matrices laid end to end.
@@ -403,7 +415,9 @@ void WeightMatrix::multiply_same_shape(IsaLevel level, std::span<const WeightMat
       const PackedWeights& w = ws[i]->impl_->packed;
       const int64_t begin = std::max(p0, base) - base, end = std::min(p1, base + w.panels) - base;
       if (begin < end) {
-        if (row_type) {
+        if (w.float_act) {
+          matmul::dequant_panels(ks, w, a, begin, end, t0, t1, ys[i]);
+        } else if (row_type) {
           matmul::row_panels(row_kernels, w, a, begin, end, t0, t1, ys[i]);
         } else {
           kernel(w, a, begin, end, t0, t1, ys[i]);
@@ -435,8 +449,9 @@ void WeightMatrix::multiply_reference(const float* x, int64_t n, float* y) const
   if (n <= 0 || !impl_) return;
   const PackedWeights& w = impl_->packed;
   const KernelSet& ks = matmul::reference_kernels();
-  const Activations a = convert_activations(ks, w.type, x, n, w.cols, thread_scratch(),
+  const Activations a = convert_activations(ks, w.type, w.float_act, x, n, w.cols, thread_scratch(),
                                             [&](auto&& convert) { convert(int64_t{0}, n); });
+  if (w.float_act) return matmul::dequant_panels(ks, w, a, 0, w.panels, 0, n, y);
   if (matmul::is_row_type(w.type)) {
     return matmul::row_panels(matmul::row_kernels(ks, w.type), w, a, 0, w.panels, 0, n, y);
   }
@@ -450,9 +465,9 @@ void WeightMatrix::dequantize_row(int64_t r, float* out) const {
   const PackedWeights& w = impl_->packed;
   const uint8_t* panel = w.panel(r / kPanel);
   const int pr = static_cast<int>(r % kPanel);
-  if (matmul::is_row_type(w.type)) {
+  if (w.raw_rows()) {
     const int64_t row_bytes = w.panel_bytes / kPanel;
-    return matmul::dequantize_row_blocks(w.type, panel + pr * row_bytes, out, w.cols);
+    return rapide::dequantize_row(w.type, panel + pr * row_bytes, out, w.cols);
   }
   switch (w.type) {
     case TensorType::kF32:

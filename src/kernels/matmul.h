@@ -26,6 +26,13 @@
 
 namespace rapide {
 
+// The activation side of a product with quantized weights. kInt8: activations converted to
+// int8 blocks as the header comment above describes (llama.cpp's numerics, integer dot
+// products). kOff: f32 activations against weights dequantized to f32 a row at a time,
+// multiplied with f32 FMA (matmul_dequant*.cpp), so the accuracy cost and the speed gain of
+// quantizing activations can be measured. Float weight types ignore it.
+enum class ActQuant { kInt8, kOff };
+
 // A 2-D weight matrix prepared for fast products: rows() output features, each a row of
 // cols() input features. prepare() may repack the data into a kernel-friendly layout
 // (owned by this object); otherwise it reads the TensorView's memory in place, which must
@@ -39,9 +46,10 @@ class WeightMatrix {
 
   // Throws Error(kUnsupported) for an unsupported type, kInvalidArgument for a tensor that
   // is not 2-D or whose row length is not a multiple of the type's block size.
-  static WeightMatrix prepare(const TensorView& view);
+  static WeightMatrix prepare(const TensorView& view, ActQuant act = ActQuant::kInt8);
   // Only rows [row_begin, row_end): a shard for tensor parallelism.
-  static WeightMatrix prepare_rows(const TensorView& view, int64_t row_begin, int64_t row_end);
+  static WeightMatrix prepare_rows(const TensorView& view, int64_t row_begin, int64_t row_end,
+                                   ActQuant act = ActQuant::kInt8);
 
   int64_t rows() const;
   int64_t cols() const;

@@ -17,6 +17,7 @@
 //         so one load yields two 64-byte operands for VNNI after masking/shifting.
 // Groups of 4 columns match vpdpbusd, which sums 4 byte products into each 32-bit lane.
 //   Row-wise types (kernels/rowquant.h): [16 rows][GGUF row bytes], the rows as in the file.
+//   Any quantized type with ActQuant::kOff (float_act): the same, read by dequant_panels.
 #pragma once
 
 #include <cstdint>
@@ -37,7 +38,11 @@ struct PackedWeights {
   int64_t cols = 0;
   int64_t panels = 0;
   int64_t panel_bytes = 0;
-  WeightBuffer data;  // huge-page backed where possible: decode streams all of it
+  WeightBuffer data;       // huge-page backed where possible: decode streams all of it
+  bool float_act = false;  // ActQuant::kOff on a quantized type: f32 activations
+
+  // Whether panels hold whole GGUF rows (row-wise types, and every float_act matrix).
+  bool raw_rows() const { return float_act || is_row_type(type); }
 
   const uint8_t* panel(int64_t p) const { return data.data() + p * panel_bytes; }
   int64_t blocks() const { return cols / kQuantBlock; }
@@ -71,6 +76,12 @@ using Bf16Kernel = void (*)(const float* x, uint32_t* out, int64_t cols);       
 using QuantizeKernel = void (*)(const float* x, int64_t cols, int bias_offset,  // one token
                                 int8_t* q, float* d, int32_t* bias);
 
+// Dot product of n f32 values (ActQuant::kOff: a dequantized weight row with a token).
+using FloatDot = float (*)(const float* w, const float* x, int64_t n);
+// One GGUF row of `type` to n f32 values, bit-identical to dequantize_row (the scalar twin);
+// the SIMD ones convert Q8_0 / Q4_0 blocks in vectors and call it for the other types.
+using DequantRow = void (*)(TensorType type, const uint8_t* row, float* out, int64_t n);
+
 struct KernelSet {
   RoundKernel round_f16;
   Bf16Kernel to_bf16;
@@ -80,6 +91,8 @@ struct KernelSet {
   RowDot (*row_dot)(TensorType);               // the row-wise types' dot products
   RowDotTokens (*row_dot_tokens)(TensorType);  // of this ISA (see kernels/rowquant.h)
   RowDotRows (*row_dot_rows)(TensorType);
+  FloatDot dot_f32;
+  DequantRow dequant_row;
 };
 
 // One row-wise type's kernels: `dot` always; `tokens` (kRowTokens tokens x 1 row) and
@@ -99,12 +112,19 @@ inline RowKernels row_kernels(const KernelSet& ks, TensorType type) {
 void row_panels(const RowKernels& k, const PackedWeights& w, const Activations& a, int64_t p0,
                 int64_t p1, int64_t t0, int64_t t1, float* y);
 
+// Panels [p0, p1) x tokens [t0, t1) of a float_act matrix: each row is dequantized to f32
+// once (ks.dequant_row) and dotted with every token's f32 activations (a.f32, ks.dot_f32).
+void dequant_panels(const KernelSet& ks, const PackedWeights& w, const Activations& a, int64_t p0,
+                    int64_t p1, int64_t t0, int64_t t1, float* y);
+
 // The kernel family of each ISA level.
 const KernelSet& reference_kernels();
 const KernelSet& avx2_kernels();
 const KernelSet& avx512_kernels();
 
 namespace scalar {
+float dot_f32(const float* w, const float* x, int64_t n);
+void dequant_row(TensorType type, const uint8_t* row, float* out, int64_t n);
 void round_f16(const float* x, float* out, int64_t count);
 void to_bf16(const float* x, uint32_t* out, int64_t cols);
 void quantize_q8(const float* x, int64_t cols, int bias_offset, int8_t* q, float* d, int32_t* bias);
@@ -117,6 +137,8 @@ void q4_0(const PackedWeights&, const Activations&, int64_t, int64_t, int64_t, i
 
 #define RAPIDE_DECLARE_KERNELS(ns)                                                                 \
   namespace ns {                                                                                   \
+  float dot_f32(const float* w, const float* x, int64_t n);                                        \
+  void dequant_row(TensorType type, const uint8_t* row, float* out, int64_t n);                    \
   void round_f16(const float* x, float* out, int64_t count);                                       \
   void to_bf16(const float* x, uint32_t* out, int64_t cols);                                       \
   void quantize_q8(const float* x, int64_t cols, int bias_offset, int8_t* q, float* d,             \

@@ -187,7 +187,8 @@ const KernelSet& reference_kernels() {
                              scalar::f32,       scalar::f16,     scalar::bf16,
                              scalar::q8_0,      scalar::q4_0,    0,
                              scalar::row_dot,   scalar::row_dot_tokens,
-                             scalar::row_dot_rows};
+                             scalar::row_dot_rows, scalar::dot_f32,
+                             scalar::dequant_row};
   return set;
 }
 

@@ -24,27 +24,27 @@ std::vector<float> load_vector(const TensorView& view, int64_t expected) {
   return out;
 }
 
-WeightMatrix load_matrix(const ModelFile& file, const std::string& name, int64_t cols,
-                         int64_t rows) {
+WeightMatrix load_matrix(const ModelFile& file, const std::string& name, int64_t cols, int64_t rows,
+                         ActQuant act) {
   const TensorView& view = file.get(name);
   if (view.shape.size() != 2 || view.shape[0] != cols || view.shape[1] != rows) {
     fail(ErrorCode::kCorrupt, "tensor '{}' has the wrong shape: expected [{}, {}]", name, cols,
          rows);
   }
-  return WeightMatrix::prepare(view);
+  return WeightMatrix::prepare(view, act);
 }
 
 // Rows [begin, end) of a matrix stored with `rows` rows: one part of a fused tensor, or one
 // expert of a stacked [cols, rows_per_expert, n_experts] tensor (seen as 2-D).
 WeightMatrix load_matrix_rows(const ModelFile& file, const std::string& name, int64_t cols,
-                              int64_t rows, int64_t begin, int64_t end) {
+                              int64_t rows, int64_t begin, int64_t end, ActQuant act) {
   TensorView view = file.get(name);
   if (view.row_length() != cols || view.rows() != rows) {
     fail(ErrorCode::kCorrupt, "tensor '{}' has the wrong shape: expected {} rows of {}", name, rows,
          cols);
   }
   view.shape = {cols, rows};
-  return WeightMatrix::prepare_rows(view, begin, end);
+  return WeightMatrix::prepare_rows(view, begin, end, act);
 }
 
 std::string layer_name(int layer, const char* what) {
@@ -53,7 +53,7 @@ std::string layer_name(int layer, const char* what) {
 
 }  // namespace
 
-Model::Model(std::shared_ptr<const ModelFile> file)
+Model::Model(std::shared_ptr<const ModelFile> file, ActQuant act)
     : file_(std::move(file)), config_(file_->config) {
   const ModelConfig& c = config_;
   // Other architectures may carry the same tensor names (gemma3 does) yet compute something
@@ -73,7 +73,7 @@ Model::Model(std::shared_ptr<const ModelFile> file)
          c.vocab_size);
   }
   const ModelFile& f = *file_;
-  token_embedding_ = load_matrix(f, "token_embd.weight", c.dim, c.vocab_size);
+  token_embedding_ = load_matrix(f, "token_embd.weight", c.dim, c.vocab_size, act);
   layers_.resize(c.n_layers);
   for (int l = 0; l < c.n_layers; ++l) {
     LayerWeights& w = layers_[l];
@@ -82,15 +82,15 @@ Model::Model(std::shared_ptr<const ModelFile> file)
     const int64_t q = c.q_dim(), kv = c.kv_dim();
     if (c.fused_qkv) {
       const std::string name = layer_name(l, "attn_qkv.weight");
-      w.wq = load_matrix_rows(f, name, c.dim, q + 2 * kv, 0, q);
-      w.wk = load_matrix_rows(f, name, c.dim, q + 2 * kv, q, q + kv);
-      w.wv = load_matrix_rows(f, name, c.dim, q + 2 * kv, q + kv, q + 2 * kv);
+      w.wq = load_matrix_rows(f, name, c.dim, q + 2 * kv, 0, q, act);
+      w.wk = load_matrix_rows(f, name, c.dim, q + 2 * kv, q, q + kv, act);
+      w.wv = load_matrix_rows(f, name, c.dim, q + 2 * kv, q + kv, q + 2 * kv, act);
     } else {
-      w.wq = load_matrix(f, layer_name(l, "attn_q.weight"), c.dim, q);
-      w.wk = load_matrix(f, layer_name(l, "attn_k.weight"), c.dim, kv);
-      w.wv = load_matrix(f, layer_name(l, "attn_v.weight"), c.dim, kv);
+      w.wq = load_matrix(f, layer_name(l, "attn_q.weight"), c.dim, q, act);
+      w.wk = load_matrix(f, layer_name(l, "attn_k.weight"), c.dim, kv, act);
+      w.wv = load_matrix(f, layer_name(l, "attn_v.weight"), c.dim, kv, act);
     }
-    w.wo = load_matrix(f, layer_name(l, "attn_output.weight"), q, c.dim);
+    w.wo = load_matrix(f, layer_name(l, "attn_output.weight"), q, c.dim, act);
     if (c.qkv_bias) {
       w.bq = load_vector(f.get(layer_name(l, "attn_q.bias")), q);
       w.bk = load_vector(f.get(layer_name(l, "attn_k.bias")), kv);
@@ -104,14 +104,14 @@ Model::Model(std::shared_ptr<const ModelFile> file)
     std::vector<const WeightMatrix*> per_expert;
     if (c.n_experts > 0) {
       const int64_t e = c.n_experts, ef = c.expert_ffn_dim;
-      w.router = load_matrix(f, layer_name(l, "ffn_gate_inp.weight"), c.dim, e);
+      w.router = load_matrix(f, layer_name(l, "ffn_gate_inp.weight"), c.dim, e, act);
       for (int x = 0; x < c.n_experts; ++x) {
         w.expert_gate.push_back(load_matrix_rows(f, layer_name(l, "ffn_gate_exps.weight"), c.dim,
-                                                 ef * e, x * ef, (x + 1) * ef));
+                                                 ef * e, x * ef, (x + 1) * ef, act));
         w.expert_up.push_back(load_matrix_rows(f, layer_name(l, "ffn_up_exps.weight"), c.dim,
-                                               ef * e, x * ef, (x + 1) * ef));
+                                               ef * e, x * ef, (x + 1) * ef, act));
         w.expert_down.push_back(load_matrix_rows(f, layer_name(l, "ffn_down_exps.weight"), ef,
-                                                 c.dim * e, x * c.dim, (x + 1) * c.dim));
+                                                 c.dim * e, x * c.dim, (x + 1) * c.dim, act));
       }
       every_token.push_back(&w.router);
       for (int x = 0; x < c.n_experts; ++x) {
@@ -121,21 +121,21 @@ Model::Model(std::shared_ptr<const ModelFile> file)
       if (c.shared_expert_ffn_dim > 0) {
         const int64_t sf = c.shared_expert_ffn_dim;
         w.shared_gate_inp = load_vector(f.get(layer_name(l, "ffn_gate_inp_shexp.weight")), c.dim);
-        w.shared_gate = load_matrix(f, layer_name(l, "ffn_gate_shexp.weight"), c.dim, sf);
-        w.shared_up = load_matrix(f, layer_name(l, "ffn_up_shexp.weight"), c.dim, sf);
-        w.shared_down = load_matrix(f, layer_name(l, "ffn_down_shexp.weight"), sf, c.dim);
+        w.shared_gate = load_matrix(f, layer_name(l, "ffn_gate_shexp.weight"), c.dim, sf, act);
+        w.shared_up = load_matrix(f, layer_name(l, "ffn_up_shexp.weight"), c.dim, sf, act);
+        w.shared_down = load_matrix(f, layer_name(l, "ffn_down_shexp.weight"), sf, c.dim, act);
         every_token.insert(every_token.end(), {&w.shared_gate, &w.shared_up, &w.shared_down});
       }
     } else {
       if (c.fused_gate_up) {
         const std::string name = layer_name(l, "ffn_up.weight");
-        w.ffn_gate = load_matrix_rows(f, name, c.dim, 2 * c.ffn_dim, 0, c.ffn_dim);
-        w.ffn_up = load_matrix_rows(f, name, c.dim, 2 * c.ffn_dim, c.ffn_dim, 2 * c.ffn_dim);
+        w.ffn_gate = load_matrix_rows(f, name, c.dim, 2 * c.ffn_dim, 0, c.ffn_dim, act);
+        w.ffn_up = load_matrix_rows(f, name, c.dim, 2 * c.ffn_dim, c.ffn_dim, 2 * c.ffn_dim, act);
       } else {
-        w.ffn_gate = load_matrix(f, layer_name(l, "ffn_gate.weight"), c.dim, c.ffn_dim);
-        w.ffn_up = load_matrix(f, layer_name(l, "ffn_up.weight"), c.dim, c.ffn_dim);
+        w.ffn_gate = load_matrix(f, layer_name(l, "ffn_gate.weight"), c.dim, c.ffn_dim, act);
+        w.ffn_up = load_matrix(f, layer_name(l, "ffn_up.weight"), c.dim, c.ffn_dim, act);
       }
-      w.ffn_down = load_matrix(f, layer_name(l, "ffn_down.weight"), c.ffn_dim, c.dim);
+      w.ffn_down = load_matrix(f, layer_name(l, "ffn_down.weight"), c.ffn_dim, c.dim, act);
       every_token.insert(every_token.end(), {&w.ffn_gate, &w.ffn_up, &w.ffn_down});
     }
     // weight_bytes_ counts every weight (what a large batch reads once per step); a token
@@ -155,7 +155,7 @@ Model::Model(std::shared_ptr<const ModelFile> file)
   }
   output_norm_ = load_vector(f.get("output_norm.weight"), c.dim);
   const bool tied = c.tied_embeddings || f.find("output.weight") == nullptr;
-  output_ = load_matrix(f, tied ? "token_embd.weight" : "output.weight", c.dim, c.vocab_size);
+  output_ = load_matrix(f, tied ? "token_embd.weight" : "output.weight", c.dim, c.vocab_size, act);
   weight_bytes_ +=
       static_cast<uint64_t>(tensor_row_bytes(output_.type(), output_.cols())) * output_.rows();
   matmul_parameters_ += static_cast<uint64_t>(output_.cols()) * output_.rows();
@@ -279,6 +279,7 @@ void Model::attention_block(int layer, const Batch& batch, KvStore& kv, ThreadPo
                xn_.data() + static_cast<size_t>(i) * c.dim);
     }
   });
+  observe(layer, LinearInput::kAttnIn, xn_.data(), n, c.dim);
   const WeightMatrix* qkv[] = {&w.wq, &w.wk, &w.wv};
   float* const qkv_out[] = {q_.data(), k_.data(), v_.data()};
   WeightMatrix::multiply_group(qkv, xn_.data(), n, qkv_out, pool);
@@ -299,11 +300,12 @@ void Model::attention_block(int layer, const Batch& batch, KvStore& kv, ThreadPo
   shape.window = c.windowed(layer) ? c.sliding_window : 0;
   attention_.attend_planned(kv, layer, batch, q_.data(), c.n_heads, att_.data(), pool, shape);
   // The output projection lands in xn_ (free now), then joins the residual stream.
+  observe(layer, LinearInput::kAttnOut, att_.data(), n, c.q_dim());
   w.wo.multiply(att_.data(), n, xn_.data(), pool);
 }
 
 void Model::gated_ffn(const WeightMatrix& gate, const WeightMatrix& up, const WeightMatrix& down,
-                      const float* in, int n, int width, float* out, ThreadPool& pool) {
+                      const float* in, int n, int width, float* out, ThreadPool& pool, int layer) {
   const WeightMatrix* gate_up[] = {&gate, &up};
   float* const gate_up_out[] = {gate_.data(), up_.data()};
   WeightMatrix::multiply_group(gate_up, in, n, gate_up_out, pool);
@@ -317,6 +319,7 @@ void Model::gated_ffn(const WeightMatrix& gate, const WeightMatrix& up, const We
       silu_mul(gate_.data() + from, up_.data() + from, count, gate_.data() + from);
     }
   });
+  if (layer >= 0) observe(layer, LinearInput::kFfnDown, gate_.data(), n, width);
   down.multiply(gate_.data(), n, out, pool);
 }
 
@@ -398,7 +401,8 @@ void Model::ffn_block(int layer, int n, ThreadPool& pool) {
   if (c.n_experts > 0) {
     moe_ffn(layer, n, pool);
   } else {
-    gated_ffn(w.ffn_gate, w.ffn_up, w.ffn_down, xn_.data(), n, c.ffn_dim, xn_.data(), pool);
+    observe(layer, LinearInput::kFfnIn, xn_.data(), n, c.dim);
+    gated_ffn(w.ffn_gate, w.ffn_up, w.ffn_down, xn_.data(), n, c.ffn_dim, xn_.data(), pool, layer);
   }
   for_tokens(pool, n, c.dim, [&](int begin, int end) {
     if (c.post_norms) {
@@ -438,6 +442,7 @@ std::span<const float> Model::forward(const Batch& batch, KvStore& kv, ThreadPoo
              logits_in_.data() + static_cast<size_t>(row) * dim);
     ++row;
   }
+  observe(-1, LinearInput::kOutput, logits_in_.data(), n_logits, dim);
   output_.multiply(logits_in_.data(), n_logits, logits_.data(), pool);
   if (config_.final_softcap > 0.0f) {
     soft_cap(logits_.data(), static_cast<int64_t>(n_logits) * config_.vocab_size,

@@ -20,6 +20,7 @@
 #include "model/attention.h"
 #include "model/batch.h"
 #include "model/kv_store.h"
+#include "model/linear_observer.h"
 
 namespace rapide {
 
@@ -40,7 +41,8 @@ struct LayerWeights {
 class Model {
  public:
   // Prepares every weight matrix (kernels may repack them). The ModelFile is kept alive.
-  explicit Model(std::shared_ptr<const ModelFile> file);
+  // `act` picks the activation side of quantized products (kernels/matmul.h).
+  explicit Model(std::shared_ptr<const ModelFile> file, ActQuant act = ActQuant::kInt8);
 
   const ModelConfig& config() const { return config_; }
   const ModelFile& file() const { return *file_; }
@@ -50,6 +52,10 @@ class Model {
   // The span stays valid until the next forward(). Throws Error(kInvalidArgument) for a token
   // id outside the vocabulary and kOutOfRange for a position beyond the KV capacity.
   std::span<const float> forward(const Batch& batch, KvStore& kv, ThreadPool& pool);
+
+  // Calibration: every later forward() shows `observer` the inputs of the dense linear
+  // layers (model/linear_observer.h); nullptr stops it. The observer must outlive its use.
+  void set_linear_observer(LinearObserver* observer) { observer_ = observer; }
 
   // Bytes of all weight matrices: what a decode step of a dense model reads (for roofline
   // figures). A mixture-of-experts step reads only the experts its rows chose:
@@ -69,8 +75,12 @@ class Model {
   void attention_block(int layer, const Batch& batch, KvStore& kv, ThreadPool& pool);
   void ffn_block(int layer, int n, ThreadPool& pool);
   // xn_ [n][dim] -> xn_: the gated FFN of width `width`, dense or one expert's.
+  // `layer` >= 0 names the dense FFN for the observer (experts pass -1: not observed).
   void gated_ffn(const WeightMatrix& gate, const WeightMatrix& up, const WeightMatrix& down,
-                 const float* in, int n, int width, float* out, ThreadPool& pool);
+                 const float* in, int n, int width, float* out, ThreadPool& pool, int layer = -1);
+  void observe(int layer, LinearInput input, const float* x, int n, int64_t cols) const {
+    if (observer_ != nullptr) observer_->observe(layer, input, x, n, cols);
+  }
   void moe_ffn(int layer, int n, ThreadPool& pool);
   void prepare_rope(const Batch& batch);  // this batch's rotation angles
   void apply_rope(int begin, int end);    // rotates q/k of tokens [begin, end)
@@ -87,6 +97,7 @@ class Model {
   uint64_t last_forward_weight_bytes_ = 0;
   int last_forward_expert_runs_ = 0;
   Attention attention_;
+  LinearObserver* observer_ = nullptr;
 
   // Activations for the current batch, grown on demand (no allocation in steady state).
   int scratch_tokens_ = 0;

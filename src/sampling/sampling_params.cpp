@@ -67,6 +67,10 @@ void SamplingParams::validate(int vocab_size) const {
     fail(ErrorCode::kInvalidArgument, "min_tokens must be in [0, max_tokens={}], got {}",
          max_tokens, min_tokens);
   }
+  if (stop_token_ids.size() > kMaxStopTokenIds) {
+    fail(ErrorCode::kInvalidArgument, "stop_token_ids must hold at most {} token ids, got {}",
+         kMaxStopTokenIds, stop_token_ids.size());
+  }
   for (int32_t token : stop_token_ids) check_token(token, vocab_size, "stop_token_ids");
   // The sampler bans stop tokens until min_tokens are out: banning all of them would leave
   // nothing to sample, a failure of the request that is known before it runs.
@@ -86,9 +90,17 @@ void SamplingParams::validate(int vocab_size) const {
            min_tokens);
     }
   }
+  if (stop.size() > kMaxStopStrings) {
+    fail(ErrorCode::kInvalidArgument, "stop must hold at most {} strings, got {}", kMaxStopStrings,
+         stop.size());
+  }
   for (size_t i = 0; i < stop.size(); ++i) {
     // An empty stop string would match before any text and end every request at once.
     if (stop[i].empty()) fail(ErrorCode::kInvalidArgument, "stop[{}] must not be empty", i);
+    if (stop[i].size() > kMaxStopBytes) {
+      fail(ErrorCode::kInvalidArgument, "stop[{}] must be at most {} bytes, got {}", i,
+           kMaxStopBytes, stop[i].size());
+    }
   }
   if (top_logprobs < 0 || top_logprobs > kMaxTopLogprobs) {
     fail(ErrorCode::kInvalidArgument, "top_logprobs must be in [0, {}], got {}", kMaxTopLogprobs,

@@ -3,7 +3,18 @@
 // Everything runs on a small io_context pool; each connection is a strand, so thousands of
 // idle or streaming connections cost memory, not threads. A session reads one request at a
 // time (keep-alive), enforces the body limit (413) and idle timeout, hands the request to
-// the handler as an HttpExchange and writes whatever the handler answers, whole or chunked.
+// the handler as an HttpExchange and writes whatever the handler answers, whole or chunked
+// (HTTP/1.0 clients get streams without chunked encoding, ended by closing the connection).
+//
+// Bounded cost per client: a connection must send its first request head within
+// header_timeout; at max_connections the oldest connection idle between requests is closed
+// to make room (none idle: the newcomer gets 503); a streaming client that lets more than
+// max_pending_bytes of response pile up unread is treated as gone (its request aborted).
+//
+// HTTP details: HEAD gets a GET's headers without the body; `Expect: 100-continue` is
+// answered once the head is read; a client that half-closes after its request still gets
+// the answer, while one that closed is told apart by an interim 100 Continue probe (a closed
+// socket answers it with a reset) and its request aborted.
 #pragma once
 
 #include <chrono>
@@ -33,6 +44,10 @@ struct HttpServerOptions {
   uint64_t max_body = 4 << 20;
   std::chrono::seconds idle_timeout{120};   // keep-alive connection without a request
   std::chrono::seconds write_timeout{120};  // a client that stops reading a response
+  std::chrono::seconds header_timeout{10};  // a new connection's first request head
+  // Open connections at most; 0 = as many as the descriptor limit allows (see start()).
+  size_t max_connections = 0;
+  size_t max_pending_bytes = 8 << 20;  // unwritten stream bytes per connection
 };
 
 class HttpServer {

@@ -1,5 +1,6 @@
 #include "serve/routes.h"
 
+#include <boost/asio/post.hpp>
 #include <boost/beast/http/field.hpp>
 #include <boost/beast/http/verb.hpp>
 
@@ -56,7 +57,9 @@ const char* server_state_name(ServerState state) {
 
 Router::Router(ApiKeys keys, ServeMetrics& metrics) : keys_(std::move(keys)), metrics_(metrics) {}
 
-Router::~Router() = default;
+Router::~Router() {
+  stop_workers();
+}
 
 void Router::attach(Engine& engine, ServedModel model) {
   engine_ = &engine;
@@ -72,24 +75,32 @@ void Router::handle(HttpRequest&& request, std::shared_ptr<HttpExchange> exchang
   std::string label = "other";
   try {
     dispatch(request, path, exchange, label);
-    return;
+  } catch (...) {
+    answer_failure(*exchange, std::string(request.method_string()) + " " + path, label,
+                   std::current_exception());
+  }
+}
+
+void Router::answer_failure(HttpExchange& exchange, const std::string& what,
+                            const std::string& label, std::exception_ptr error) {
+  try {
+    std::rethrow_exception(error);
   } catch (const api::ApiError& e) {
-    if (e.status() >= 500)
-      spdlog::warn("{} {}: {}", std::string(request.method_string()), path, e.what());
-    send_error(*exchange, e);
+    if (e.status() >= 500) spdlog::warn("{}: {}", what, e.what());
+    send_error(exchange, e);
     metrics_.observe_status(label, e.status());
   } catch (const Error& e) {
-    const api::ApiError error = api::api_error_from(e);
-    send_error(*exchange, error);
-    metrics_.observe_status(label, error.status());
+    const api::ApiError api_error = api::api_error_from(e);
+    send_error(exchange, api_error);
+    metrics_.observe_status(label, api_error.status());
   } catch (const std::exception& e) {
-    spdlog::error("{} {}: {}", std::string(request.method_string()), path, e.what());
-    send_error(*exchange, api::ApiError(500, e.what(), {}, "internal_error"));
+    spdlog::error("{}: {}", what, e.what());
+    send_error(exchange, api::ApiError(500, e.what(), {}, "internal_error"));
     metrics_.observe_status(label, 500);
   }
 }
 
-void Router::dispatch(const HttpRequest& request, const std::string& path,
+void Router::dispatch(HttpRequest& request, const std::string& path,
                       const std::shared_ptr<HttpExchange>& exchange, std::string& label) {
   if (path == "/health") {
     label = "health";
@@ -141,7 +152,7 @@ void Router::dispatch(const HttpRequest& request, const std::string& path,
     if (const std::optional<api::Endpoint> endpoint = api::endpoint_for_path(path)) {
       label = api::endpoint_name(*endpoint);
       require_method(request, http::verb::post, path);
-      generate(request, *endpoint, exchange);
+      generate(request, *endpoint, exchange, label);
       return;
     }
   }
@@ -175,15 +186,32 @@ void Router::engine_state(const std::shared_ptr<HttpExchange>& exchange) {
   if (state() == ServerState::kLoading) {
     throw api::ApiError(503, "the model is still loading", {}, "loading").with_retry_after(5);
   }
-  std::call_once(machine_once_, [this] {
-    machine_ = advise::probe_machine(engine_->options().threads, true);
+  // On a worker: the first request measures the read bandwidth (about a second), and the
+  // state of 256 steps and requests takes a while to write.
+  boost::asio::post(workers_, [this, exchange] {
+    std::string body;
+    std::exception_ptr failure;
+    try {
+      std::call_once(machine_once_, [this] {
+        machine_ = advise::probe_machine(engine_->options().threads, true);
+      });
+      body =
+          api::dump_json(advise::state_to_json(advise::capture_engine_state(*engine_, machine_)));
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    boost::asio::post(exchange->executor(), [this, exchange, failure, body = std::move(body)]() {
+      if (failure) {
+        answer_failure(*exchange, "GET /v1/engine/state", "engine_state", failure);
+      } else {
+        exchange->respond(200, kJson, body);
+      }
+    });
   });
-  exchange->respond(200, kJson,
-                    api::dump_json(advise::state_to_json(advise::capture_engine_state(*engine_, machine_))));
 }
 
-void Router::generate(const HttpRequest& request, api::Endpoint endpoint,
-                      const std::shared_ptr<HttpExchange>& exchange) {
+void Router::generate(HttpRequest& request, api::Endpoint endpoint,
+                      const std::shared_ptr<HttpExchange>& exchange, const std::string& label) {
   const ServerState s = state();
   if (s == ServerState::kLoading) {
     throw api::ApiError(503, "the model is still loading", {}, "loading").with_retry_after(5);
@@ -191,15 +219,35 @@ void Router::generate(const HttpRequest& request, api::Endpoint endpoint,
   if (s == ServerState::kDraining) {
     throw api::ApiError(503, "the server is shutting down", {}, "draining").with_retry_after(5);
   }
-  const json body = api::parse_json_body(request.body());
-  api::GenerationSpec spec = api::parse_request(body, endpoint, engine_->tokenizer());
-  api::check_front_end(spec, model_.id, api::FrontEnd::kServer);
-  chat_->fill_prompt(spec);
-  GenerationContext context;
-  context.engine = engine_;
-  context.metrics = &metrics_;
-  context.model_id = model_.id;
-  GenerationJob::start(context, std::move(spec), exchange);
+  std::string what = std::string(request.method_string()) + " " + std::string(request.target());
+  boost::asio::post(workers_, [this, body = std::move(request.body()), endpoint, exchange, label,
+                               what = std::move(what)]() mutable {
+    // On a worker: everything here costs time proportional to the body.
+    std::exception_ptr failure;
+    std::shared_ptr<api::GenerationSpec> spec;
+    try {
+      const json parsed = api::parse_json_body(body);
+      spec = std::make_shared<api::GenerationSpec>(
+          api::parse_request(parsed, endpoint, engine_->tokenizer()));
+      api::check_front_end(*spec, model_.id, api::FrontEnd::kServer);
+      chat_->fill_prompt(*spec);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    boost::asio::post(exchange->executor(), [this, exchange, label, what, spec, failure] {
+      // Back on the connection's strand.
+      try {
+        if (failure) std::rethrow_exception(failure);
+        GenerationContext context;
+        context.engine = engine_;
+        context.metrics = &metrics_;
+        context.model_id = model_.id;
+        GenerationJob::start(context, std::move(*spec), exchange);
+      } catch (...) {
+        answer_failure(*exchange, what, label, std::current_exception());
+      }
+    });
+  });
 }
 
 }  // namespace rapide::serve

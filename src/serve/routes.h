@@ -1,6 +1,11 @@
 // The URL space: which handler answers which method and path, and the checks every /v1
 // request passes first (server state, API key, model name).
 //
+// Generation requests are parsed, tokenized and rendered on a small worker pool, not on the
+// io thread that read them: a 4 MiB prompt takes seconds to tokenize, and every other
+// connection of that io thread would wait as long. The job then starts on the connection's
+// strand.
+//
 //   POST /v1/completions, /v1/chat/completions   generation (src/api, generation.h)
 //   GET  /v1/models, /v1/models/{id}            the served model
 //   GET  /v1/engine/state                       the advisor's record (advise/engine_state.h)
@@ -10,12 +15,14 @@
 
 #include <atomic>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <string>
 
-#include "advise/engine_state.h"
+#include <boost/asio/thread_pool.hpp>
 
+#include "advise/engine_state.h"
 #include "api/chat.h"
 #include "api/openai_protocol.h"
 #include "engine/engine.h"
@@ -50,12 +57,19 @@ class Router {
 
   // The HttpHandler: answers every request, errors included.
   void handle(HttpRequest&& request, std::shared_ptr<HttpExchange> exchange);
+  // Waits for the request parsing in progress; call after the io threads stopped, while
+  // the engine (its tokenizer) is still alive. Idempotent.
+  void stop_workers() { workers_.join(); }
 
  private:
-  void dispatch(const HttpRequest& request, const std::string& path,
+  void dispatch(HttpRequest& request, const std::string& path,
                 const std::shared_ptr<HttpExchange>& exchange, std::string& label);
-  void generate(const HttpRequest& request, api::Endpoint endpoint,
-                const std::shared_ptr<HttpExchange>& exchange);
+  void generate(HttpRequest& request, api::Endpoint endpoint,
+                const std::shared_ptr<HttpExchange>& exchange, const std::string& label);
+  // Answers a request that failed with `error` (ApiError, Error or any exception); on the
+  // exchange's strand. `what` ("POST /v1/completions") names it in the log.
+  void answer_failure(HttpExchange& exchange, const std::string& what, const std::string& label,
+                      std::exception_ptr error);
   void list_models(const std::string& path, const std::shared_ptr<HttpExchange>& exchange);
   void engine_state(const std::shared_ptr<HttpExchange>& exchange);
 
@@ -69,6 +83,7 @@ class Router {
   // Machine facts for /v1/engine/state: the bandwidth probe runs once, on the first request.
   std::once_flag machine_once_;
   advise::MachineFacts machine_;
+  boost::asio::thread_pool workers_{2};  // request parsing off the io threads
 };
 
 }  // namespace rapide::serve

@@ -119,6 +119,7 @@ void Server::stop_io() {
     if (t.joinable()) t.join();
   }
   threads_.clear();
+  router_->stop_workers();
 }
 
 }  // namespace rapide::serve

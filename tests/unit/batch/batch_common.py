@@ -63,5 +63,6 @@ def input_line_numbers(path):
 
 
 def record_line(record):
+    """The input line a record id names: "batch_req_<line>_<digest>" (docs/batch.md)."""
     assert record["id"].startswith("batch_req_"), record["id"]
-    return int(record["id"][len("batch_req_"):])
+    return int(record["id"][len("batch_req_"):].split("_")[0])

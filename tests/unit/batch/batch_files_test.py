@@ -7,6 +7,9 @@ Each case runs the real binary on stories260K in a fresh temporary directory:
   * -o naming the input, --errors through a symlink to the input, -o naming an unrelated
     existing file: refused with an error, and the file is byte-for-byte unchanged;
   * an output of one input reused for another input: refused, unchanged;
+  * the input edited between runs: requests are matched by custom_id wherever they moved,
+    an answered request that changed is refused before anything runs;
+  * -i naming a directory: an error, not an empty batch;
   * a line nested 60k arrays deep: an error record for that line, the other lines answered,
     and a resume does the same (no crash on any run).
 """
@@ -82,8 +85,20 @@ def test_wrong_files():
         proc = run(inp, out, err)
         check(proc.returncode == 0 and len(read_records(out)) == 4,
               f"the input grown by a line resumes and runs it ({proc.stderr[-200:]})")
-        # An input edited between runs (a line changed, none appended): its answers would be
-        # attached to the wrong requests, so the old output is refused (issue 18 item 5).
+        # The input edited: a new line first, the answered ones in another order. Resume
+        # matches by custom_id (issue 18 item 5): only the new line runs.
+        with open(inp) as f:
+            lines = f.readlines()
+        new = batch_line("new", {"prompt": "The little dog", "max_tokens": 4}) + "\n"
+        with open(inp, "w") as f:
+            f.writelines([new] + lines[::-1])
+        proc = run(inp, out, err)
+        answered = [r["custom_id"] for r in read_records(out)]
+        check(proc.returncode == 0 and sorted(answered) == ["new", "r0", "r1", "r2", "r3"],
+              f"a reordered input with a new line runs only the new one ({answered}, "
+              f"{proc.stderr[-200:]})")
+        # An answered request edited: its answer would be attached to the wrong request,
+        # so nothing runs and the output is unchanged.
         with open(inp) as f:
             lines = f.readlines()
         lines[1] = lines[1].replace("Once upon a time", "The little dog")
@@ -91,14 +106,23 @@ def test_wrong_files():
             f.writelines(lines)
         before = read_bytes(out)
         proc = run(inp, out, err)
-        check(proc.returncode != 0 and read_bytes(out) == before,
-              f"an edited input is refused and the output unchanged ({proc.returncode})")
+        check(proc.returncode != 0 and read_bytes(out) == before and "changed since" in
+              proc.stderr, f"an edited answered request is refused and the output unchanged "
+              f"({proc.returncode}: {proc.stderr.strip().splitlines()[-1:]})")
         other = os.path.join(d, "other.jsonl")
         write_input(other, 5, prefix="x")
         before = read_bytes(out)
         proc = run(other, out, err)
         check(proc.returncode != 0 and read_bytes(out) == before,
               f"an output of another input is refused and unchanged ({proc.returncode})")
+
+
+def test_directory_input():
+    with tempfile.TemporaryDirectory() as d:
+        out, err = os.path.join(d, "out.jsonl"), os.path.join(d, "err.jsonl")
+        proc = run(d, out, err)
+        check(proc.returncode == 1 and "is a directory" in proc.stderr,
+              f"-i DIRECTORY is an error ({proc.returncode}: {proc.stderr[-200:]})")
 
 
 def test_deep_line():
@@ -125,6 +149,7 @@ def test_deep_line():
 def main():
     require_shared(SHARED, "models/stories260K/stories260K.gguf")
     test_wrong_files()
+    test_directory_input()
     test_deep_line()
     return report()
 

@@ -1,6 +1,7 @@
 // run_batch on stories260K in process: bad lines go to the errors file without stopping the
-// run, a resumed run redoes exactly the missing lines with the same results and never a line
-// (or a custom_id) an earlier run answered, what a run reported survives a power cut, and a
+// run, duplicate custom_ids stop it before anything runs, a resumed run redoes exactly the
+// missing requests with the same results and never one an earlier run answered (matched by
+// custom_id, wherever its line moved), what a run reported survives a power cut, and a
 // batch record holds what the engine generates for the same request and seed.
 #include <gtest/gtest.h>
 
@@ -14,6 +15,7 @@
 #include "base/error.h"
 #include "batch/batch_runner.h"
 #include "batch/batch_seed.h"
+#include "batch/fnv1a.h"
 #include "batch/prefix_order.h"
 #include "golden/greedy_runner.h"
 #include "power_cut_files.h"
@@ -105,7 +107,7 @@ TEST_F(BatchRunnerTest, BadLinesAreReportedAndTheRestRuns) {
   std::vector<std::string> lines = good_lines(6);
   lines.push_back("{not json");                                                              // 7
   lines.push_back(R"({"method":"POST","url":"/v1/completions","body":{}})");                 // 8
-  lines.push_back(completion_line("req-1", "duplicate", 4));                                 // 9
+  lines.push_back("[]");                                                                     // 9
   lines.push_back(R"({"custom_id":"u","method":"POST","url":"/v1/embeddings","body":{}})");  // 10
   lines.push_back(R"({"custom_id":"m","method":"GET","url":"/v1/completions","body":{}})");  // 11
   lines.push_back(completion_line("t", "hi", 4, {{"temperature", -1}}));                     // 12
@@ -131,7 +133,7 @@ TEST_F(BatchRunnerTest, BadLinesAreReportedAndTheRestRuns) {
   EXPECT_EQ(errors[7]["error"]["code"], "invalid_json");
   EXPECT_TRUE(errors[7]["custom_id"].is_null());
   EXPECT_EQ(errors[8]["error"]["code"], "invalid_custom_id");
-  EXPECT_EQ(errors[9]["error"]["code"], "duplicate_custom_id");
+  EXPECT_EQ(errors[9]["error"]["code"], "invalid_request");
   EXPECT_EQ(errors[10]["error"]["code"], "invalid_url");
   EXPECT_EQ(errors[11]["error"]["code"], "invalid_method");
   EXPECT_EQ(errors[12]["response"]["status_code"], 400);
@@ -139,13 +141,13 @@ TEST_F(BatchRunnerTest, BadLinesAreReportedAndTheRestRuns) {
   EXPECT_EQ(errors[13]["error"]["code"], "context_length_exceeded");
   EXPECT_EQ(errors[14]["response"]["status_code"], 404);
   EXPECT_EQ(errors[14]["error"]["code"], "model_not_found");
-  EXPECT_EQ(errors[9]["id"], "batch_req_9");
+  EXPECT_EQ(errors[9]["id"], record_id(9, fnv1a64("[]")));
 
   std::map<std::string, json> outputs;
   for (const json& o : read_jsonl(path("out.jsonl"))) outputs[o["custom_id"]] = o;
   ASSERT_EQ(outputs.size(), 7u);
   const json& r0 = outputs["req-0"];
-  EXPECT_EQ(r0["id"], "batch_req_1");
+  EXPECT_EQ(r0["id"], record_id(1, fnv1a64(good_lines(1)[0])));
   EXPECT_TRUE(r0["error"].is_null());
   EXPECT_EQ(r0["response"]["status_code"], 200);
   const json& body = r0["response"]["body"];
@@ -194,13 +196,30 @@ TEST_F(BatchRunnerTest, ResumeRedoesOnlyMissingLinesWithTheSameResults) {
   EXPECT_EQ(again.succeeded + again.failed, 0u);
 }
 
-// Run part of a job, stop, resume: the lines answered first are neither run again nor
-// answered twice, and their custom_ids stay taken, so a later line repeating one is a
-// duplicate (an error) rather than a second answer for that id.
-TEST_F(BatchRunnerTest, ResumeSkipsAnsweredLinesAndKeepsTheirCustomIds) {
+// Issue 18 item 5: duplicate custom_ids were line errors found mid-run (the first line ran);
+// now nothing runs and no file is created.
+TEST_F(BatchRunnerTest, DuplicateCustomIdsStopTheBatchBeforeAnythingRuns) {
+  std::vector<std::string> lines = good_lines(4);
+  lines.push_back(completion_line("req-1", "Lily and Tom", 8));  // 5: req-1 is line 2's
+  write_input(lines);
+  try {
+    run(batch_options());
+    ADD_FAILURE() << "a batch with a duplicate custom_id ran";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("custom_id 'req-1' appears on lines 2 and 5"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(fs::exists(path("out.jsonl")));
+  EXPECT_FALSE(fs::exists(path("err.jsonl")));
+}
+
+// Run part of a job, stop, edit the input (lines inserted before and between the answered
+// ones, which move), resume: requests are matched by custom_id, so the answered ones are
+// neither run again nor answered twice, and only the new ones run.
+TEST_F(BatchRunnerTest, ResumeMatchesAnsweredRequestsByCustomIdWhereverTheyMoved) {
   std::vector<std::string> lines = good_lines(6);
-  lines.push_back(completion_line("req-1", "Lily and Tom", 8));  // 7: req-1 is line 2's
-  lines.push_back(completion_line("req-new", "The little dog", 8));  // 8
   write_input({lines.begin(), lines.begin() + 3});  // the first run sees 3 lines
   const BatchSummary first = run(batch_options());
   ASSERT_EQ(first.succeeded, 3u);
@@ -209,10 +228,12 @@ TEST_F(BatchRunnerTest, ResumeSkipsAnsweredLinesAndKeepsTheirCustomIds) {
                                   std::istreambuf_iterator<char>());
   first_file.close();
 
-  write_input(lines);  // the same input, grown: the re-run resumes
+  // Before the fix resume went by line number: req-0..2 moved to lines 2, 4 and 6 would
+  // have run again while the new lines 1, 3 and 5 were taken for answered.
+  write_input({lines[3], lines[0], lines[4], lines[1], lines[5], lines[2], "{not json"});
   const BatchSummary s = run(batch_options());
   EXPECT_EQ(s.resumed, 3u);
-  EXPECT_EQ(s.succeeded, 4u);  // lines 4, 5, 6 and 8
+  EXPECT_EQ(s.succeeded, 3u);  // req-3, req-4, req-5
   EXPECT_EQ(s.failed, 1u);     // line 7
   std::ifstream out_file(path("out.jsonl"));
   const std::string records((std::istreambuf_iterator<char>(out_file)),
@@ -220,12 +241,21 @@ TEST_F(BatchRunnerTest, ResumeSkipsAnsweredLinesAndKeepsTheirCustomIds) {
   EXPECT_TRUE(records.starts_with(first_records)) << "the first run's records were rewritten";
   std::map<std::string, int> seen;
   for (const json& o : read_jsonl(path("out.jsonl"))) ++seen[o["custom_id"]];
-  EXPECT_EQ(seen.size(), 7u);
+  EXPECT_EQ(seen.size(), 6u);
   for (const auto& [id, count] : seen) EXPECT_EQ(count, 1) << id << " answered more than once";
   const std::vector<json> errors = read_jsonl(path("err.jsonl"));
   ASSERT_EQ(errors.size(), 1u);
-  EXPECT_EQ(errors[0]["id"], "batch_req_7");
-  EXPECT_EQ(errors[0]["error"]["code"], "duplicate_custom_id");
+  EXPECT_EQ(errors[0]["id"], record_id(7, fnv1a64("{not json")));
+
+  // An answered request edited since: refused before anything runs, the files unchanged.
+  const std::string before = records + "";
+  write_input({lines[3], lines[0], lines[4], completion_line("req-1", "changed", 8), lines[5],
+               lines[2], "{not json"});
+  EXPECT_THROW(run(batch_options()), Error);
+  std::ifstream after_file(path("out.jsonl"));
+  EXPECT_EQ(
+      std::string((std::istreambuf_iterator<char>(after_file)), std::istreambuf_iterator<char>()),
+      before);
 }
 
 // run_batch returning is the acknowledgement: every line its summary counts must be on disk

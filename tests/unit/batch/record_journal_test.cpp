@@ -1,16 +1,23 @@
 // The output files as a journal: whole records survive, a torn or unreadable tail is cut,
-// files that answer a line twice are refused, and a record survives a power cut (not just
-// a kill) once the checkpoint after it returned (power_cut_files.h models the disk).
+// damage in the middle is reported and the records after it kept, files that answer a
+// request twice are refused, and a record survives a power cut (not just a kill) once the
+// checkpoint after it returned (power_cut_files.h models the disk). The resume plan matches
+// an input's requests to those records by custom_id.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "base/error.h"
 #include "batch/batch_seed.h"
+#include "batch/fnv1a.h"
 #include "batch/jsonl_reader.h"
 #include "batch/record_journal.h"
+#include "batch/resume_plan.h"
 #include "power_cut_files.h"
 
 namespace rapide::batch {
@@ -45,26 +52,42 @@ std::string read_file(const std::string& path) {
   return s.str();
 }
 
-std::string record(uint64_t line, const std::string& custom_id) {
-  return R"({"id":")" + record_id(line) + R"(","custom_id":")" + custom_id +
+std::string record(uint64_t line, const std::string& custom_id, uint64_t digest = 7) {
+  return R"({"id":")" + record_id(line, digest) + R"(","custom_id":")" + custom_id +
          R"(","response":null,"error":null})";
 }
 
-TEST(RecordJournal, RecordIdsNameTheirLine) {
-  EXPECT_EQ(record_id(42), "batch_req_42");
-  EXPECT_EQ(line_of_record_id("batch_req_42"), 42u);
-  EXPECT_FALSE(line_of_record_id("batch_req_"));
-  EXPECT_FALSE(line_of_record_id("batch_req_4x"));
-  EXPECT_FALSE(line_of_record_id("batch_req_0"));
-  EXPECT_FALSE(line_of_record_id("req_42"));
+// The custom_ids `answered` holds, sorted.
+std::vector<std::string> custom_ids(const AnsweredRequests& answered) {
+  std::vector<std::string> ids;
+  for (const auto& [id, key] : answered.by_custom_id) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+TEST(RecordJournal, RecordIdsNameTheirLineAndDigest) {
+  EXPECT_EQ(record_id(42, 0xabc), "batch_req_42_0000000000000abc");
+  const auto key = parse_record_id("batch_req_42_0000000000000abc");
+  ASSERT_TRUE(key);
+  EXPECT_EQ(key->line, 42u);
+  EXPECT_EQ(key->digest, 0xabcu);
+  const auto legacy = parse_record_id("batch_req_42");  // written before digests
+  ASSERT_TRUE(legacy);
+  EXPECT_EQ(legacy->line, 42u);
+  EXPECT_FALSE(legacy->digest);
+  EXPECT_FALSE(parse_record_id("batch_req_"));
+  EXPECT_FALSE(parse_record_id("batch_req_4x"));
+  EXPECT_FALSE(parse_record_id("batch_req_0"));
+  EXPECT_FALSE(parse_record_id("batch_req_42_abc"));
+  EXPECT_FALSE(parse_record_id("req_42"));
 }
 
 TEST(RecordJournal, MissingFileHasNoRecords) {
   TempDir dir;
-  DoneLines done;
+  AnsweredRequests done;
   const Recovery r = recover_records(dir.file("absent.jsonl"), done);
   EXPECT_EQ(r.records, 0u);
-  EXPECT_TRUE(done.empty());
+  EXPECT_EQ(done.size(), 0u);
 }
 
 TEST(RecordJournal, TornLastLineIsCutAndWholeRecordsKept) {
@@ -72,15 +95,13 @@ TEST(RecordJournal, TornLastLineIsCutAndWholeRecordsKept) {
   const std::string path = dir.file("out.jsonl");
   const std::string whole = record(1, "a") + "\n" + record(3, "c") + "\n";
   write_file(path, whole + R"({"id":"batch_req_2","custom_id":"b","respo)");
-  DoneLines done;
+  AnsweredRequests done;
   const Recovery r = recover_records(path, done);
   EXPECT_EQ(r.records, 2u);
   EXPECT_GT(r.truncated_bytes, 0u);
   EXPECT_EQ(read_file(path), whole);
-  ASSERT_EQ(done.size(), 2u);
-  EXPECT_EQ(done.at(1), "a");
-  EXPECT_EQ(done.at(3), "c");
-  EXPECT_FALSE(done.contains(2));
+  EXPECT_EQ(custom_ids(done), (std::vector<std::string>{"a", "c"}));
+  EXPECT_EQ(done.by_custom_id.at("c").line, 3u);
 }
 
 TEST(RecordJournal, WholeJsonWithoutNewlineIsStillTorn) {
@@ -88,27 +109,40 @@ TEST(RecordJournal, WholeJsonWithoutNewlineIsStillTorn) {
   TempDir dir;
   const std::string path = dir.file("out.jsonl");
   write_file(path, record(1, "a") + "\n" + record(2, "b"));
-  DoneLines done;
+  AnsweredRequests done;
   recover_records(path, done);
   EXPECT_EQ(done.size(), 1u);
   EXPECT_EQ(read_file(path), record(1, "a") + "\n");
 }
 
-TEST(RecordJournal, UnreadableRecordCutsEverythingAfterIt) {
+// Issue 18 item 18: this was reported as a torn last record, and everything after the
+// damage was cut and run again.
+TEST(RecordJournal, CorruptLineInTheMiddleIsReportedAndTheRecordsAfterItKept) {
   TempDir dir;
   const std::string path = dir.file("out.jsonl");
-  write_file(path, record(1, "a") + "\n" + std::string(10, '\0') + "\n" + record(2, "b") + "\n");
-  DoneLines done;
+  const std::string text = record(1, "a") + "\n" + std::string(10, '\0') + "\n" + record(3, "c") +
+                           "\n" + "not json\n" + record(5, "e") + "\n";
+  write_file(path, text + "{\"id\":\"batch_req_6");  // and a torn tail
+  AnsweredRequests done;
   const Recovery r = recover_records(path, done);
-  EXPECT_EQ(r.records, 1u);
+  EXPECT_EQ(r.records, 3u);
+  EXPECT_EQ(r.corrupt_lines, 2u);
+  EXPECT_EQ(r.truncated_bytes, std::string("{\"id\":\"batch_req_6").size());
+  EXPECT_EQ(read_file(path), text);  // the damage is left, only the tail is cut
+  EXPECT_EQ(custom_ids(done), (std::vector<std::string>{"a", "c", "e"}));
+  // Unreadable lines at the end are a tail, whole lines or not.
+  write_file(path, record(1, "a") + "\n" + std::string(10, '\0') + "\nnot json\n");
+  AnsweredRequests again;
+  const Recovery tail = recover_records(path, again);
+  EXPECT_EQ(tail.corrupt_lines, 0u);
   EXPECT_EQ(read_file(path), record(1, "a") + "\n");
 }
 
-TEST(RecordJournal, ALineAnsweredTwiceIsRefused) {
+TEST(RecordJournal, ARequestAnsweredTwiceIsRefused) {
   TempDir dir;
   write_file(dir.file("out.jsonl"), record(1, "a") + "\n");
-  write_file(dir.file("err.jsonl"), record(1, "a") + "\n");
-  DoneLines done;
+  write_file(dir.file("err.jsonl"), record(2, "a") + "\n");  // the same custom_id
+  AnsweredRequests done;
   recover_records(dir.file("out.jsonl"), done);
   EXPECT_THROW(recover_records(dir.file("err.jsonl"), done), Error);
 }
@@ -117,7 +151,7 @@ TEST(RecordJournal, WriterAppendsWholeLinesAfterRecovery) {
   TempDir dir;
   const std::string path = dir.file("out.jsonl");
   write_file(path, record(1, "a") + "\n" + "{\"id\":");
-  DoneLines done;
+  AnsweredRequests done;
   recover_records(path, done);
   {
     RecordWriter writer(path, {.every_records = 1, .every_seconds = 0});
@@ -218,8 +252,79 @@ TEST(JsonlReader, SkipsBlankLinesAndKeepsPhysicalLineNumbers) {
   EXPECT_EQ(line, "{\"c\":3}");
   EXPECT_EQ(reader.line_number(), 5u);
   EXPECT_FALSE(reader.next(line));
-  EXPECT_EQ(count_jsonl_lines(path), 3u);
   EXPECT_THROW(JsonlReader(dir.file("absent.jsonl")), Error);
+  // Issue 18 item 18: a directory read as an empty batch, and "succeeded".
+  try {
+    JsonlReader directory(dir.file(""));
+    ADD_FAILURE() << "a directory was opened as a batch input";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("is a directory"), std::string::npos) << e.what();
+  }
+}
+
+// The records an input's lines would get, for the resume plan tests.
+std::string answers(const std::vector<std::pair<uint64_t, std::string>>& lines) {
+  std::string text;
+  for (const auto& [line, content] : lines) {
+    const nlohmann::json entry = nlohmann::json::parse(content, nullptr, false);
+    const bool has_id = entry.is_object() && entry.contains("custom_id");
+    text += R"({"id":")" + record_id(line, fnv1a64(content)) + R"(","custom_id":)" +
+            (has_id ? entry["custom_id"].dump() : "null") + R"(,"response":null,"error":null})" +
+            "\n";
+  }
+  return text;
+}
+
+ResumePlan plan(const TempDir& dir, const std::string& input, const std::string& records) {
+  write_file(dir.file("in.jsonl"), input);
+  write_file(dir.file("out.jsonl"), records);
+  AnsweredRequests answered;
+  recover_records(dir.file("out.jsonl"), answered);
+  return plan_resume(dir.file("in.jsonl"), answered, "out.jsonl");
+}
+
+// Issue 18 item 5: resume went by line number, so a reordered or edited input got answers
+// attached to the wrong requests.
+TEST(ResumePlan, MatchesRequestsByCustomIdWhereverTheyMoved) {
+  TempDir dir;
+  const std::string a = R"({"custom_id":"a","n":1})", b = R"({"custom_id":"b","n":2})",
+                    c = R"({"custom_id":"c","n":3})", broken = "{broken";
+  const std::string records = answers({{1, a}, {2, b}, {3, broken}});
+  // New line first, then the answered ones in another order, the broken line moved.
+  const ResumePlan p = plan(dir, c + "\n" + b + "\n\n" + a + "\n" + broken + "\n", records);
+  EXPECT_EQ(p.total_lines, 4u);
+  EXPECT_EQ(p.answered_lines, (std::unordered_set<uint64_t>{2, 4}));
+  // The broken line has no custom_id: only the same bytes on the same line are answered.
+  EXPECT_EQ(p.orphaned_records, 1u);
+  const ResumePlan same = plan(dir, a + "\n" + b + "\n" + broken + "\n", records);
+  EXPECT_EQ(same.answered_lines, (std::unordered_set<uint64_t>{1, 2, 3}));
+  EXPECT_EQ(same.orphaned_records, 0u);
+}
+
+TEST(ResumePlan, DuplicateCustomIdsAndEditedAnsweredRequestsStopEverything) {
+  TempDir dir;
+  const std::string a = R"({"custom_id":"a","n":1})", b = R"({"custom_id":"b","n":2})";
+  try {
+    plan(dir, a + "\n" + b + "\n" + R"({"custom_id":"a","n":3})" + "\n", "");
+    ADD_FAILURE() << "duplicate custom_ids were accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("custom_id 'a' appears on lines 1 and 3"),
+              std::string::npos)
+        << e.what();
+  }
+  try {
+    plan(dir, a + "\n" + R"({"custom_id":"b","n":20})" + "\n", answers({{1, a}, {2, b}}));
+    ADD_FAILURE() << "an edited answered request was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("line 2 of"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("(custom_id 'b') changed"), std::string::npos) << e.what();
+  }
+  // Records of an earlier version (no digest) still match by custom_id.
+  const ResumePlan legacy = plan(dir, a + "\n",
+                                 R"({"id":"batch_req_1","custom_id":"a","response":null})"
+                                 "\n");
+  EXPECT_EQ(legacy.answered_lines, (std::unordered_set<uint64_t>{1}));
 }
 
 TEST(BatchSeed, DerivedFromTheCustomIdAsDocumented) {

@@ -128,16 +128,29 @@ TEST(BenchHttp, EveryFailureIsRecordedAndTheRunCompletes) {
         c.chunk("data: [DONE]\n\n");
         c.end_stream();
         break;
+      case 6:  // a 64 KiB trailer field: Beast threw std::length_error out of the whole run
+        c.start_stream();
+        c.chunk("data: {\"choices\":[{\"text\":\"a\"}]}\n\n");
+        c.send("0\r\nX-Big: " + std::string(64 * 1024, 'a') + "\r\n\r\n");
+        break;
+      case 7: {  // 4 MiB of one SSE line: the client buffered it all, for as long as it came
+        c.start_stream();
+        c.chunk("data: {\"choices\":[{\"text\":\"");
+        const std::string piece(64 * 1024, 'b');
+        for (int i = 0; i < 64; ++i) c.chunk(piece);
+        c.end_stream();
+        break;
+      }
       default:
         stream_tokens(c, 1ms, 1ms, 2);
     }
   });
-  const RunResult run = run_against(server.url(), simple_workload(7, 2), {1, 0, 1, 0});
-  ASSERT_EQ(run.records.size(), 7u);
-  const std::vector<ErrorKind> expected = {ErrorKind::kHttpStatus, ErrorKind::kNotStreaming,
-                                           ErrorKind::kMalformed,  ErrorKind::kServerError,
-                                           ErrorKind::kIo,         ErrorKind::kEmpty,
-                                           ErrorKind::kNone};
+  const RunResult run = run_against(server.url(), simple_workload(9, 2), {1, 0, 1, 0});
+  ASSERT_EQ(run.records.size(), 9u);
+  const std::vector<ErrorKind> expected = {
+      ErrorKind::kHttpStatus,  ErrorKind::kNotStreaming, ErrorKind::kMalformed,
+      ErrorKind::kServerError, ErrorKind::kIo,           ErrorKind::kEmpty,
+      ErrorKind::kIo,          ErrorKind::kMalformed,    ErrorKind::kNone};
   for (size_t i = 0; i < expected.size(); ++i) {
     EXPECT_EQ(run.records[i].error, expected[i])
         << i << ": " << error_kind_name(run.records[i].error) << " "
@@ -146,7 +159,8 @@ TEST(BenchHttp, EveryFailureIsRecordedAndTheRunCompletes) {
   EXPECT_EQ(run.records[0].http_status, 500);
   EXPECT_NE(run.records[0].error_message.find("engine exploded"), std::string::npos);
   EXPECT_NE(run.records[3].error_message.find("prompt too long"), std::string::npos);
-  EXPECT_EQ(run.summary.failed, 6u);
+  EXPECT_NE(run.records[7].error_message.find("longer than"), std::string::npos);
+  EXPECT_EQ(run.summary.failed, 8u);
   EXPECT_EQ(run.summary.completed, 1u);
   EXPECT_EQ(run.summary.failures.at("http_status"), 1u);
 }

@@ -39,6 +39,27 @@ TEST(BenchSse, EventWithoutTrailingBlankLineIsDeliveredAtFinish) {
   EXPECT_FALSE(json_body.saw_data());
 }
 
+TEST(BenchSse, EndlessLineOrEventOverflowsInsteadOfGrowing) {
+  std::vector<std::string> events;
+  auto on_event = [&](const std::string& d) { events.push_back(d); };
+  SseParser line;
+  line.feed("data: x\n\ndata: ", on_event);
+  const std::string piece(64 * 1024, 'a');
+  for (size_t sent = 0; sent <= SseParser::kMaxEventBytes; sent += piece.size()) {
+    line.feed(piece, on_event);
+  }
+  EXPECT_TRUE(line.overflowed());
+  line.feed("\n\ndata: y\n\n", on_event);
+  line.finish(on_event);
+  EXPECT_EQ(events, std::vector<std::string>{"x"});  // nothing after the overflow
+
+  // Many short data lines of one event that never ends.
+  SseParser event;
+  const std::string data_line = "data: " + std::string(1000, 'b') + "\n";
+  for (size_t i = 0; i <= SseParser::kMaxEventBytes / 1000; ++i) event.feed(data_line, on_event);
+  EXPECT_TRUE(event.overflowed());
+}
+
 TEST(BenchChunk, CompletionsAndChatText) {
   StreamChunk c = parse_stream_chunk(R"({"choices":[{"index":0,"text":"Hello"}]})");
   EXPECT_EQ(c.kind, StreamChunk::Kind::kContent);

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "base/mapped_file.h"
+#include "formats/hf_tokenizer.h"
 #include "formats/safetensors_reader.h"
 #include "formats_test_util.h"
 #include "test_paths.h"
@@ -302,6 +303,24 @@ TEST(HfLoader, RejectsBrokenFolders) {
 
 // The loaders walk pre-tokenizer sequences recursively: a tokenizer.json nesting 200k of them
 // overflowed the stack. Nesting is bounded in every JSON of a model folder.
+// Issue 18 item 18: these loaded, padded with placeholder tokens, and generated garbage.
+TEST(HfLoader, RejectsEmptyOrBrokenVocabularies) {
+  const auto tokenizer_json = [](const std::string& vocab) {
+    return R"({"model": {"type": "BPE", "byte_fallback": true, "merges": [], "vocab": )" + vocab +
+           "}}";
+  };
+  HfTokenizerInputs in;
+  in.vocab_size = 2048;
+  in.tokenizer_json = tokenizer_json("{}");
+  expect_error([&] { parse_hf_tokenizer(in, "empty"); }, ErrorCode::kCorrupt, "empty vocabulary");
+  in.tokenizer_json = tokenizer_json(R"({"<unk>": 0, "a": 1, "b": 1})");
+  expect_error([&] { parse_hf_tokenizer(in, "dup"); }, ErrorCode::kCorrupt, "share the id 1");
+  in.tokenizer_json = tokenizer_json(R"({"<unk>": 0, "a": "one"})");
+  expect_error([&] { parse_hf_tokenizer(in, "id"); }, ErrorCode::kCorrupt, "invalid id");
+  in.tokenizer_json = tokenizer_json(R"({"<unk>": 0, "<s>": 1, "</s>": 2})");
+  EXPECT_EQ(parse_hf_tokenizer(in, "padded").tokens.size(), 2048u);  // padded to vocab_size
+}
+
 TEST(HfLoader, RejectsDeeplyNestedJson) {
   testing::TempDir dir;
   write_qwen2_folder(dir, false);

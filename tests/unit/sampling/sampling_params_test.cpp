@@ -98,6 +98,15 @@ TEST(SamplingParamsTest, RejectsOutOfRangeValuesNamingTheParameter) {
        "stop[1] must not be empty"},
       {[](SamplingParams& p) { p.top_logprobs = 21; }, "top_logprobs must be in [0, 20], got 21"},
       {[](SamplingParams& p) { p.top_logprobs = -1; }, "top_logprobs"},
+      // Issue 18 item 9: every token is checked against every stop, so they are bounded.
+      {[](SamplingParams& p) { p.stop.assign(SamplingParams::kMaxStopStrings + 1, "x"); },
+       "stop must hold at most 64 strings, got 65"},
+      {[](SamplingParams& p) {
+         p.stop = {"x", std::string(SamplingParams::kMaxStopBytes + 1, 'y')};
+       },
+       "stop[1] must be at most 1024 bytes"},
+      {[](SamplingParams& p) { p.stop_token_ids.assign(SamplingParams::kMaxStopTokenIds + 1, 1); },
+       "stop_token_ids must hold at most 1024 token ids"},
       {[](SamplingParams& p) { p.n_probs = kVocab + 1; }, "n_probs"},
   };
   for (const Case& c : cases) {
@@ -122,6 +131,8 @@ TEST(SamplingParamsTest, AcceptsEdgeValues) {
       },
       [](SamplingParams& p) { p.top_logprobs = 20; },
       [](SamplingParams& p) { p.n_probs = kVocab; },
+      [](SamplingParams& p) { p.stop.assign(SamplingParams::kMaxStopStrings, "x"); },
+      [](SamplingParams& p) { p.stop_token_ids.assign(SamplingParams::kMaxStopTokenIds, 1); },
       [](SamplingParams& p) {
         p.max_tokens = 1;
         p.min_tokens = 1;
