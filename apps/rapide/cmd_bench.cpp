@@ -7,6 +7,7 @@
 
 #include "api/api_error.h"
 #include "api/structured_output.h"
+#include "apps/rapide/bench_command.h"
 #include "apps/rapide/commands.h"
 #include "apps/rapide/engine_flags.h"
 #include "apps/rapide/model_options.h"
@@ -20,6 +21,9 @@
 #include "bench/http_backend.h"
 #include "bench/progress.h"
 #include "bench/table_report.h"
+#include "advise/advice_html.h"
+#include "advise/advisor.h"
+#include "advise/engine_state.h"
 #include "engine/engine.h"
 
 namespace rapide::cli {
@@ -42,40 +46,6 @@ std::string describe_speculation(const SpecStats& before, const SpecStats& after
 
 using namespace rapide::bench;
 
-struct BenchOptions {
-  // Target.
-  std::string url = "http://127.0.0.1:8080";
-  std::string host, port;  // vLLM's spelling of --url's parts; replace them when given
-  bool engine = false;
-  std::string api = "completions";
-  std::string served_model;
-  std::string api_key;
-  double timeout_s = 600;
-  ModelOptions model;
-  EngineFlags engine_flags;
-  // Workload.
-  std::string workload = "random";
-  std::string dataset;
-  size_t num_requests = 100;
-  std::string input_len, output_len;
-  int prefix_len = 1000, num_prefixes = 1, context_len = 3000, num_docs = 0, turns = 4;
-  double temperature = 0.0;
-  bool force_length = true;
-  std::string response_format;  // JSON, or @FILE holding it
-  // Arrival.
-  std::string concurrency = "1";
-  std::string rates;
-  double burstiness = 1.0;
-  int max_concurrency = 0;
-  uint64_t seed = 0;
-  // Output.
-  std::string slo;
-  std::string output_json, output_html;
-  bool quiet = false;
-  double max_error_rate = -1;  // < 0: fail only when every request failed
-  bool sizes_given = false;    // --prefix-len or --context-len on the command line
-  std::string flags_text;
-};
 
 std::vector<ArrivalPattern> arrival_patterns(const BenchOptions& o) {
   std::vector<ArrivalPattern> out;
@@ -169,7 +139,9 @@ void check_error_rate(const BenchReport& report, double max_error_rate) {
   }
 }
 
-void run_bench(BenchOptions& o) {
+}  // namespace
+
+BenchOutcome run_bench(BenchOptions& o) {
   const Slo slo = parse_slo(o.slo);
   const std::vector<ArrivalPattern> patterns = arrival_patterns(o);
   WorkloadOptions workload = workload_options(o);
@@ -278,24 +250,45 @@ void run_bench(BenchOptions& o) {
                                    describe_speculation(before, engine->stats().spec));
     }
   }
-  std::fputs(format_tables(report).c_str(), stdout);
+  BenchOutcome outcome;
+  if (engine) {
+    // What the advisor reads next to the run: the engine's record and the machine's facts
+    // (the bandwidth probe runs after the workload so it does not disturb it).
+    outcome.state = advise::capture_engine_state(
+        *engine, advise::probe_machine(engine->options().threads, true),
+        o.engine_flags.draft_model);
+    if (!o.output_state.empty()) {
+      advise::write_state_file(o.output_state, *outcome.state);
+      spdlog::info("wrote {}", o.output_state);
+    }
+  } else if (!o.output_state.empty()) {
+    fail(ErrorCode::kInvalidArgument,
+         "--state needs --engine (a server's state is GET /v1/engine/state)");
+  }
+  if (!o.quiet_tables) std::fputs(format_tables(report).c_str(), stdout);
   if (!o.output_json.empty()) {
     write_report_file(o.output_json, report);
     spdlog::info("wrote {}", o.output_json);
   }
   if (!o.output_html.empty()) {
-    write_html_file(o.output_html, report);
+    // With the engine in-process the report carries the advisor's reading of this run.
+    std::string advice;
+    if (outcome.state && !report.runs.empty()) {
+      advise::AdviseInput input;
+      input.state = &*outcome.state;
+      input.run = &report.runs.back();
+      input.draft_model = o.engine_flags.draft_model;
+      advice = advise::render_advice_html(advise::advise(input));
+    }
+    write_html_file(o.output_html, report, advice);
     spdlog::info("wrote {}", o.output_html);
   }
   check_error_rate(report, o.max_error_rate);
+  outcome.report = std::move(report);
+  return outcome;
 }
 
-}  // namespace
-
-void register_bench(CLI::App& app) {
-  auto o = std::make_shared<BenchOptions>();
-  CLI::App* cmd = app.add_subcommand(
-      "bench", "load a server (or the in-process engine) and report TTFT, TPOT, throughput");
+void add_bench_options(CLI::App* cmd, BenchOptions* o) {
   cmd->add_option("--url", o->url, "server root, http://HOST:PORT")->capture_default_str();
   cmd->add_option("--host", o->host, "the server's host (replaces --url's)");
   cmd->add_option("--port", o->port, "the server's port (replaces --url's)");
@@ -352,6 +345,15 @@ void register_bench(CLI::App& app) {
   cmd->add_option("--max-error-rate", o->max_error_rate,
                   "exit 1 when more than this share of requests fail (default: only when all do)")
       ->check(CLI::Range(0.0, 1.0));
+}
+
+void register_bench(CLI::App& app) {
+  auto o = std::make_shared<BenchOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "bench", "load a server (or the in-process engine) and report TTFT, TPOT, throughput");
+  add_bench_options(cmd, o.get());
+  cmd->add_option("--state", o->output_state,
+                  "--engine: write the engine's state after the run (rapide advise --state)");
 
   auto files = std::make_shared<std::vector<std::string>>();
   CLI::App* compare = cmd->add_subcommand("compare", "compare two --output files side by side");

@@ -15,6 +15,7 @@ void register_perplexity(CLI::App& app);
 void register_batch(CLI::App& app);
 void register_serve(CLI::App& app);
 void register_bench(CLI::App& app);
+void register_advise(CLI::App& app);
 void register_tokenize(CLI::App& app);
 void register_detokenize(CLI::App& app);
 

@@ -24,6 +24,7 @@ int main(int argc, char** argv) {
   rapide::cli::register_batch(app);
   rapide::cli::register_serve(app);
   rapide::cli::register_bench(app);
+  rapide::cli::register_advise(app);
   rapide::cli::register_tokenize(app);
   rapide::cli::register_detokenize(app);
   rapide::cli::apply_cli_conventions(app);

@@ -127,7 +127,7 @@ std::string run_section(const RunResult& run) {
 
 }  // namespace
 
-std::string render_html(const BenchReport& report) {
+std::string render_html(const BenchReport& report, const std::string& sections) {
   std::string out = "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\">\n<title>rapide bench: " +
                     xml_escape(report.workload) + "</title>\n" + kStyle + "</head><body>\n";
   out += fmt::format("<h1>rapide bench: {} workload</h1>\n<p>Target: {}</p>\n",
@@ -136,16 +136,17 @@ std::string render_html(const BenchReport& report) {
   for (const auto& [key, value] : report.settings) {
     out += fmt::format("<tr><td>{}</td><td>{}</td></tr>\n", xml_escape(key), xml_escape(value));
   }
-  out += "</table>\n" + summary_table(report);
+  out += "</table>\n" + sections + summary_table(report);
   if (report.runs.size() > 1) out += sweep_charts(report);
   for (const RunResult& run : report.runs) out += run_section(run);
   return out + "</body></html>\n";
 }
 
-void write_html_file(const std::string& path, const BenchReport& report) {
+void write_html_file(const std::string& path, const BenchReport& report,
+                     const std::string& sections) {
   std::ofstream out(path);
   if (!out) fail(ErrorCode::kNotFound, "cannot write '{}'", path);
-  out << render_html(report);
+  out << render_html(report, sections);
   if (!out) fail(ErrorCode::kInternal, "writing '{}' failed", path);
 }
 

@@ -9,7 +9,9 @@
 
 namespace rapide::bench {
 
-std::string render_html(const BenchReport& report);
-void write_html_file(const std::string& path, const BenchReport& report);
+// `sections`: more HTML placed after the settings (the advisor's findings, advise/advice_html.h).
+std::string render_html(const BenchReport& report, const std::string& sections = {});
+void write_html_file(const std::string& path, const BenchReport& report,
+                     const std::string& sections = {});
 
 }  // namespace rapide::bench

@@ -14,6 +14,7 @@ namespace rapide {
 namespace {
 constexpr size_t kRecentSteps = 256;
 constexpr size_t kRecentMisses = 32;
+constexpr size_t kRecentRequests = 256;
 }  // namespace
 
 Engine::Engine(Model& model, const Tokenizer& tokenizer, const EngineOptions& options,
@@ -42,6 +43,8 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, const EngineOptions& op
   check_budget_fits(kv_budget, memory_limit_bytes());
   kv_ = PagedKvStore::with_budget(layout, kv_budget, max_context_, options_.kv_layout);
   prefix_cache_ = make_prefix_cache(layout);
+  sharing_ = std::make_unique<PrefixSharingProbe>(options_.kv_block_size,
+                                                  model_identity(model_, layout));
   proposer_ = make_proposer(draft);
   scheduler_ = std::make_unique<Scheduler>(options_, *kv_, prefix_cache_.get(), proposer_.get());
   runner_ = std::make_unique<ModelRunner>(model_, *kv_, *pool_);
@@ -221,6 +224,8 @@ std::vector<RequestId> Engine::enqueue(std::vector<Incoming>& requests) {
     }
     for (auto& r : requests) {
       ids.push_back(r.sequence->id);
+      sharing_->observe(r.sequence->tokens);
+      stats_.prefix_sharing = sharing_->stats();
       incoming_.push_back(std::move(r));
       stats_.requests_submitted++;
     }
@@ -313,6 +318,10 @@ void Engine::count_finished(const std::vector<FinishedRequest>& finished) {
     }
     stats_.prompt_tokens += static_cast<uint64_t>(f.prompt_tokens);
     stats_.generated_tokens += static_cast<uint64_t>(f.completion_tokens);
+    if (stats_.recent_requests.size() >= kRecentRequests) {
+      stats_.recent_requests.erase(stats_.recent_requests.begin());
+    }
+    stats_.recent_requests.push_back(f);
   }
   stats_.kv = kv_->usage();
 }
@@ -373,6 +382,16 @@ void Engine::step() {
   st.running = static_cast<int>(scheduler_->running_count());
   st.kv_used_blocks = kv_->used_blocks();
   st.kv_free_blocks = kv_->free_blocks();
+  {
+    const KvUsage usage = kv_->usage();
+    st.kv_cached_blocks = usage.cached_free_blocks;
+    st.kv_reserved_positions = usage.reserved_positions;
+    st.kv_used_positions = usage.used_positions;
+  }
+  for (const ScheduledSequence& s : plan.sequences) {
+    st.padding_rows += s.padding ? 1 : 0;
+    st.draft_tokens += static_cast<int>(s.draft_tokens.size());
+  }
   // Speculation's cost model learns from decode-only steps: a prefill chunk's many cheap
   // rows would flatten the per-row cost that verification rows actually pay.
   if (plan.prefill_tokens == 0) scheduler_->observe_step_cost(plan.decode_tokens, st.seconds);
@@ -393,6 +412,9 @@ void Engine::step() {
       stats_.recent_steps.erase(stats_.recent_steps.begin());
     }
     stats_.recent_steps.push_back(st);
+    stats_.step_totals.add(st.sequences, st.prefill_tokens, st.decode_tokens, st.padding_rows,
+                           st.draft_tokens, st.running, st.waiting, st.kv_free_blocks,
+                           st.seconds);
   }
   // The observer hears of a step before its clients do: whoever sees a request's final
   // event can count on every step of it having been observed.

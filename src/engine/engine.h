@@ -24,6 +24,7 @@
 #include "engine/engine_stats.h"
 #include "engine/model_runner.h"
 #include "engine/output_processor.h"
+#include "engine/prefix_sharing.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
 #include "engine/step.h"
@@ -71,6 +72,10 @@ class Engine {
   using StepObserver = std::function<void(const StepPlan&, const StepResult&, const StepStats&)>;
   void set_step_observer(StepObserver observer);
   const ModelConfig& config() const { return model_.config(); }
+  // What a decode step reads (roofline figures) and the weights' parameter count, whose
+  // ratio says how the weights are stored (4 bytes: F32, 2: F16, ~1.06: Q8_0).
+  uint64_t weight_bytes() const { return model_.weight_bytes(); }
+  uint64_t matmul_parameters() const { return model_.matmul_parameters(); }
   const Tokenizer& tokenizer() const { return tokenizer_; }
   const EngineOptions& options() const { return options_; }
   int max_context() const { return max_context_; }
@@ -112,6 +117,7 @@ class Engine {
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<ModelRunner> runner_;
   std::unique_ptr<OutputProcessor> outputs_;
+  std::unique_ptr<PrefixSharingProbe> sharing_;  // guarded by mutex_
   StepObserver observer_;
 
   mutable std::mutex mutex_;  // guards the fields below

@@ -7,7 +7,10 @@
 
 #include "base/clock.h"
 #include "engine/prefix_miss_record.h"
+#include "engine/prefix_sharing.h"
 #include "engine/speculation.h"
+#include "engine/step.h"
+#include "engine/step_totals.h"
 #include "kv/paged_kv_store.h"
 #include "kv/prefix_cache.h"
 
@@ -27,6 +30,11 @@ struct StepStats {
   int running = 0;
   int32_t kv_used_blocks = 0;
   int32_t kv_free_blocks = 0;
+  int32_t kv_cached_blocks = 0;  // of the free ones, still holding reusable prefixes
+  int64_t kv_reserved_positions = 0;  // slots the running sequences' blocks hold
+  int64_t kv_used_positions = 0;      // of those, filled (the rest is fragmentation)
+  int padding_rows = 0;          // static batching's rows of finished requests
+  int draft_tokens = 0;          // speculative guesses verified this step
 };
 
 struct EngineStats {
@@ -44,6 +52,10 @@ struct EngineStats {
   int running = 0;
   KvUsage kv;
   std::vector<StepStats> recent_steps;  // the last steps, oldest first
+  StepTotals step_totals;               // every step since the start, by kind
+  std::vector<FinishedRequest> recent_requests;  // the last requests that ended, oldest first
+  // What an ideal prefix cache could serve of the prompts (measured with the cache off too).
+  PrefixSharingStats prefix_sharing;
   // Prefix cache and offload tier counters (all zero when --prefix-cache off), and the
   // latest requests that reused less of a cached prefix than they could have.
   bool prefix_cache_enabled = false;

@@ -197,6 +197,13 @@ void Router::dispatch(HttpRequest& request, const std::string& path,
       metrics_.observe_status(label, 200);
       return;
     }
+    if (path == "/v1/engine/state") {
+      label = "engine_state";
+      require_method(request, http::verb::get, path);
+      engine_state(exchange);
+      metrics_.observe_status(label, 200);
+      return;
+    }
     if (const std::optional<api::Endpoint> endpoint = api::endpoint_for_path(path)) {
       label = api::endpoint_name(*endpoint);
       require_method(request, http::verb::post, path);
@@ -278,6 +285,34 @@ void Router::list_models(const std::string& path, const std::shared_ptr<HttpExch
     throw api::model_not_found(id);
   }
   exchange->respond(200, kJson, api::dump_json(model));
+}
+
+void Router::engine_state(const std::shared_ptr<HttpExchange>& exchange) {
+  if (state() == ServerState::kLoading) {
+    throw api::ApiError(503, "the model is still loading", {}, "loading").with_retry_after(5);
+  }
+  // On a worker: the first request measures the read bandwidth (about a second), and the
+  // state of 256 steps and requests takes a while to write.
+  boost::asio::post(workers_, [this, exchange] {
+    std::string body;
+    std::exception_ptr failure;
+    try {
+      std::call_once(machine_once_, [this] {
+        machine_ = advise::probe_machine(engine_->options().threads, true);
+      });
+      body =
+          api::dump_json(advise::state_to_json(advise::capture_engine_state(*engine_, machine_)));
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    boost::asio::post(exchange->executor(), [this, exchange, failure, body = std::move(body)]() {
+      if (failure) {
+        answer_failure(*exchange, "GET /v1/engine/state", "engine_state", failure);
+      } else {
+        exchange->respond(200, kJson, body);
+      }
+    });
+  });
 }
 
 void Router::generate(HttpRequest& request, api::Endpoint endpoint,

@@ -8,6 +8,7 @@
 //
 //   POST /v1/completions, /v1/chat/completions   generation (src/api, generation.h)
 //   GET  /v1/models, /v1/models/{id}            the served model
+//   GET  /v1/engine/state                       the advisor's record (advise/engine_state.h)
 //   GET  /health                                ready (200) / loading / draining (503)
 //   GET  /metrics                               Prometheus text (metrics.h)
 //   POST /v1/embeddings                         pooled hidden states (embeddings.h)
@@ -23,10 +24,12 @@
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include <boost/asio/thread_pool.hpp>
 
+#include "advise/engine_state.h"
 #include "api/chat.h"
 #include "api/openai_protocol.h"
 #include "engine/engine.h"
@@ -95,6 +98,7 @@ class Router {
                        const std::shared_ptr<HttpExchange>& exchange);
   void require_ready_state() const;
   void embeddings(const HttpRequest& request, const std::shared_ptr<LoggedExchange>& exchange);
+  void engine_state(const std::shared_ptr<HttpExchange>& exchange);
 
   ApiKeys keys_;
   ServeMetrics& metrics_;
@@ -107,6 +111,9 @@ class Router {
   ServedModel model_;
   std::unique_ptr<api::ChatPrompter> chat_;
   std::unique_ptr<Embedder> embedder_;
+  // Machine facts for /v1/engine/state: the bandwidth probe runs once, on the first request.
+  std::once_flag machine_once_;
+  advise::MachineFacts machine_;
   // Last: destroyed (joined) first, so no parse in progress outlives the members it uses.
   boost::asio::thread_pool workers_{2};  // request parsing off the io threads
 };

@@ -1,0 +1,307 @@
+// The scenario suite on recorded states: each scenario builds the engine record a workload
+// with one built-in bottleneck leaves (the figures a real run produces, written by hand) and
+// checks that the advisor names that bottleneck first, with its evidence and a prediction
+// computed from the figures. bench/advisor.sh and cli_advise_test run real workloads.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "advise/advisor.h"
+
+namespace rapide::advise {
+namespace {
+
+// A healthy deployment: Q8_0 weights well inside memory, continuous batching, paged KV,
+// prefix cache on and hitting, four users decoding together, no preemption.
+EngineState healthy() {
+  EngineState s;
+  s.model.name = "test";
+  s.model.parameters = 100'000'000;
+  s.model.weight_bytes = 106'250'000;  // Q8_0
+  s.model.max_context = 2048;
+  s.model.kv_bytes_per_token = 16384;
+  s.machine = {2, 2, 16ull << 30, 8ull << 30, 20e9};
+  s.config.batching = "continuous";
+  s.config.kv_layout = "paged";
+  s.config.kv_type = "f16";
+  s.config.spec = "off";
+  s.config.kv_block_size = 16;
+  s.config.kv_total_blocks = 4096;
+  s.config.max_batch_tokens = 512;
+  s.config.max_seqs = 64;
+  s.config.prefill_chunk = 512;
+  s.config.prefix_cache = true;
+  for (int i = 0; i < 200; ++i) {
+    StepRecord r;
+    r.sequences = 3 + i % 3;  // 3..5 rows: 20 ms + 2 ms per row
+    r.decode_tokens = r.sequences;
+    r.seconds = 0.020 + 0.002 * r.sequences;
+    r.running = r.sequences;
+    r.kv_reserved_positions = 400 * r.sequences;
+    r.kv_used_positions = 380 * r.sequences;
+    s.steps.push_back(r);
+    s.step_totals.add(r.sequences, 0, r.decode_tokens, 0, 0, r.running, 0, 2000, r.seconds);
+  }
+  for (int i = 0; i < 40; ++i) {
+    RequestSummary q;
+    q.arrival = i * 0.5;
+    q.ttft = 0.08;
+    q.tpot = 0.028;
+    q.e2e = 0.08 + 0.028 * 127;
+    q.prompt_tokens = 256;
+    q.completion_tokens = 128;
+    q.finish = "length";
+    s.requests.push_back(q);
+  }
+  s.sharing = {40, 40 * 256, 39 * 192, 39};
+  s.prefix = {true, 40, 39, 40 * 256, 39 * 192, 0, false};
+  s.counters.preemptions = 0;
+  return s;
+}
+
+Finding headline(const Advice& a) {
+  EXPECT_FALSE(a.healthy()) << format_advice(a);
+  return a.findings.at(static_cast<size_t>(std::max(0, a.headline)));
+}
+
+Advice run(const EngineState& s, const bench::RunResult* r = nullptr, std::string draft = {}) {
+  AdviseInput in;
+  in.state = &s;
+  in.run = r;
+  in.draft_model = std::move(draft);
+  return advise(in);
+}
+
+TEST(Advisor, HealthyDeploymentGetsNothingToChange) {
+  const Advice a = run(healthy());
+  EXPECT_TRUE(a.healthy()) << format_advice(a);
+  EXPECT_NE(format_advice(a).find("nothing to change"), std::string::npos);
+  EXPECT_EQ(a.findings.size(), 9u);
+  EXPECT_EQ(a.findings[0].question, 1);
+  EXPECT_EQ(a.findings[5].question, 6);
+}
+
+TEST(Advisor, F32WeightsAtBatchOneAreQuantizedWithPredictedTpot) {
+  EngineState s = healthy();
+  s.model.weight_bytes = 400'000'000;  // F32: 20 ms at 20 GB/s
+  s.steps.clear();
+  s.step_totals = {};
+  for (int i = 0; i < 100; ++i) {
+    StepRecord r;
+    r.sequences = r.decode_tokens = r.running = 1;
+    r.seconds = 0.030;  // 67 % of the roofline
+    s.steps.push_back(r);
+    s.step_totals.add(1, 0, 1, 0, 0, 1, 0, 2000, r.seconds);
+  }
+  for (RequestSummary& q : s.requests) q.tpot = 0.030;
+  const Advice a = run(s);
+  const Finding& f = headline(a);
+  EXPECT_EQ(f.id, "quantize");
+  EXPECT_EQ(f.question, 1);
+  ASSERT_TRUE(f.prediction.has_value());
+  EXPECT_EQ(f.prediction->metric, Metric::kTpotP50);
+  EXPECT_DOUBLE_EQ(f.prediction->before, 0.030);
+  // Weights' share min(1, 0.667 / 0.7) = 0.952 of 30 ms falls to 34/128 of itself.
+  const double share = (0.020 / 0.030) / 0.7;
+  EXPECT_NEAR(f.prediction->after, 0.030 * (1 - share * (1 - 34.0 / 128.0)), 1e-9);
+  EXPECT_NE(f.evidence[1].find("67 %"), std::string::npos) << f.evidence[1];
+  EXPECT_NE(f.verdict.find("F32"), std::string::npos);
+  // Not an engine flag: the change reads as the command that makes the file.
+  EXPECT_EQ(change_text(f),
+            "rapide quantize MODEL MODEL-q8_0.gguf --type q8_0, then -m MODEL-q8_0.gguf");
+}
+
+TEST(Advisor, TimestampBeforeTheSystemPromptIsDynamicContentEarly) {
+  EngineState s = healthy();
+  s.sharing = {40, 40 * 1000, 0, 0};
+  s.prefix = {true, 40, 0, 40 * 1000, 0, 0, false};
+  for (int i = 0; i < 5; ++i) {
+    PrefixMissRecord m;
+    m.prompt_tokens = 1000;
+    m.matched_tokens = 9;
+    m.same_characters = 40;
+    m.before = "Current time: 2026-11-29T10:04:";
+    m.prompt_text = std::to_string(11 + i) + "Z\nYou are a helpful assistant";
+    m.cached_text = std::to_string(10 + i) + "Z\nYou are a helpful assistant";
+    s.misses.push_back(m);
+  }
+  const Finding& f = headline(run(s));
+  EXPECT_EQ(f.id, "static-content-first");
+  EXPECT_EQ(f.question, 2);
+  const std::string evidence = f.evidence.back();
+  EXPECT_NE(evidence.find("2026-11-29T10:04:15Z"), std::string::npos) << evidence;
+  EXPECT_NE(evidence.find("40 characters in"), std::string::npos) << evidence;
+  EXPECT_NE(f.verdict.find("timestamp"), std::string::npos);
+  EXPECT_NE(f.lever.find("after the static content"), std::string::npos);
+}
+
+TEST(Advisor, ShuffledJsonKeysAreNonDeterministicSerialization) {
+  EngineState s = healthy();
+  s.prefix = {true, 40, 0, 40 * 1000, 0, 0, false};
+  for (int i = 0; i < 3; ++i) {
+    PrefixMissRecord m;
+    m.same_characters = 120;
+    m.before = "Tools: {";
+    m.prompt_text = "\"name\": \"search\", \"args\": 2}";
+    m.cached_text = "\"args\": 2, \"name\": \"search\"}";
+    s.misses.push_back(m);
+  }
+  const Finding& f = headline(run(s));
+  EXPECT_EQ(f.id, "canonical-serialization");
+  EXPECT_NE(f.verdict.find("non-deterministic serialization"), std::string::npos);
+}
+
+TEST(Advisor, PrefixCacheOffWithSharedPrefixesIsTurnedOn) {
+  EngineState s = healthy();
+  s.config.prefix_cache = false;
+  s.prefix = {};
+  s.sharing = {40, 40 * 1000, 39 * 800, 39};  // 78 % shareable
+  const Finding& f = headline(run(s));
+  EXPECT_EQ(f.id, "prefix-cache");
+  ASSERT_EQ(f.flags.size(), 1u);
+  EXPECT_EQ(f.flags[0].first, "--prefix-cache");
+  EXPECT_EQ(f.flags[0].second, "on");
+  ASSERT_TRUE(f.prediction.has_value());
+  EXPECT_EQ(f.prediction->metric, Metric::kTtftMean);
+  const double base = 0.020 + 0.002 * 4;  // the mean decode step
+  EXPECT_NEAR(f.prediction->after, base + (0.08 - base) * (1 - 0.78), 1e-3);
+}
+
+TEST(Advisor, StaticBatchingWithVariedOutputsIsMadeContinuous) {
+  EngineState s = healthy();
+  s.config.batching = "static";
+  s.step_totals.padding_rows = s.step_totals.decode_only.rows * 2 / 5;  // 40 % padding
+  for (size_t i = 0; i < s.requests.size(); ++i)
+    s.requests[i].completion_tokens = 16 + 60 * (i % 4);
+  const Finding& f = headline(run(s));
+  EXPECT_EQ(f.id, "continuous-batching");
+  ASSERT_TRUE(f.prediction.has_value());
+  EXPECT_EQ(f.prediction->metric, Metric::kOutputThroughput);
+  EXPECT_NEAR(f.prediction->after / f.prediction->before, 1 / 0.6, 0.01);
+}
+
+TEST(Advisor, ContiguousKvWithManyUsersAndMemoryLeftIsPaged) {
+  EngineState s = healthy();
+  s.config.kv_layout = "contiguous";
+  s.config.prefix_cache = false;
+  s.sharing = {};
+  s.config.kv_total_blocks = 4 * 2048 / 16;  // four whole contexts
+  s.step_totals.max_waiting = 12;
+  for (StepRecord& r : s.steps) {
+    r.kv_reserved_positions = 2048 * r.sequences;
+    r.kv_used_positions = 384 * r.sequences;
+  }
+  bench::RunResult run16;
+  run16.arrival.concurrency = 16;
+  run16.summary.output_throughput = 150;
+  run16.summary.completed = 40;
+  for (int i = 0; i < 40; ++i) {
+    bench::RequestRecord r;
+    r.prompt_tokens = 256;
+    r.output_tokens = 128;
+    run16.records.push_back(r);
+  }
+  const Finding& f = headline(run(s, &run16));
+  EXPECT_EQ(f.id, "paged-kv");
+  EXPECT_EQ(f.question, 4);
+  ASSERT_TRUE(f.prediction.has_value());
+  EXPECT_GT(f.prediction->after, f.prediction->before);
+}
+
+TEST(Advisor, HugeBlocksAreMadeSmaller) {
+  EngineState s = healthy();
+  s.config.kv_block_size = 1024;
+  s.config.kv_total_blocks = 8;
+  s.step_totals.max_waiting = 10;
+  for (StepRecord& r : s.steps) {
+    r.kv_reserved_positions = 1024 * r.sequences;
+    r.kv_used_positions = 384 * r.sequences;
+  }
+  const Finding& f = headline(run(s));
+  EXPECT_EQ(f.id, "kv-block-size");
+  EXPECT_EQ(f.flags[0].second, "16");
+}
+
+TEST(Advisor, OneUserTpotBoundWithADraftGetsSpeculation) {
+  EngineState s = healthy();
+  s.steps.clear();
+  s.step_totals = {};
+  for (int i = 0; i < 100; ++i) {
+    StepRecord r;
+    r.sequences = r.decode_tokens = r.running = 1;
+    r.seconds = 0.010;
+    s.steps.push_back(r);
+    s.step_totals.add(1, 0, 1, 0, 0, 1, 0, 2000, r.seconds);
+  }
+  for (RequestSummary& q : s.requests) q.tpot = 0.010;
+  const Finding& f = headline(run(s, nullptr, "draft.gguf"));
+  EXPECT_EQ(f.id, "speculative");
+  EXPECT_EQ(f.flags[0].second, "draft");
+  EXPECT_EQ(f.flags[1].second, "draft.gguf");
+  ASSERT_TRUE(f.prediction.has_value());
+  EXPECT_LT(f.prediction->after, f.prediction->before);
+  // Without a draft model the lever is prompt lookup.
+  EXPECT_EQ(headline(run(s)).flags[0].second, "ngram");
+}
+
+TEST(Advisor, LongPromptsStallingStreamsGetSmallerChunks) {
+  EngineState s = healthy();
+  for (int i = 0; i < 40; ++i) {
+    // 512-token chunks with 4 decodes: 20 + 8 ms + 512 x 0.2 ms.
+    s.step_totals.add(5, 512, 4, 0, 0, 5, 1, 2000, 0.028 + 512 * 0.0002);
+  }
+  const Finding& f = headline(run(s));
+  EXPECT_EQ(f.id, "prefill-chunk");
+  EXPECT_EQ(f.question, 6);
+  ASSERT_EQ(f.flags[0].first, "--prefill-chunk");
+  const int chunk = std::stoi(f.flags[0].second);
+  EXPECT_LT(chunk, 512);
+  EXPECT_GE(chunk, 16);
+  EXPECT_NE(f.lever.find("disaggregation (not available in rapide yet)"), std::string::npos);
+  ASSERT_TRUE(f.prediction.has_value());
+  EXPECT_LT(f.prediction->after, f.prediction->before);
+}
+
+TEST(Advisor, ExhaustedKvWithPreemptionsGetsMoreKvOrOffload) {
+  EngineState s = healthy();
+  s.counters.preemptions = 25;
+  s.config.kv_total_blocks = 64;
+  Finding f = headline(run(s));
+  EXPECT_EQ(f.id, "kv-memory");
+  EXPECT_EQ(f.flags[0].first, "--kv-memory");
+  EXPECT_NE(f.lever.find("KV quantization"), std::string::npos);
+  EXPECT_NE(f.lever.find("not available in rapide yet"), std::string::npos);
+  // No memory to spare: offload.
+  s.machine.memory_available = 1 << 20;
+  f = headline(run(s));
+  EXPECT_EQ(f.flags[0].first, "--kv-offload-ram");
+}
+
+TEST(Advisor, OfflineWorkloadGoesToRapideBatch) {
+  EngineState s = healthy();
+  bench::RunResult r;
+  r.arrival.rate = std::numeric_limits<double>::infinity();
+  r.summary.completed = 40;
+  const Finding& f = headline(run(s, &r));
+  EXPECT_EQ(f.id, "offline-batch");
+  EXPECT_NE(f.lever.find("rapide batch"), std::string::npos);
+}
+
+TEST(Advisor, QuestionsAreAskedInOrderAndTheFirstThatFiresLeads) {
+  // Static batching and the prefix cache off at once: question 2 comes before 3.
+  EngineState s = healthy();
+  s.config.prefix_cache = false;
+  s.sharing = {40, 40 * 1000, 39 * 800, 39};
+  s.config.batching = "static";
+  s.step_totals.padding_rows = s.step_totals.decode_only.rows / 2;
+  const Advice a = run(s);
+  EXPECT_EQ(headline(a).id, "prefix-cache");
+  EXPECT_TRUE(a.findings[2].fires);
+  const nlohmann::json j = advice_to_json(a);
+  EXPECT_EQ(j["headline"], "prefix-cache");
+  EXPECT_EQ(j["findings"][1]["prediction"]["metric"], "TTFT mean");
+}
+
+}  // namespace
+}  // namespace rapide::advise

@@ -1,0 +1,77 @@
+#include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <string>
+#include <vector>
+
+#include "advise/prompt_lint.h"
+
+namespace rapide::advise {
+namespace {
+
+std::vector<int32_t> bytes(const std::string& text) {
+  return std::vector<int32_t>(text.begin(), text.end());
+}
+
+std::string system_prompt() {
+  std::string s;
+  for (int i = 0; i < 40; ++i)
+    s += "Rule " + std::to_string(i) + ": answer briefly and politely.\n";
+  return s;
+}
+
+TEST(PromptLint, TimestampFirstIsFoundAndFixingItRaisesTheHitRate) {
+  std::vector<nlohmann::json> requests;
+  for (int i = 0; i < 20; ++i) {
+    const std::string time = "Time: 2026-11-29T10:04:" + std::to_string(10 + i) + "Z\n";
+    requests.push_back({{"prompt", time + system_prompt() + "Question " + std::to_string(i)}});
+  }
+  const LintReport r = lint_prompts(requests, bytes, 16);
+  ASSERT_EQ(r.issues.size(), 1u);
+  EXPECT_EQ(r.issues[0].kind, "dynamic content early");
+  EXPECT_EQ(r.issues[0].requests, 20);
+  EXPECT_NE(r.issues[0].example.find("2026-11-29T10:04:10Z"), std::string::npos);
+  EXPECT_LT(r.hit_rate_now, 0.05);   // the timestamp is in the first block
+  EXPECT_GT(r.hit_rate_fixed, 0.8);  // 19 of 20 share the ~1,400-byte system prompt
+  const std::vector<nlohmann::json> fixed = fix_prompts(requests);
+  const std::string p = fixed[3]["prompt"];
+  EXPECT_EQ(p.rfind("Time: 2026-11-29T10:04:13Z"), p.size() - 26) << p;
+  EXPECT_EQ(p.find("Rule 0"), 0u);
+}
+
+TEST(PromptLint, VaryingKeyOrderAndWhitespaceAreCanonicalised) {
+  std::vector<nlohmann::json> requests;
+  for (int i = 0; i < 10; ++i) {
+    const std::string tools = i % 2 ? R"({"name": "search", "args": {"q": 1, "k": 2}})"
+                                    : R"({"args": {"q": 1, "k": 2}, "name": "search"})";
+    const std::string spaces = i % 3 ? "Be  brief.\r\n" : "Be brief.\n";
+    requests.push_back(
+        {{"messages",
+          {{{"role", "system"}, {"content", "Tools: " + tools + "\n" + spaces + system_prompt()}},
+           {{"role", "user"}, {"content", fmt::format("q{}", i)}}}},
+         {"max_tokens", 8}});
+  }
+  const LintReport r = lint_prompts(requests, bytes, 16);
+  ASSERT_EQ(r.issues.size(), 2u);
+  EXPECT_EQ(r.issues[0].kind, "key order");
+  EXPECT_EQ(r.issues[0].requests, 10);  // both orders are unsorted at some level
+  EXPECT_EQ(r.issues[1].kind, "whitespace/Unicode");
+  EXPECT_GT(r.hit_rate_fixed, r.hit_rate_now + 0.2);
+  const std::vector<nlohmann::json> fixed = fix_prompts(requests);
+  EXPECT_EQ(fixed[0]["messages"][0]["content"], fixed[1]["messages"][0]["content"]);
+  EXPECT_EQ(fixed[0]["max_tokens"], 8);
+  EXPECT_EQ(canonicalize_text(R"(x {"b": 1, "a": [1, 2]} y)"), R"(x {"a":[1,2],"b":1} y)");
+}
+
+TEST(PromptLint, CleanTrafficHasNoIssues) {
+  std::vector<nlohmann::json> requests;
+  for (int i = 0; i < 5; ++i) requests.push_back({{"prompt", system_prompt() + std::to_string(i)}});
+  const LintReport r = lint_prompts(requests, bytes, 16);
+  EXPECT_TRUE(r.issues.empty());
+  EXPECT_NEAR(r.hit_rate_now, r.hit_rate_fixed, 1e-9);
+  EXPECT_NE(format_lint(r).find("no cache-hostile pattern"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace rapide::advise

@@ -1,0 +1,261 @@
+// `rapide advise` end to end: real workloads on stories260K (and one synthetic F32 model),
+// each with one bottleneck built in, run in-process; the advisor must name that bottleneck
+// first, with its evidence. Also the offline path (bench --state / --output files), the
+// prompt lint with --fix, one --verify that holds on any machine (prefix caching on a
+// shared prefix), and clear errors.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "run_rapide.h"
+#include "test_paths.h"
+
+namespace rapide::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string model() {
+  return shared_path("models/stories260K/stories260K.gguf");
+}
+
+class CliAdvise : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    RAPIDE_REQUIRE_SHARED("models/stories260K/stories260K.gguf");
+    dir_ = fs::temp_directory_path() /
+           ("rapide-advise-test-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Runs `rapide advise -m MODEL ARGS --json` and returns the advice.
+  nlohmann::json advise(const std::string& args, const std::string& m = model()) {
+    const CliResult r = run_rapide("advise -q --json -m " + m + " " + args, false);
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << r.out;
+    return j;
+  }
+  static const nlohmann::json& finding(const nlohmann::json& advice, const std::string& id) {
+    for (const auto& f : advice["findings"]) {
+      if (f["id"] == id) return f;
+    }
+    static const nlohmann::json none;
+    ADD_FAILURE() << "no finding " << id;
+    return none;
+  }
+  std::string write(const std::string& name, const std::string& text) {
+    const std::string path = (dir_ / name).string();
+    std::ofstream(path) << text;
+    return path;
+  }
+
+  fs::path dir_;
+};
+
+const char* kStory =
+    "Once upon a time there was a little girl named Lily. She liked to play in the park with "
+    "her friends. One day she found a big red ball under a tree and wanted to share it. ";
+
+TEST_F(CliAdvise, HealthyConfigurationHasNothingToChange) {
+  const nlohmann::json a = advise(
+      "--workload random --input-len 16 --output-len 16-48 --num-requests 24 --concurrency 4");
+  EXPECT_TRUE(a["healthy"].get<bool>()) << a.dump(1);
+  const CliResult text = run_rapide(
+      "advise -q -m " + model() +
+          " --workload random --input-len 16 --output-len 16-48 --num-requests 24 --concurrency 4",
+      false);
+  EXPECT_NE(text.out.find("nothing to change"), std::string::npos) << text.out;
+}
+
+TEST_F(CliAdvise, PrefixCacheOffWithSharedPrefixesAndItsVerification) {
+  const nlohmann::json a = advise(
+      "--workload shared-prefix --prefix-len 300 --input-len 20 --output-len 8 "
+      "--num-requests 16 --concurrency 1 --prefix-cache off --verify");
+  ASSERT_EQ(a["headline"], "prefix-cache") << a.dump(1);
+  const auto& v = a["verification"];
+  ASSERT_GE(v.size(), 1u);
+  EXPECT_EQ(v[0]["lever"], "prefix-cache");
+  // TTFT falls when 300 of 320 prompt tokens come from the cache: the predicted sign.
+  EXPECT_LT(v[0]["measured_after"].get<double>(), v[0]["measured_before"].get<double>())
+      << v.dump(1);
+  EXPECT_GT(v[0]["effect_over_prediction"].get<double>(), 0.0);
+}
+
+TEST_F(CliAdvise, TimestampBeforeTheSystemPromptShowsTheDivergentText) {
+  std::string jsonl;
+  for (int i = 0; i < 12; ++i) {
+    nlohmann::json r = {{"prompt", "Time: 2026-11-29T10:04:" + std::to_string(10 + i) + "\n" +
+                                       kStory + kStory + "Question " + std::to_string(i)},
+                        {"output_len", 4}};
+    jsonl += r.dump() + "\n";
+  }
+  const std::string data = write("requests.jsonl", jsonl);
+  const nlohmann::json a =
+      advise("--workload jsonl --dataset " + data + " --num-requests 12 --concurrency 1");
+  ASSERT_EQ(a["headline"], "static-content-first") << a.dump(1);
+  const auto& f = finding(a, "static-content-first");
+  EXPECT_NE(f["evidence"].dump().find("2026-11-29T10:04:"), std::string::npos) << f.dump(1);
+  EXPECT_NE(f["verdict"].get<std::string>().find("timestamp"), std::string::npos) << f.dump(1);
+
+  // The lint finds it in the log, estimates the fixed hit rate, and --fix writes it.
+  const std::string fixed = (dir_ / "fixed.jsonl").string();
+  const CliResult lint =
+      run_rapide("advise --json --prompts " + data + " --fix " + fixed + " -m " + model(), false);
+  ASSERT_EQ(lint.exit_code, 0) << lint.out;
+  const nlohmann::json l = nlohmann::json::parse(lint.out);
+  EXPECT_EQ(l["issues"][0]["kind"], "dynamic content early");
+  EXPECT_EQ(l["issues"][0]["requests"], 12);
+  EXPECT_LT(l["hit_rate_now"].get<double>(), 0.1);
+  EXPECT_GT(l["hit_rate_fixed"].get<double>(), l["hit_rate_now"].get<double>() + 0.5);
+  std::ifstream in(fixed);
+  std::string first;
+  std::getline(in, first);
+  EXPECT_EQ(nlohmann::json::parse(first)["prompt"].get<std::string>().rfind("Once upon", 0), 0u)
+      << first;
+  // The fixed log no longer trips question 2.
+  const nlohmann::json b =
+      advise("--workload jsonl --dataset " + fixed + " --num-requests 12 --concurrency 1");
+  EXPECT_FALSE(finding(b, "prefix-cache")["fires"].get<bool>()) << b.dump(1);
+}
+
+TEST_F(CliAdvise, ShuffledJsonKeyOrderIsNonDeterministicSerialization) {
+  // A serialiser that keeps no key order: each request's five keys in another permutation.
+  std::vector<std::string> keys = {"lang", "limit", "name", "safe", "user"};
+  std::string jsonl;
+  for (int i = 0; i < 12; ++i) {
+    std::next_permutation(keys.begin(), keys.end());
+    std::string object = "{";
+    for (const std::string& k : keys) object += (object.size() > 1 ? ", \"" : "\"") + k + "\": 1";
+    nlohmann::json r = {
+        {"prompt", "Tool: " + object + "}\n" + kStory + kStory + "Question " + std::to_string(i)},
+        {"output_len", 4}};
+    jsonl += r.dump() + "\n";
+  }
+  const std::string data = write("requests.jsonl", jsonl);
+  const nlohmann::json a =
+      advise("--workload jsonl --dataset " + data + " --num-requests 12 --concurrency 1");
+  EXPECT_EQ(a["headline"], "canonical-serialization") << a.dump(1);
+}
+
+TEST_F(CliAdvise, StaticBatchingWithVariedOutputsIsMadeContinuous) {
+  const nlohmann::json a = advise(
+      "--workload random --input-len 16 --output-len 4-200 --num-requests 32 --concurrency 8 "
+      "--batching static");
+  EXPECT_EQ(a["headline"], "continuous-batching") << a.dump(1);
+  EXPECT_EQ(finding(a, "continuous-batching")["prediction"]["metric"], "output throughput");
+}
+
+TEST_F(CliAdvise, ContiguousKvWithManyUsersIsPaged) {
+  // 1280 KiB of KV holds four whole 512-position contexts of stories260K.
+  const nlohmann::json a = advise(
+      "--workload random --input-len 32 --output-len 64 --num-requests 32 --concurrency 16 "
+      "--kv-layout contiguous --kv-memory 1280KiB");
+  EXPECT_EQ(a["headline"], "paged-kv") << a.dump(1);
+}
+
+TEST_F(CliAdvise, HugeKvBlocksAreMadeSmaller) {
+  const nlohmann::json a = advise(
+      "--workload random --input-len 32 --output-len 64 --num-requests 32 --concurrency 16 "
+      "--kv-block-size 512 --kv-memory 1280KiB");
+  EXPECT_EQ(a["headline"], "kv-block-size") << a.dump(1);
+}
+
+TEST_F(CliAdvise, OneUserGetsSpeculation) {
+  const nlohmann::json a =
+      advise("--workload random --input-len 16 --output-len 64 --num-requests 6 --concurrency 1");
+  EXPECT_EQ(a["headline"], "speculative") << a.dump(1);
+  EXPECT_EQ(finding(a, "speculative")["flags"][0][1], "ngram");
+}
+
+TEST_F(CliAdvise, LongPromptsWhileOthersStreamGetSmallerChunks) {
+  const nlohmann::json a = advise(
+      "--workload random --input-len 8@0.7+400@0.3 --output-len 32-96 --num-requests 24 "
+      "--concurrency 4");
+  EXPECT_EQ(a["headline"], "prefill-chunk") << a.dump(1);
+  EXPECT_NE(finding(a, "prefill-chunk")["lever"].get<std::string>().find(
+                "disaggregation (not available in rapide yet)"),
+            std::string::npos);
+}
+
+TEST_F(CliAdvise, ExhaustedKvWithPreemptions) {
+  const nlohmann::json a = advise(
+      "--workload random --input-len 32 --output-len 200 --num-requests 16 --concurrency 8 "
+      "--kv-memory 200KiB");
+  EXPECT_EQ(a["headline"], "kv-memory") << a.dump(1);
+  EXPECT_NE(finding(a, "kv-memory")["lever"].get<std::string>().find("KV quantization"),
+            std::string::npos);
+}
+
+TEST_F(CliAdvise, OfflineWorkloadGoesToRapideBatch) {
+  const nlohmann::json a =
+      advise("--workload random --input-len 16 --output-len 32 --num-requests 32 --rate inf");
+  EXPECT_EQ(a["headline"], "offline-batch") << a.dump(1);
+}
+
+TEST_F(CliAdvise, F32WeightsAtBatchOneAreQuantized) {
+  RAPIDE_REQUIRE_SHARED("models/llama2-tiny-random/llama-2-tiny-random.gguf");
+  // 110 MiB of F32 matrices: beyond any cache, so decode streams them from memory.
+  const std::string f32 = (dir_ / "f32.gguf").string();
+  const CliResult synth = run_rapide(
+      "synth --shape dim=512,layers=4,heads=8,kv_heads=4,ffn=1536,ctx=512 --type f32 "
+      "--vocab-from " +
+      shared_path("models/llama2-tiny-random/llama-2-tiny-random.gguf") + " -o " + f32);
+  ASSERT_EQ(synth.exit_code, 0) << synth.out;
+  const nlohmann::json a = advise(
+      "--workload random --input-len 16 --output-len 16 --num-requests 4 --concurrency 1", f32);
+  ASSERT_EQ(a["headline"], "quantize") << a.dump(1);
+  const auto& p = finding(a, "quantize")["prediction"];
+  EXPECT_EQ(p["metric"], "TPOT p50");
+  EXPECT_LT(p["after"].get<double>(), 0.6 * p["before"].get<double>()) << p.dump();
+}
+
+TEST_F(CliAdvise, OfflineFilesGiveTheSameAdvice) {
+  const std::string run = (dir_ / "run.json").string();
+  const std::string state = (dir_ / "state.json").string();
+  const std::string html = (dir_ / "report.html").string();
+  const CliResult b = run_rapide("bench --engine -q -m " + model() +
+                                     " --workload random --input-len 16 --output-len 4-200 "
+                                     "--num-requests 24 --concurrency 8 --batching static "
+                                     "--output " +
+                                     run + " --state " + state + " --html " + html,
+                                 false);
+  ASSERT_EQ(b.exit_code, 0) << b.out;
+  const CliResult r = run_rapide("advise --json --state " + state + " --bench " + run, false);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["headline"], "continuous-batching") << r.out;
+  // bench's HTML report carries the same reading.
+  std::ifstream in(html);
+  const std::string page((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(page.find("<h2>rapide advise</h2>"), std::string::npos);
+  EXPECT_NE(page.find("first: continuous batching"), std::string::npos);
+}
+
+TEST_F(CliAdvise, BadInputIsAClearError) {
+  CliResult r = run_rapide("advise");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.out.find("give --url"), std::string::npos) << r.out;
+  r = run_rapide("advise --state " + write("x.json", "{\"runs\": []}"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.out.find("not an engine state"), std::string::npos) << r.out;
+  r = run_rapide("advise --prompts " + write("bad.jsonl", "{\"nothing\": 1}\n"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.out.find("bad.jsonl:1"), std::string::npos) << r.out;
+  r = run_rapide("advise --fix out.jsonl --state x");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.out.find("--fix needs --prompts"), std::string::npos) << r.out;
+  r = run_rapide("bench --url http://127.0.0.1:1 --state s.json -q --num-requests 1");
+  EXPECT_NE(r.exit_code, 0);
+}
+
+}  // namespace
+}  // namespace rapide::testing
