@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/engine_options.h"
 #include "sampling/sampling_params.h"
 #include "tokenizer/tokenizer.h"
 
@@ -39,7 +40,14 @@ struct GenerationSpec {
   bool logprobs = false;
   int top_logprobs = 0;
   std::string user;
+  // The "speculative" extension: {"mode": "off"|"ngram"|"draft", "tokens": N|"auto"}, both
+  // optional. Parsing checks its shape; whether the server can honour it is the engine's
+  // check (Engine::check_speculation).
+  SpecOverride speculative;
 };
+
+// The most guesses per step a request may name (the engine refuses more than it allows).
+constexpr int kMaxSpecTokens = 64;
 
 // The most choices one request may ask for: n x prompts sequences run at once.
 constexpr int kMaxChoices = 128;

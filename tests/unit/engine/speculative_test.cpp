@@ -5,7 +5,10 @@
 // TinyStories ones, on prompts that repeat a story so the proposer has something to find.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -178,6 +181,90 @@ TEST_F(SpeculativeTest, StopsInsideAcceptedRunsEndExactlyAsWithout) {
   expect_no_leak(engine);
 }
 
+// The "speculative" request field (Request::speculative): a request that turns speculation
+// off gets no guesses while another in the same batch does; one with its own k never gets
+// more; greedy output stays the plain output either way.
+TEST_F(SpeculativeTest, ARequestChoosesItsOwnSpeculation) {
+  std::vector<Result> plain;
+  {
+    Engine engine(*loaded_.model, *loaded_.tokenizer, options(SpecMode::kOff));
+    plain = run(engine, 80, /*ignore_eos=*/true);
+  }
+  Engine engine(*loaded_.model, *loaded_.tokenizer, options(SpecMode::kNgram, 6));
+  std::mutex mutex;
+  std::map<RequestId, std::vector<size_t>> drafts;  // guesses per step, by request
+  engine.set_step_observer([&](const StepPlan& plan, const StepResult&, const StepStats&) {
+    std::lock_guard lock(mutex);
+    for (const ScheduledSequence& s : plan.sequences) {
+      drafts[s.request_id].push_back(s.draft_tokens.size());
+    }
+  });
+  // Two copies of each repeating story: one as the server runs, one with its own settings.
+  const std::vector<std::pair<int, SpecOverride>> cases = {
+      {0, {}}, {0, {SpecMode::kOff, std::nullopt}}, {1, {std::nullopt, 2}}, {1, {std::nullopt, 0}}};
+  std::vector<Request> requests;
+  std::vector<std::shared_ptr<EventQueue>> queues;
+  for (const auto& [prompt, spec] : cases) {
+    queues.push_back(std::make_shared<EventQueue>());
+    requests.push_back(request(kPrompts[prompt], 80, queues.back(), {}, /*ignore_eos=*/true));
+    requests.back().speculative = spec;
+  }
+  const std::vector<RequestId> ids = engine.submit_all(std::move(requests));
+  for (size_t i = 0; i < cases.size(); ++i) {
+    EXPECT_EQ(collect(*queues[i]).tokens, plain[static_cast<size_t>(cases[i].first)].tokens)
+        << "case " << i;
+  }
+  std::lock_guard lock(mutex);
+  auto total = [&](size_t i) {
+    size_t sum = 0;
+    for (size_t n : drafts[ids[i]]) sum += n;
+    return sum;
+  };
+  auto most = [&](size_t i) {
+    const std::vector<size_t>& d = drafts[ids[i]];
+    return d.empty() ? size_t{0} : *std::max_element(d.begin(), d.end());
+  };
+  EXPECT_GT(total(0), 0u) << "the server's setting speculates on a repeated story";
+  EXPECT_EQ(total(1), 0u) << "mode off: never a guess";
+  EXPECT_GT(total(2), 0u);
+  EXPECT_LE(most(2), 2u) << "tokens 2: at most two guesses a step";
+  EXPECT_EQ(total(3), 0u) << "tokens 0: never a guess";
+  EXPECT_GT(most(0), 2u) << "the server's k (6) applies where the request sets none";
+  expect_no_leak(engine);
+}
+
+TEST_F(SpeculativeTest, ARequestCannotAskForWhatTheServerDoesNotRun) {
+  auto refused = [](const Engine& engine, const SpecOverride& spec, const std::string& words) {
+    try {
+      engine.check_speculation(spec);
+      ADD_FAILURE() << "accepted; expected a refusal naming '" << words << "'";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  Engine ngram(*loaded_.model, *loaded_.tokenizer, options(SpecMode::kNgram, 4));
+  refused(ngram, {SpecMode::kDraft, std::nullopt}, "no draft model is loaded");
+  refused(ngram, {std::nullopt, 9}, "limit of 8");  // auto's ceiling (max_tokens 8)
+  EXPECT_NO_THROW(ngram.check_speculation({SpecMode::kNgram, 8}));
+  EXPECT_NO_THROW(ngram.check_speculation({SpecMode::kOff, -1}));
+  Request r = request(kPrompts[0], 4, std::make_shared<EventQueue>());
+  r.speculative.mode = SpecMode::kDraft;
+  EXPECT_THROW(ngram.submit(std::move(r)), Error);  // submit checks it too
+}
+
+TEST_F(SpeculativeTest, ARequestCannotTurnOnWhatTheServerLeftOff) {
+  Engine off(*loaded_.model, *loaded_.tokenizer, options(SpecMode::kOff));
+  try {
+    off.check_speculation({SpecMode::kNgram, std::nullopt});
+    FAIL() << "ngram accepted by a server started without speculation";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the server runs speculation 'off'"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_NO_THROW(off.check_speculation({SpecMode::kOff, std::nullopt}));
+}
+
 TEST_F(SpeculativeTest, AbortAndPreemptionLeakNothing) {
   EngineOptions o = options(SpecMode::kNgram, 6);
   o.kv_memory = "160KiB";  // 20 blocks of 16 (8 KiB each): under two of these sequences
@@ -219,20 +306,20 @@ TEST_F(SpeculativeTest, AutoStopsSpeculatingWhenGuessesFail) {
     c.observe(good, 4, 4);
     c.observe(bad, 4, 0);
   }
-  const SpecDecision g = c.choose(good, 1);
+  const SpecDecision g = c.choose(good, 1, -1);
   EXPECT_GE(g.k, 4);
   EXPECT_GT(g.predicted_speedup, 2.0);
-  EXPECT_EQ(c.choose(bad, 1).k, 0);
+  EXPECT_EQ(c.choose(bad, 1, -1).k, 0);
   // Off, it re-probes with one guess after kReprobeSteps steps, then ever more rarely.
   int probes = 0;
-  for (int i = 0; i < 7 * SpecController::kReprobeSteps; ++i) probes += c.choose(bad, 1).k;
+  for (int i = 0; i < 7 * SpecController::kReprobeSteps; ++i) probes += c.choose(bad, 1, -1).k;
   EXPECT_EQ(probes, 3);  // after 32, 32 + 64 and 32 + 64 + 128 steps
   // Compute-bound steps (cost proportional to rows) in a batch of 32: extra rows cost what
   // they save, so even good guesses are not worth it.
   SpecController busy(SpecOptions{SpecMode::kNgram, -1, 8, 1, 4});
   for (int i = 0; i < 32; ++i) busy.costs().observe(16 + i, 0.001 * (16 + i));
   for (int i = 0; i < 20; ++i) busy.observe(good, 4, 3);
-  EXPECT_EQ(busy.choose(good, 32).k, 0);
+  EXPECT_EQ(busy.choose(good, 32, -1).k, 0);
 }
 
 // A draft model: the Q8_0 copy of the target drafts for the F16 target (and the target for
