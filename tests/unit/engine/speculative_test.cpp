@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -360,6 +363,115 @@ TEST_F(SpeculativeTest, DraftModelIsLosslessAndAgreesWithItself) {
   for (size_t i = 0; i < plain.size(); ++i) EXPECT_EQ(spec[i].tokens, plain[i].tokens);
   const SpecStats st = engine.stats().spec;
   EXPECT_GE(st.acceptance_rate(), 0.95) << st.accepted << " of " << st.proposed;
+}
+
+// The draft path feeds the draft the right tokens at the right positions and counts
+// acceptance right: with one guess per step and no confidence floor, every guess must be the
+// draft model's own greedy token after the verified prefix, as the draft run alone (no
+// speculation, one request per prefix of the target's greedy text) gives it, and a guess is
+// accepted exactly when that token is the target's. RAPIDE_SPEC_PAIR=TARGET:DRAFT (GGUF
+// paths) runs it on another pair and prints the per-step log (issue 15's pair A study).
+TEST_F(SpeculativeTest, OneGuessDraftsAreTheDraftModelsOwnTokensAlone) {
+  std::string target_path = shared_path(kModel);
+  std::string draft_path = shared_path("models/tinystories-656k/TinyStories-656K-Q8_0.gguf");
+  const char* pair = std::getenv("RAPIDE_SPEC_PAIR");
+  const bool verbose = pair != nullptr;
+  if (verbose) {
+    const std::string p = pair;
+    target_path = p.substr(0, p.find(':'));
+    draft_path = p.substr(p.find(':') + 1);
+  }
+  RAPIDE_REQUIRE_SHARED("models/tinystories-656k/TinyStories-656K-Q8_0.gguf");
+  LoadedForTest target = load_for_test(target_path);
+  LoadedForTest draft = load_for_test(draft_path);
+  constexpr int kTokens = 48;
+  Request base = request(kPrompts[2], kTokens, nullptr, {}, /*ignore_eos=*/true);
+  base.prompt = target.tokenizer->encode(kPrompts[2], true);
+  const std::vector<int32_t> prompt = base.prompt;
+  const int prompt_length = static_cast<int>(prompt.size());
+
+  // The target alone, then the draft alone after every prefix of the target's text.
+  std::vector<int32_t> greedy;
+  {
+    Engine engine(*target.model, *target.tokenizer, options(SpecMode::kOff));
+    auto q = std::make_shared<EventQueue>();
+    Request r = base;
+    r.sink = q;
+    engine.submit(std::move(r));
+    greedy = collect(*q).tokens;
+  }
+  ASSERT_EQ(greedy.size(), static_cast<size_t>(kTokens));
+  std::vector<int32_t> alone(kTokens);
+  std::vector<float> alone_logprob(kTokens);
+  {
+    Engine engine(*draft.model, *draft.tokenizer, options(SpecMode::kOff));
+    std::vector<Request> requests;
+    std::vector<std::shared_ptr<EventQueue>> queues;
+    for (int i = 0; i < kTokens; ++i) {
+      queues.push_back(std::make_shared<EventQueue>());
+      Request r = base;
+      r.prompt.insert(r.prompt.end(), greedy.begin(), greedy.begin() + i);
+      r.sampling.max_tokens = 1;
+      r.sampling.logprobs = true;
+      r.sink = queues.back();
+      requests.push_back(std::move(r));
+    }
+    engine.submit_all(std::move(requests));
+    for (int i = 0; i < kTokens; ++i) {
+      TokenEvent e;
+      while (queues[i]->pop(e, std::chrono::seconds(60))) {
+        if (e.token >= 0) {
+          alone[i] = e.token;
+          alone_logprob[i] = e.logprob;
+        }
+        if (e.finished) break;
+      }
+    }
+  }
+
+  // The target with the draft, one guess per step.
+  EngineOptions o = options(SpecMode::kDraft, 1);
+  o.spec.draft_min_confidence = 0.0;
+  const DraftModel d{*draft.model, *draft.tokenizer};
+  Engine engine(*target.model, *target.tokenizer, o, &d);
+  std::mutex mutex;
+  std::map<int, int32_t> guesses;  // generated-token index guessed -> the guess
+  engine.set_step_observer([&](const StepPlan& plan, const StepResult&, const StepStats&) {
+    std::lock_guard lock(mutex);
+    for (const ScheduledSequence& s : plan.sequences) {
+      if (s.draft_tokens.empty()) continue;
+      guesses[s.start_position + 1 - prompt_length] = s.draft_tokens[0];
+    }
+  });
+  auto q = std::make_shared<EventQueue>();
+  Request r = base;
+  r.sink = q;
+  engine.submit(std::move(r));
+  EXPECT_EQ(collect(*q).tokens, greedy);
+  std::lock_guard lock(mutex);
+  ASSERT_FALSE(guesses.empty());
+  uint64_t agreed = 0;
+  for (const auto& [i, guess] : guesses) {
+    ASSERT_GE(i, 1);
+    ASSERT_LT(i, kTokens);
+    EXPECT_EQ(guess, alone[i]) << "the guess for token " << i << " is not the draft's own";
+    agreed += alone[i] == greedy[i];
+    if (verbose) {
+      std::printf("token %2d: draft %6d (p %.1e)  draft alone %6d  target %6d  %s\n", i, guess,
+                  std::exp(alone_logprob[i]), alone[i], greedy[i],
+                  guess == greedy[i] ? "accepted" : "rejected");
+    }
+  }
+  const SpecStats st = engine.stats().spec;
+  EXPECT_EQ(st.proposed, guesses.size());
+  EXPECT_EQ(st.accepted, agreed);
+  int same = 0;
+  for (int i = 1; i < kTokens; ++i) same += alone[i] == greedy[i];
+  std::printf(
+      "draft agrees with the target's greedy token at %d of %d positions (alone); "
+      "speculation: %llu of %llu guesses accepted\n",
+      same, kTokens - 1, static_cast<unsigned long long>(st.accepted),
+      static_cast<unsigned long long>(st.proposed));
 }
 
 TEST_F(SpeculativeTest, ADraftWithAnotherVocabularyIsRefused) {
