@@ -23,6 +23,11 @@ void check_admissible(const Engine& engine, const GenerationSpec& spec) {
       throw api_error_from(e, prompt_param(spec.endpoint));
     }
   }
+  try {
+    engine.check_speculation(spec.speculative);
+  } catch (const Error& e) {
+    throw api_error_from(e, "speculative");
+  }
   const SamplingParams& p = spec.sampling;
   const uint64_t per_token = p.wants_logprobs() ? 1 + p.num_alternatives() : 1;
   uint64_t entries = 0;
@@ -54,6 +59,7 @@ std::vector<RequestId> submit_choices(
         Request request;
         request.prompt = spec.prompts[p];
         request.sampling = spec.sampling;
+        request.speculative = spec.speculative;
         request.sampling.seed = choice_seed(spec.sampling.seed, static_cast<int>(i));
         request.sink = sink_for(p * n + i);
         ids.push_back(engine.submit(std::move(request)));

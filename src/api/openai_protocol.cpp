@@ -59,6 +59,37 @@ void reject_if(bool condition, const char* param, const char* what) {
   if (condition) throw ApiError(400, what, param, "unsupported");
 }
 
+SpecOverride read_speculative(const json& body) {
+  SpecOverride o;
+  const json* v = field(body, "speculative");
+  if (!v) return o;
+  if (!v->is_object()) {
+    bad("speculative", "'speculative' must be an object like {\"mode\": \"ngram\", \"tokens\": 4}");
+  }
+  if (const json* mode = field(*v, "mode")) {
+    const std::string text = mode->is_string() ? mode->get<std::string>() : std::string();
+    if (text != "off" && text != "ngram" && text != "draft") {
+      bad("speculative", "'speculative.mode' must be \"off\", \"ngram\" or \"draft\"",
+          "invalid_value");
+    }
+    o.mode = parse_spec_mode(text);
+  }
+  if (const json* tokens = field(*v, "tokens")) {
+    if (tokens->is_string() && tokens->get<std::string>() == "auto") {
+      o.tokens = -1;
+    } else if (tokens->is_number_integer() && tokens->get<int64_t>() >= 0 &&
+               tokens->get<int64_t>() <= kMaxSpecTokens) {
+      o.tokens = static_cast<int>(tokens->get<int64_t>());
+    } else {
+      bad("speculative",
+          fmt::format("'speculative.tokens' must be \"auto\" or an integer in [0, {}], got {}",
+                      kMaxSpecTokens, tokens->dump()),
+          "invalid_value");
+    }
+  }
+  return o;
+}
+
 std::vector<std::string> read_stop(const json& body) {
   const json* v = field(body, "stop");
   std::vector<std::string> stops;
@@ -165,6 +196,7 @@ GenerationSpec parse_common(const json& body, const Tokenizer& tokenizer, Endpoi
     if (!options->is_object()) bad("stream_options", "'stream_options' must be an object");
     spec.include_usage = read_bool(*options, "include_usage", false);
   }
+  spec.speculative = read_speculative(body);
   const int64_t best_of = read_int(body, "best_of", spec.n, 1, kMaxChoices);
   reject_if(best_of != spec.n, "best_of", "best_of other than n is not supported");
   p.constraint = read_constraint(body);

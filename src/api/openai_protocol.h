@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "api/tool_calls.h"
+#include "engine/engine_options.h"
 #include "sampling/sampling_params.h"
 #include "tokenizer/tokenizer.h"
 
@@ -48,7 +49,14 @@ struct GenerationSpec {
   std::string tool_choice_name;  // a named function
   bool parallel_tool_calls = true;
   ToolCallFormat tool_format = ToolCallFormat::kJson;  // the model's, from fill_prompt
+  // The "speculative" extension: {"mode": "off"|"ngram"|"draft", "tokens": N|"auto"}, both
+  // optional. Parsing checks its shape; whether the server can honour it is the engine's
+  // check (Engine::check_speculation).
+  SpecOverride speculative;
 };
+
+// The most guesses per step a request may name (the engine refuses more than it allows).
+constexpr int kMaxSpecTokens = 64;
 
 // The most choices one request may ask for: n x prompts sequences run at once.
 constexpr int kMaxChoices = 128;

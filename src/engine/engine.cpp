@@ -182,8 +182,26 @@ void Engine::check_admissible(std::span<const int32_t> prompt,
   }
 }
 
+void Engine::check_speculation(const SpecOverride& spec) const {
+  const SpecMode running = proposer_ != nullptr ? options_.spec.mode : SpecMode::kOff;
+  if (spec.mode && *spec.mode != SpecMode::kOff && *spec.mode != running) {
+    fail(ErrorCode::kInvalidArgument, "speculative.mode '{}' is not available: {}",
+         spec_mode_name(*spec.mode),
+         *spec.mode == SpecMode::kDraft
+             ? std::string("no draft model is loaded (start the server with --draft-model)")
+             : fmt::format("the server runs speculation '{}' (--spec)", spec_mode_name(running)));
+  }
+  const int most = std::max(options_.spec.tokens, options_.spec.max_tokens);
+  if (spec.tokens && *spec.tokens > most) {
+    fail(ErrorCode::kInvalidArgument,
+         "speculative.tokens {} exceeds the server's limit of {} guesses per step", *spec.tokens,
+         most);
+  }
+}
+
 Engine::Incoming Engine::prepare(Request request) {
   check_admissible(request.prompt, request.sampling);
+  check_speculation(request.speculative);
   const int vocab = model_.config().vocab_size;
   const int prompt_length = static_cast<int>(request.prompt.size());
   Incoming in;
@@ -209,6 +227,7 @@ Engine::Incoming Engine::prepare(Request request) {
     in.output.grammar.emplace(request.sampling.constraint, *token_trie_);
     s->constrained = true;
   }
+  s->spec = request.speculative;
   in.sequence = std::move(s);
   return in;
 }

@@ -56,6 +56,10 @@ class Engine {
   // kExceedsCapacity): a front end refuses a request that can never run before accepting
   // others, and `rapide batch` reports a line's error when it reads the line.
   void check_admissible(std::span<const int32_t> prompt, const SamplingParams& sampling) const;
+  // Refuses (kInvalidArgument) a request's speculation settings the engine cannot honour: a
+  // proposer it was not started with (say "draft" without a draft model) or more guesses per
+  // step than --spec-tokens / its auto ceiling allow. Part of submit's checks.
+  void check_speculation(const SpecOverride& spec) const;
   // Submits requests that arrive together: the scheduler sees all of them at its next step
   // (or none, if any is invalid). Same errors as submit.
   std::vector<RequestId> submit_all(std::vector<Request> requests);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "kv/kv_layout_mode.h"
@@ -36,6 +37,15 @@ struct SpecOptions {
   int ngram_min = 1;
   int ngram_max = 4;
   double draft_min_confidence = 0.75;  // the draft stops guessing below this probability
+};
+
+// A request's own speculation settings (the "speculative" extension field of a request body,
+// README): unset fields follow the server's. A request may turn speculation off or choose k
+// for the proposer the server runs; it cannot ask for a proposer the server was not started
+// with (Engine::check_speculation refuses that).
+struct SpecOverride {
+  std::optional<SpecMode> mode;
+  std::optional<int> tokens;  // guesses per step, -1 = auto
 };
 
 struct EngineOptions {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "engine/engine_options.h"
 #include "sampling/finish_reason.h"
 #include "sampling/sampler.h"
 #include "sampling/sampling_params.h"
@@ -88,7 +89,8 @@ struct Request {
   SamplingParams sampling;
   int priority = 0;  // higher runs first and is preempted last; FCFS among equals
   std::shared_ptr<EventSink> sink;
-  bool stream_text = true;  // detokenize and apply stop strings (off: token ids only)
+  bool stream_text = true;   // detokenize and apply stop strings (off: token ids only)
+  SpecOverride speculative;  // this request's speculation settings (unset: the server's)
 };
 
 }  // namespace rapide

@@ -220,11 +220,13 @@ void Scheduler::propose(std::vector<Work>& work, int& budget, StepPlan& plan) {
   for (Work& w : work) {
     if (!w.is_decode || w.sequence->padding || w.sequence->constrained) continue;
     Sequence& s = *w.sequence;
-    const SpecDecision d = spec_.choose(s.id, decoding);
+    if (s.spec.mode == SpecMode::kOff) continue;  // the request turned speculation off
+    const int tokens = s.spec.tokens.value_or(options_.spec.tokens);
+    const SpecDecision d = spec_.choose(s.id, decoding, tokens);
     spec_stats_.last_k = d.k;
     spec_stats_.last_predicted_speedup = d.predicted_speedup;
     if (d.k == 0) {
-      if (options_.spec.tokens < 0) spec_stats_.off_decisions++;
+      if (tokens < 0) spec_stats_.off_decisions++;
       continue;
     }
     // The decode token and its guesses must stay within the context and the request: the

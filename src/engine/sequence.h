@@ -39,6 +39,7 @@ struct Sequence {
   int cached_prompt_tokens = 0;
 
   RequestTimings timings;
+  SpecOverride spec;  // the request's speculation settings (Scheduler::propose reads them)
   // Static batching only: the request has finished (its client has the final event) but,
   // as a row of a dense batch would, its slot keeps computing until the whole batch is done.
   bool padding = false;

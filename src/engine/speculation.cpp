@@ -69,9 +69,9 @@ double SpecController::acceptance(RequestId id) const {
   return (it->second.successes + kPriorAlpha) / (it->second.trials + 1.0);
 }
 
-SpecDecision SpecController::choose(RequestId id, int rows) {
+SpecDecision SpecController::choose(RequestId id, int rows, int tokens) {
   if (options_.mode == SpecMode::kOff) return {};
-  if (options_.tokens >= 0) return {options_.tokens, 1.0};
+  if (tokens >= 0) return {tokens, 1.0};
   const double alpha = acceptance(id);
   // Assume every decoding sequence of the step speculates alike: a step of `rows` decodes
   // then costs T + b * k * rows for rows * E(k) tokens. In a small batch (memory-bound

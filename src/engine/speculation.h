@@ -70,8 +70,9 @@ class SpecController {
 
   explicit SpecController(const SpecOptions& options) : options_(options) {}
 
-  // How many tokens to propose for `id` in a step of `rows` decoding sequences.
-  SpecDecision choose(RequestId id, int rows);
+  // How many tokens to propose for `id` in a step of `rows` decoding sequences: `tokens`
+  // when it is >= 0 (a fixed k: --spec-tokens N or the request's own), else auto.
+  SpecDecision choose(RequestId id, int rows, int tokens);
   // A verification of `proposed` guesses accepted `accepted` of them.
   void observe(RequestId id, int proposed, int accepted);
   void forget(RequestId id) { sequences_.erase(id); }
@@ -100,7 +101,7 @@ struct SpecStats {
   uint64_t off_decisions = 0;  // decode steps where auto chose k = 0 (below break-even)
   std::vector<uint64_t> accepted_histogram;  // [a]: verifications that accepted a guesses
   int last_k = 0;                            // the latest k chosen
-  uint64_t proposer_cached_tokens = 0;  // prompt positions a draft took from its prefix cache
+  uint64_t proposer_cached_tokens = 0;       // prompt positions a draft took from its prefix cache
   double last_predicted_speedup = 1.0;
 
   double acceptance_rate() const {

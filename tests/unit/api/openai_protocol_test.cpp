@@ -140,6 +140,34 @@ TEST_F(ProtocolTest, ErrorsNameTheField) {
   EXPECT_EQ(refused_param({{"messages", m}, {"top_logprobs", 2}}, true), "top_logprobs");
 }
 
+// The "speculative" extension: its shape is parsed on both routes (what the server can
+// honour is the engine's check, tests/unit/engine/speculative_test.cpp).
+TEST_F(ProtocolTest, SpeculativeExtension) {
+  const GenerationSpec none = parse_completion_request({{"prompt", "x"}}, *tokenizer_);
+  EXPECT_FALSE(none.speculative.mode.has_value());
+  EXPECT_FALSE(none.speculative.tokens.has_value());
+  const GenerationSpec off =
+      parse_completion_request({{"prompt", "x"}, {"speculative", {{"mode", "off"}}}}, *tokenizer_);
+  EXPECT_EQ(off.speculative.mode, SpecMode::kOff);
+  EXPECT_FALSE(off.speculative.tokens.has_value());
+  const GenerationSpec ngram = parse_completion_request(
+      {{"prompt", "x"}, {"speculative", {{"mode", "ngram"}, {"tokens", 3}}}}, *tokenizer_);
+  EXPECT_EQ(ngram.speculative.mode, SpecMode::kNgram);
+  EXPECT_EQ(ngram.speculative.tokens, 3);
+  const json m = json::array({{{"role", "user"}, {"content", "hi"}}});
+  const GenerationSpec chat = parse_chat_request(
+      {{"messages", m}, {"speculative", {{"mode", "draft"}, {"tokens", "auto"}}}}, *tokenizer_);
+  EXPECT_EQ(chat.speculative.mode, SpecMode::kDraft);
+  EXPECT_EQ(chat.speculative.tokens, -1);
+
+  for (const json& bad :
+       {json("ngram"), json{{"mode", "medusa"}}, json{{"mode", 1}}, json{{"tokens", -1}},
+        json{{"tokens", 65}}, json{{"tokens", "many"}}, json{{"tokens", 2.5}}}) {
+    EXPECT_EQ(refused_param({{"prompt", "x"}, {"speculative", bad}}), "speculative") << bad;
+    EXPECT_EQ(refused_param({{"messages", m}, {"speculative", bad}}, true), "speculative") << bad;
+  }
+}
+
 TEST_F(ProtocolTest, MalformedJsonSaysWhere) {
   try {
     parse_json_body("{\"prompt\": ");

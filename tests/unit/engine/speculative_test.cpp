@@ -5,7 +5,13 @@
 // TinyStories ones, on prompts that repeat a story so the proposer has something to find.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -178,6 +184,90 @@ TEST_F(SpeculativeTest, StopsInsideAcceptedRunsEndExactlyAsWithout) {
   expect_no_leak(engine);
 }
 
+// The "speculative" request field (Request::speculative): a request that turns speculation
+// off gets no guesses while another in the same batch does; one with its own k never gets
+// more; greedy output stays the plain output either way.
+TEST_F(SpeculativeTest, ARequestChoosesItsOwnSpeculation) {
+  std::vector<Result> plain;
+  {
+    Engine engine(*loaded_.model, *loaded_.tokenizer, options(SpecMode::kOff));
+    plain = run(engine, 80, /*ignore_eos=*/true);
+  }
+  Engine engine(*loaded_.model, *loaded_.tokenizer, options(SpecMode::kNgram, 6));
+  std::mutex mutex;
+  std::map<RequestId, std::vector<size_t>> drafts;  // guesses per step, by request
+  engine.set_step_observer([&](const StepPlan& plan, const StepResult&, const StepStats&) {
+    std::lock_guard lock(mutex);
+    for (const ScheduledSequence& s : plan.sequences) {
+      drafts[s.request_id].push_back(s.draft_tokens.size());
+    }
+  });
+  // Two copies of each repeating story: one as the server runs, one with its own settings.
+  const std::vector<std::pair<int, SpecOverride>> cases = {
+      {0, {}}, {0, {SpecMode::kOff, std::nullopt}}, {1, {std::nullopt, 2}}, {1, {std::nullopt, 0}}};
+  std::vector<Request> requests;
+  std::vector<std::shared_ptr<EventQueue>> queues;
+  for (const auto& [prompt, spec] : cases) {
+    queues.push_back(std::make_shared<EventQueue>());
+    requests.push_back(request(kPrompts[prompt], 80, queues.back(), {}, /*ignore_eos=*/true));
+    requests.back().speculative = spec;
+  }
+  const std::vector<RequestId> ids = engine.submit_all(std::move(requests));
+  for (size_t i = 0; i < cases.size(); ++i) {
+    EXPECT_EQ(collect(*queues[i]).tokens, plain[static_cast<size_t>(cases[i].first)].tokens)
+        << "case " << i;
+  }
+  std::lock_guard lock(mutex);
+  auto total = [&](size_t i) {
+    size_t sum = 0;
+    for (size_t n : drafts[ids[i]]) sum += n;
+    return sum;
+  };
+  auto most = [&](size_t i) {
+    const std::vector<size_t>& d = drafts[ids[i]];
+    return d.empty() ? size_t{0} : *std::max_element(d.begin(), d.end());
+  };
+  EXPECT_GT(total(0), 0u) << "the server's setting speculates on a repeated story";
+  EXPECT_EQ(total(1), 0u) << "mode off: never a guess";
+  EXPECT_GT(total(2), 0u);
+  EXPECT_LE(most(2), 2u) << "tokens 2: at most two guesses a step";
+  EXPECT_EQ(total(3), 0u) << "tokens 0: never a guess";
+  EXPECT_GT(most(0), 2u) << "the server's k (6) applies where the request sets none";
+  expect_no_leak(engine);
+}
+
+TEST_F(SpeculativeTest, ARequestCannotAskForWhatTheServerDoesNotRun) {
+  auto refused = [](const Engine& engine, const SpecOverride& spec, const std::string& words) {
+    try {
+      engine.check_speculation(spec);
+      ADD_FAILURE() << "accepted; expected a refusal naming '" << words << "'";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  Engine ngram(*loaded_.model, *loaded_.tokenizer, options(SpecMode::kNgram, 4));
+  refused(ngram, {SpecMode::kDraft, std::nullopt}, "no draft model is loaded");
+  refused(ngram, {std::nullopt, 9}, "limit of 8");  // auto's ceiling (max_tokens 8)
+  EXPECT_NO_THROW(ngram.check_speculation({SpecMode::kNgram, 8}));
+  EXPECT_NO_THROW(ngram.check_speculation({SpecMode::kOff, -1}));
+  Request r = request(kPrompts[0], 4, std::make_shared<EventQueue>());
+  r.speculative.mode = SpecMode::kDraft;
+  EXPECT_THROW(ngram.submit(std::move(r)), Error);  // submit checks it too
+}
+
+TEST_F(SpeculativeTest, ARequestCannotTurnOnWhatTheServerLeftOff) {
+  Engine off(*loaded_.model, *loaded_.tokenizer, options(SpecMode::kOff));
+  try {
+    off.check_speculation({SpecMode::kNgram, std::nullopt});
+    FAIL() << "ngram accepted by a server started without speculation";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the server runs speculation 'off'"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_NO_THROW(off.check_speculation({SpecMode::kOff, std::nullopt}));
+}
+
 TEST_F(SpeculativeTest, AbortAndPreemptionLeakNothing) {
   EngineOptions o = options(SpecMode::kNgram, 6);
   o.kv_memory = "160KiB";  // 20 blocks of 16 (8 KiB each): under two of these sequences
@@ -219,20 +309,20 @@ TEST_F(SpeculativeTest, AutoStopsSpeculatingWhenGuessesFail) {
     c.observe(good, 4, 4);
     c.observe(bad, 4, 0);
   }
-  const SpecDecision g = c.choose(good, 1);
+  const SpecDecision g = c.choose(good, 1, -1);
   EXPECT_GE(g.k, 4);
   EXPECT_GT(g.predicted_speedup, 2.0);
-  EXPECT_EQ(c.choose(bad, 1).k, 0);
+  EXPECT_EQ(c.choose(bad, 1, -1).k, 0);
   // Off, it re-probes with one guess after kReprobeSteps steps, then ever more rarely.
   int probes = 0;
-  for (int i = 0; i < 7 * SpecController::kReprobeSteps; ++i) probes += c.choose(bad, 1).k;
+  for (int i = 0; i < 7 * SpecController::kReprobeSteps; ++i) probes += c.choose(bad, 1, -1).k;
   EXPECT_EQ(probes, 3);  // after 32, 32 + 64 and 32 + 64 + 128 steps
   // Compute-bound steps (cost proportional to rows) in a batch of 32: extra rows cost what
   // they save, so even good guesses are not worth it.
   SpecController busy(SpecOptions{SpecMode::kNgram, -1, 8, 1, 4});
   for (int i = 0; i < 32; ++i) busy.costs().observe(16 + i, 0.001 * (16 + i));
   for (int i = 0; i < 20; ++i) busy.observe(good, 4, 3);
-  EXPECT_EQ(busy.choose(good, 32).k, 0);
+  EXPECT_EQ(busy.choose(good, 32, -1).k, 0);
 }
 
 // A draft model: the Q8_0 copy of the target drafts for the F16 target (and the target for
@@ -297,6 +387,123 @@ TEST_F(SpeculativeTest, DraftModelIsLosslessWithAQuantizedKvCache) {
     }
     EXPECT_GT(engine.stats().spec.accepted, 0u);
     expect_no_leak(engine);
+  }
+}
+
+// The draft path feeds the draft the right tokens at the right positions and counts
+// acceptance right: with no confidence floor, every guess made after the target's own prefix
+// must be the draft model's greedy token there, as the draft run alone (no speculation, one
+// request per prefix of the target's greedy text) gives it, and guesses are accepted exactly
+// while they equal the target's tokens. RAPIDE_SPEC_PAIR=TARGET:DRAFT (GGUF
+// paths) runs it on another pair and prints the per-step log (issue 15's pair A study).
+TEST_F(SpeculativeTest, DraftGuessesAreTheDraftModelsOwnTokensAlone) {
+  std::string target_path = shared_path(kModel);
+  std::string draft_path = shared_path("models/tinystories-656k/TinyStories-656K-Q8_0.gguf");
+  const char* pair = std::getenv("RAPIDE_SPEC_PAIR");
+  const bool verbose = pair != nullptr;
+  if (verbose) {
+    const std::string p = pair;
+    target_path = p.substr(0, p.find(':'));
+    draft_path = p.substr(p.find(':') + 1);
+  }
+  RAPIDE_REQUIRE_SHARED("models/tinystories-656k/TinyStories-656K-Q8_0.gguf");
+  LoadedForTest target = load_for_test(target_path);
+  LoadedForTest draft = load_for_test(draft_path);
+  constexpr int kTokens = 48;
+  Request base = request(kPrompts[2], kTokens, nullptr, {}, /*ignore_eos=*/true);
+  base.prompt = target.tokenizer->encode(kPrompts[2], true);
+  const std::vector<int32_t> prompt = base.prompt;
+  const int prompt_length = static_cast<int>(prompt.size());
+
+  // The target alone, then the draft alone after every prefix of the target's text.
+  std::vector<int32_t> greedy;
+  {
+    Engine engine(*target.model, *target.tokenizer, options(SpecMode::kOff));
+    auto q = std::make_shared<EventQueue>();
+    Request r = base;
+    r.sink = q;
+    engine.submit(std::move(r));
+    greedy = collect(*q).tokens;
+  }
+  ASSERT_EQ(greedy.size(), static_cast<size_t>(kTokens));
+  std::vector<int32_t> alone(kTokens);
+  std::vector<float> alone_logprob(kTokens);
+  {
+    Engine engine(*draft.model, *draft.tokenizer, options(SpecMode::kOff));
+    std::vector<Request> requests;
+    std::vector<std::shared_ptr<EventQueue>> queues;
+    for (int i = 0; i < kTokens; ++i) {
+      queues.push_back(std::make_shared<EventQueue>());
+      Request r = base;
+      r.prompt.insert(r.prompt.end(), greedy.begin(), greedy.begin() + i);
+      r.sampling.max_tokens = 1;
+      r.sampling.logprobs = true;
+      r.sink = queues.back();
+      requests.push_back(std::move(r));
+    }
+    engine.submit_all(std::move(requests));
+    for (int i = 0; i < kTokens; ++i) {
+      TokenEvent e;
+      while (queues[i]->pop(e, std::chrono::seconds(60))) {
+        if (e.token >= 0) {
+          alone[i] = e.token;
+          alone_logprob[i] = e.logprob;
+        }
+        if (e.finished) break;
+      }
+    }
+  }
+
+  // The target with the draft, one and four guesses per step. A guess that follows guesses
+  // equal to the target's text saw the target's prefix, so it must be the draft's own token
+  // there too; after a wrong one nothing is known (and nothing is accepted).
+  const DraftModel d{*draft.model, *draft.tokenizer};
+  int same = 0;
+  for (int i = 1; i < kTokens; ++i) same += alone[i] == greedy[i];
+  for (int k : {1, 4}) {
+    EngineOptions o = options(SpecMode::kDraft, k);
+    o.spec.draft_min_confidence = 0.0;
+    Engine engine(*target.model, *target.tokenizer, o, &d);
+    std::mutex mutex;
+    std::map<int, std::vector<int32_t>> guesses;  // first generated index guessed -> guesses
+    engine.set_step_observer([&](const StepPlan& plan, const StepResult&, const StepStats&) {
+      std::lock_guard lock(mutex);
+      for (const ScheduledSequence& s : plan.sequences) {
+        if (!s.draft_tokens.empty()) guesses[s.start_position + 1 - prompt_length] = s.draft_tokens;
+      }
+    });
+    auto q = std::make_shared<EventQueue>();
+    Request r = base;
+    r.sink = q;
+    engine.submit(std::move(r));
+    EXPECT_EQ(collect(*q).tokens, greedy) << "k=" << k;
+    std::lock_guard lock(mutex);
+    ASSERT_FALSE(guesses.empty());
+    uint64_t proposed = 0, accepted = 0;
+    for (const auto& [i, g] : guesses) {
+      ASSERT_GE(i, 1);
+      ASSERT_LE(i + static_cast<int>(g.size()), kTokens) << "guesses past max_tokens";
+      proposed += g.size();
+      size_t j = 0;
+      for (; j < g.size(); ++j) {
+        EXPECT_EQ(g[j], alone[i + j]) << "k=" << k << ": the guess for token " << i + j
+                                      << " is not the draft's own after the same prefix";
+        if (verbose) {
+          std::printf("k=%d token %2zu: draft %6d (p alone %.1e)  draft alone %6d  target %6d\n", k,
+                      i + j, g[j], std::exp(alone_logprob[i + j]), alone[i + j], greedy[i + j]);
+        }
+        if (g[j] != greedy[i + j]) break;
+      }
+      accepted += j;
+    }
+    const SpecStats st = engine.stats().spec;
+    EXPECT_EQ(st.proposed, proposed) << "k=" << k;
+    EXPECT_EQ(st.accepted, accepted) << "k=" << k;
+    std::printf(
+        "k=%d: draft alone agrees with the target's greedy token at %d of %d positions; "
+        "speculation accepted %llu of %llu guesses in %zu verifications\n",
+        k, same, kTokens - 1, static_cast<unsigned long long>(st.accepted),
+        static_cast<unsigned long long>(st.proposed), guesses.size());
   }
 }
 
