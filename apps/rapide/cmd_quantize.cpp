@@ -95,10 +95,6 @@ quant::CalibrationResult run_calibration(const QuantizeOptions& o, const QuantPl
   return result;
 }
 
-bool is_float_type(TensorType t) {
-  return t == TensorType::kF32 || t == TensorType::kF16 || t == TensorType::kBF16;
-}
-
 void run_quantize(const QuantizeOptions& o) {
   const std::optional<QuantPlan> plan = parse_quant_plan(o.type);
   if (!plan)
