@@ -209,7 +209,8 @@ void register_quantize(CLI::App& app) {
       ->required();
   cmd->add_option("--method", o->method,
                   "rtn (round-to-nearest), awq (activation-aware channel scales) or gptq "
-                  "(Hessian-compensated rounding); awq and gptq need --calibration")
+                  "(AWQ's scales, then Hessian-compensated rounding); awq and gptq need "
+                  "--calibration")
       ->check(CLI::IsMember({"rtn", "awq", "gptq"}));
   cmd->add_option("--calibration", o->calibration,
                   "text file the float model runs over to collect activation statistics")
