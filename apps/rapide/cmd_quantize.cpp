@@ -95,10 +95,6 @@ quant::CalibrationResult run_calibration(const QuantizeOptions& o, const QuantPl
   return result;
 }
 
-bool is_float_type(TensorType t) {
-  return t == TensorType::kF32 || t == TensorType::kF16 || t == TensorType::kBF16;
-}
-
 void run_quantize(const QuantizeOptions& o) {
   const std::optional<QuantPlan> plan = parse_quant_plan(o.type);
   if (!plan)
@@ -213,7 +209,8 @@ void register_quantize(CLI::App& app) {
       ->required();
   cmd->add_option("--method", o->method,
                   "rtn (round-to-nearest), awq (activation-aware channel scales) or gptq "
-                  "(Hessian-compensated rounding); awq and gptq need --calibration")
+                  "(AWQ's scales, then Hessian-compensated rounding); awq and gptq need "
+                  "--calibration")
       ->check(CLI::IsMember({"rtn", "awq", "gptq"}));
   cmd->add_option("--calibration", o->calibration,
                   "text file the float model runs over to collect activation statistics")

@@ -49,6 +49,10 @@ std::string_view tensor_type_name(TensorType type);
 std::optional<TensorType> tensor_type_from_name(std::string_view name);
 // Whether rapide can compute with this GGUF type id (others are rejected with a clear error).
 bool is_supported_tensor_type(uint32_t ggml_type);
+// F32, F16 and BF16: the types that hold each weight as a float (no blocks, no scales).
+constexpr bool is_float_type(TensorType type) {
+  return type == TensorType::kF32 || type == TensorType::kF16 || type == TensorType::kBF16;
+}
 // Every type rapide reads, in a fixed order (name lookups, tests).
 inline constexpr TensorType kAllTensorTypes[] = {
     TensorType::kF32,  TensorType::kF16,  TensorType::kBF16, TensorType::kQ8_0,

@@ -333,9 +333,7 @@ WeightMatrix WeightMatrix::prepare_rows(const TensorView& view, int64_t row_begi
   p.rows = row_end - row_begin;
   p.cols = cols;
   p.panels = (p.rows + kPanel - 1) / kPanel;
-  const bool float_type = view.type == TensorType::kF32 || view.type == TensorType::kF16 ||
-                          view.type == TensorType::kBF16;
-  p.float_act = act == ActQuant::kOff && !float_type;
+  p.float_act = act == ActQuant::kOff && !is_float_type(view.type);
   p.panel_bytes = panel_bytes(view.type, cols, p.float_act);
   p.data = matmul::WeightBuffer(static_cast<size_t>(p.panels * p.panel_bytes));
   pack(view, row_begin, row_end, p);

@@ -96,10 +96,8 @@ struct Group {
   std::vector<float> importance;  // mean x^2 of the (scaled) input: weighted rounding
 
   bool all_float() const {
-    return std::all_of(matrices.begin(), matrices.end(), [](const FloatMatrix* m) {
-      return m->type == TensorType::kF32 || m->type == TensorType::kF16 ||
-             m->type == TensorType::kBF16;
-    });
+    return std::all_of(matrices.begin(), matrices.end(),
+                       [](const FloatMatrix* m) { return is_float_type(m->type); });
   }
   // The matrices become W diag(s) and their input x / s: the statistics follow.
   void fold(const std::vector<float>& s) {
@@ -154,6 +152,12 @@ class Calibrator {
   }
 
   bool needs_hessian() const { return o_.method != CalibrationMethod::kRtn; }
+  // AWQ's channel scales are searched and folded: --method awq, and gptq, which then
+  // quantizes the scaled matrices with the Hessians of the scaled inputs.
+  bool scales_channels() const {
+    return o_.method == CalibrationMethod::kAwq ||
+           (o_.method == CalibrationMethod::kGptq && o_.awq_before_gptq);
+  }
 
   // The group's statistics: from this pass's collection, else from --imatrix.
   void attach_stats(Group& g, std::map<LinearInput, InputStats>& collected) {
@@ -172,7 +176,7 @@ class Calibrator {
       }
       result_.imatrix.last_call = static_cast<int32_t>(g.stats.calls);
     }
-    if (o_.method == CalibrationMethod::kAwq && g.has_stats) {
+    if (scales_channels() && g.has_stats) {
       // AWQ rounds on the scale whose error, weighted by each channel's activation energy,
       // is least (the per-block form of AWQ's clipping search).
       g.importance = g.stats.mean_sq();
@@ -202,7 +206,7 @@ class Calibrator {
   // The AWQ scales of a group (empty when the group is not searched). `tie` (channel ->
   // class) makes channels of one class share a scale: their mean |x| is averaged.
   std::vector<float> awq(Group& g, const std::vector<int64_t>& tie = {}) {
-    if (o_.method != CalibrationMethod::kAwq || !g.has_stats || g.all_float()) return {};
+    if (!scales_channels() || !g.has_stats || g.all_float()) return {};
     std::vector<float> mag = g.stats.mean_abs();
     if (!tie.empty()) {
       std::map<int64_t, std::pair<float, int>> sums;
@@ -310,7 +314,7 @@ class Calibrator {
       divide_by(ffn_norm.data(), s_ffn_in, c.dim);
     }
     for (Group* g : {&attn_in, &attn_out, &ffn_in, &ffn_down}) quantize(*g);
-    if (o_.smooth_alpha >= 0.0f || o_.method == CalibrationMethod::kAwq) {
+    if (o_.smooth_alpha >= 0.0f || scales_channels()) {
       replace_vector(layer_name(l, "attn_norm"), attn_norm);
       replace_vector(layer_name(l, "ffn_norm"), ffn_norm);
     }
@@ -335,7 +339,7 @@ class Calibrator {
       g.fold(s);
       divide_by(norm.data(), s, static_cast<int64_t>(norm.size()));
       replace_vector("output_norm.weight", norm);
-    } else if (o_.method == CalibrationMethod::kAwq && g.has_stats) {
+    } else if (scales_channels() && g.has_stats) {
       // Tied to the embeddings, the head's columns cannot be scaled: only its rounding is
       // weighted by the calibration's activations.
       note(g, "awq: tied head, no channel scales");

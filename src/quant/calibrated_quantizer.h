@@ -10,8 +10,11 @@
 // (dim^2 + q_dim^2 + ffn_dim^2 floats), not the model's.
 //
 // Order within a layer: SmoothQuant scales (if asked) are folded first and the statistics
-// rescaled to match; AWQ then searches its scales on the smoothed weights; finally each
-// matrix is quantized: GPTQ with its input's H, or round-to-nearest (weighted by the
+// rescaled to match; AWQ then searches its scales on the smoothed weights (for --method awq,
+// and for gptq unless awq_before_gptq is off: the scales take the outlier channels off the
+// 4-bit grid's extremes, then GPTQ compensates what rounding is left; on stories260K Q4_0
+// this moves GPTQ from 37 % to 44 % of round-to-nearest's perplexity increase removed);
+// finally each matrix is quantized: GPTQ with its (scaled) input's H, or round-to-nearest (weighted by the
 // importance vector when one is given or, for AWQ's matrices that cannot be scaled, taken
 // from the calibration). Scales that cannot be folded exactly are not used: the output head
 // of a tied-embedding model (its columns are also the embeddings), and v -> o with biases.
@@ -39,6 +42,7 @@ struct CalibrationOptions {
   std::vector<int32_t> tokens;       // calibration text, BOS first; empty: none
   int chunk = 512;                   // tokens per forward pass (each chunk restarts at position 0)
   const Imatrix* imatrix = nullptr;  // --imatrix: importance of each matrix's input channels
+  bool awq_before_gptq = true;       // gptq: fold AWQ's channel scales first
   std::string dataset;               // recorded in the imatrix written
   // Tests: return the matrices as f32 after folding, unquantized (folding alone must leave
   // the float model's outputs unchanged).

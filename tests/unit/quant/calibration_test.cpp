@@ -95,6 +95,14 @@ TEST_F(Calibration, AwqFoldingKeepsFloatLogits) {
   expect_same_logits(r);
 }
 
+// GPTQ folds AWQ's scales before quantizing (awq_before_gptq): the same invariant.
+TEST_F(Calibration, GptqFoldingKeepsFloatLogits) {
+  const CalibrationResult r = run(CalibrationMethod::kGptq, -1.0f, /*keep_float=*/true);
+  EXPECT_TRUE(norm_changed(r, "blk.0.attn_norm.weight"));
+  EXPECT_TRUE(norm_changed(r, "blk.1.ffn_norm.weight"));
+  expect_same_logits(r);
+}
+
 TEST_F(Calibration, SmoothQuantFoldingKeepsFloatLogits) {
   const CalibrationResult r = run(CalibrationMethod::kRtn, 0.5f, /*keep_float=*/true);
   EXPECT_TRUE(norm_changed(r, "blk.0.attn_norm.weight"));
