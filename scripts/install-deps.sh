@@ -11,6 +11,7 @@ packages=(
   libxxhash-dev libzstd-dev liblz4-dev libpcre2-dev
   libboost-dev                      # Asio/Beast (header-only) for the HTTP server
   libopenblas-dev liblapacke-dev    # Cholesky / products of rapide quantize --method gptq|awq
+  libicu-dev                        # Unicode NFC in rapide advise --prompts
   libreadline-dev                   # line editing and history in `rapide chat`
   dpkg-dev                          # dpkg-shlibdeps: the .deb's dependencies (cpack)
   python3 python3-jinja2            # chat-template oracle in tests

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "advise/dynamic_text.h"
+#include "advise/unicode_nfc.h"
 #include "base/error.h"
 #include "engine/prefix_sharing.h"
 
@@ -44,9 +45,10 @@ std::string flatten(const nlohmann::json& request) {
   return out;
 }
 
-// Replaces non-breaking and zero-width spaces, CRLF, trailing spaces and runs of spaces.
+// Composes to Unicode NFC, then replaces non-breaking and zero-width spaces, CRLF, trailing
+// spaces and runs of spaces.
 std::string normalize_whitespace(const std::string& text) {
-  std::string s = std::regex_replace(text, std::regex("\xC2\xA0|\xE2\x80\xAF"), " ");
+  std::string s = std::regex_replace(to_nfc(text), std::regex("\xC2\xA0|\xE2\x80\xAF"), " ");
   s = std::regex_replace(s, std::regex("\xE2\x80\x8B|\xEF\xBB\xBF"), "");
   s = std::regex_replace(s, std::regex("\r\n"), "\n");
   s = std::regex_replace(s, std::regex("[ \t]+\n"), "\n");
@@ -171,7 +173,11 @@ LintReport lint_prompts(const std::vector<nlohmann::json>& requests, const Encod
       }
       if (normalize_whitespace(*text) != *text) {
         has_space = true;
-        if (space.example.empty()) space.example = "runs of spaces, CRLF or non-breaking spaces";
+        if (space.example.empty()) {
+          space.example = to_nfc(*text) != *text
+                              ? "decomposed Unicode (e.g. e + U+0301 for é): not in NFC"
+                              : "runs of spaces, CRLF or non-breaking spaces";
+        }
       }
     }
     dynamic.requests += has_dynamic;

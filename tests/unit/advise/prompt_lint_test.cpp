@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "advise/prompt_lint.h"
+#include "advise/unicode_nfc.h"
 
 namespace rapide::advise {
 namespace {
@@ -62,6 +63,35 @@ TEST(PromptLint, VaryingKeyOrderAndWhitespaceAreCanonicalised) {
   EXPECT_EQ(fixed[0]["messages"][0]["content"], fixed[1]["messages"][0]["content"]);
   EXPECT_EQ(fixed[0]["max_tokens"], 8);
   EXPECT_EQ(canonicalize_text(R"(x {"b": 1, "a": [1, 2]} y)"), R"(x {"a":[1,2],"b":1} y)");
+}
+
+// The same visible text as composed (U+00E9) and decomposed (e + U+0301) bytes: block
+// hashes differ until the lint's fix composes both to NFC.
+TEST(PromptLint, UnicodeNormalisationDifferencesAreFoundAndComposed) {
+  const std::string composed = "Caf\xC3\xA9 r\xC3\xA9sum\xC3\xA9. ";
+  const std::string decomposed = "Cafe\xCC\x81 re\xCC\x81sume\xCC\x81. ";
+  EXPECT_EQ(to_nfc(decomposed), composed);
+  EXPECT_EQ(to_nfc(composed), composed);
+  EXPECT_EQ(to_nfc("plain ascii"), "plain ascii");
+  EXPECT_EQ(to_nfc("bad \xFF utf-8"), "bad \xFF utf-8");  // left alone, not mangled
+  // Request i writes the k-th "é" decomposed when bit k of i is set: ten byte-distinct
+  // prompts that read the same.
+  std::vector<nlohmann::json> requests;
+  for (int i = 0; i < 10; ++i) {
+    std::string text;
+    for (int k = 0; k < 4; ++k) text += (i >> k & 1) ? "Cafe\xCC\x81 " : "Caf\xC3\xA9 ";
+    requests.push_back({{"prompt", text + system_prompt() + std::to_string(i)}});
+  }
+  const LintReport r = lint_prompts(requests, bytes, 16);
+  ASSERT_EQ(r.issues.size(), 1u);
+  EXPECT_EQ(r.issues[0].kind, "whitespace/Unicode");
+  EXPECT_EQ(r.issues[0].requests, 9);  // all but request 0
+  EXPECT_NE(r.issues[0].example.find("NFC"), std::string::npos) << r.issues[0].example;
+  EXPECT_LT(r.hit_rate_now, 0.1);    // every prompt differs in its first block
+  EXPECT_GT(r.hit_rate_fixed, 0.8);  // 9 of 10 share the composed text and system prompt
+  const std::vector<nlohmann::json> fixed = fix_prompts(requests);
+  EXPECT_EQ(fixed[7]["prompt"].get<std::string>().substr(0, 4 * 6),
+            "Caf\xC3\xA9 Caf\xC3\xA9 Caf\xC3\xA9 Caf\xC3\xA9 ");
 }
 
 TEST(PromptLint, CleanTrafficHasNoIssues) {
