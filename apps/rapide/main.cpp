@@ -36,8 +36,11 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return rapide::cli::exit_for_parse_error(app, e);
   } catch (const rapide::Error& e) {
+    // A malformed argument found by a command (a flag's value, flags that exclude each other)
+    // is a usage error like the ones CLI11 finds while parsing: exit 2 for every one of them.
+    // Everything else (missing or corrupt files, limits, failed runs) is a failure: exit 1.
     std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
+    return e.code() == rapide::ErrorCode::kInvalidArgument ? 2 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

@@ -75,6 +75,7 @@ TEST(CliRun, ReportsTtftAndTpot) {
 struct BadInput {
   std::string args;
   std::string message;
+  int exit_code = 2;  // a usage error (a malformed or impossible argument); 1: a failure
 };
 
 TEST(CliRun, BadInputGivesAClearErrorAndNoCrash) {
@@ -83,7 +84,7 @@ TEST(CliRun, BadInputGivesAClearErrorAndNoCrash) {
   std::string long_prompt;
   for (int i = 0; i < 1200; ++i) long_prompt += "hello world ";
   const std::vector<BadInput> cases = {
-      {"run -m " + model() + " -p '" + long_prompt + "'", "context holds 2048"},
+      {"run -m " + model() + " -p '" + long_prompt + "'", "context holds 2048", 1},
       {"run -m " + model() + " -p hi --top-p 3", "top_p must be in (0, 1]"},
       {"run -m " + model() + " -p hi --temp -1", "temperature"},
       {"run -m " + model() + " -p hi --logit-bias 99999=1", "outside the vocabulary"},
@@ -92,15 +93,15 @@ TEST(CliRun, BadInputGivesAClearErrorAndNoCrash) {
       {"run -m " + model() + " -p hi --batching sometimes", "continuous"},
       {"run -m " + model() + " -p hi --kv-type q5", "must be f16, f32, q8_0 or q4_0"},
       {"run -m " + model() + " -p hi --kv-type q4_0", "multiple of 16"},
-      {"run -m /nonexistent.gguf -p hi", "does not exist"},
-      {"run -m " + shared_path("reference/text/stories-eval.txt") + " -p hi", "not a model file"},
+      {"run -m /nonexistent.gguf -p hi", "does not exist", 1},
+      {"run -m " + shared_path("reference/text/stories-eval.txt") + " -p hi", "not a model file", 1},
       {"perplexity -m " + model() + " -f " + shared_path("reference/text/stories-eval.txt") +
            " --ctx 100000",
        "exceeds the model's trained context"},
   };
   for (const BadInput& c : cases) {
     const CliResult r = run_rapide(c.args);
-    EXPECT_EQ(r.exit_code, 1) << c.args << "\n" << r.out;  // an error exit, not a signal
+    EXPECT_EQ(r.exit_code, c.exit_code) << c.args << "\n" << r.out;  // an error exit, not a signal
     EXPECT_NE(r.out.find("error: "), std::string::npos) << r.out;
     std::string lower = r.out;
     for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));

@@ -128,16 +128,17 @@ TEST(CliTokenize, BadInputGivesAClearError) {
   struct Case {
     std::string args;
     std::string message;
+    int exit_code = 2;  // a usage error; 1: a failure (here: a missing file)
   };
   for (const Case& c : std::vector<Case>{
            {"tokenize -m " + vocab, "exactly one of TEXT and -f"},
            {"tokenize -m " + vocab + " --ids --pieces x", "exclude each other"},
-           {"tokenize -m /nonexistent/model.gguf x", "/nonexistent/model.gguf"},
+           {"tokenize -m /nonexistent/model.gguf x", "/nonexistent/model.gguf", 1},
            {"detokenize -m " + vocab + " 12x", "'12x' is not a list of token ids"},
            {"detokenize -m " + vocab + " 99999999", "outside the vocabulary"},
        }) {
     const CliResult r = run_rapide(c.args);
-    EXPECT_EQ(r.exit_code, 1) << c.args << "\n" << r.out;
+    EXPECT_EQ(r.exit_code, c.exit_code) << c.args << "\n" << r.out;
     EXPECT_NE(r.out.find(c.message), std::string::npos) << c.args << "\n" << r.out;
   }
 }
