@@ -121,7 +121,7 @@ def test_directory_input():
     with tempfile.TemporaryDirectory() as d:
         out, err = os.path.join(d, "out.jsonl"), os.path.join(d, "err.jsonl")
         proc = run(d, out, err)
-        check(proc.returncode == 1 and "is a directory" in proc.stderr,
+        check(proc.returncode == 2 and "is a directory" in proc.stderr,
               f"-i DIRECTORY is an error ({proc.returncode}: {proc.stderr[-200:]})")
 
 
