@@ -54,6 +54,8 @@ void apply_lever(BenchOptions& o, const std::vector<std::pair<std::string, std::
       e.options.prefill_chunk = std::stoi(value);
     } else if (flag == "--kv-memory") {
       e.options.kv_memory = value;
+    } else if (flag == "--kv-type") {
+      e.kv_type = value;
     } else if (flag == "--kv-offload-ram") {
       e.options.kv_offload_ram = value;
     } else if (flag == "--spec") {

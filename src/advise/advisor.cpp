@@ -445,21 +445,35 @@ Finding kv_memory(const EngineState& s, const WorkloadFacts& w) {
   const double seq_len = w.prompt_mean + w.output_mean;
   const uint64_t needed = static_cast<uint64_t>(
       std::ceil(seq_len * std::max(1, w.users) * 1.25 * s.model.kv_bytes_per_token));
+  // q8_0 stores a 32-value block in 34 bytes where f16 needs 64 (f32: 128): the positions the
+  // same budget holds grow by that ratio (docs/kv-cache.md).
+  const bool float_kv = s.config.kv_type == "f16" || s.config.kv_type == "f32";
+  const double q8_gain = s.config.kv_type == "f32" ? 128.0 / 34.0 : 64.0 / 34.0;
   if (s.machine.memory_available > 2 * std::max(needed, budget)) {
     const uint64_t mib = std::max<uint64_t>(needed, 2 * budget) >> 20;
     f.lever = fmt::format(
         "a larger KV budget (memory is available); or KV quantization "
-        "(--kv-type q8_0, not available in rapide yet), or --kv-offload-ram "
-        "for evicted prefixes");
+        "(--kv-type q8_0: {:.1f}x the positions in the same memory), or --kv-offload-ram "
+        "for evicted prefixes",
+        q8_gain);
     f.flags = {{"--kv-memory", fmt::format("{}MiB", std::max<uint64_t>(mib, 1))}};
     predict(f, Metric::kPreemptions, static_cast<double>(s.counters.preemptions), 0.0);
+  } else if (float_kv) {
+    f.lever = fmt::format(
+        "KV quantization: --kv-type q8_0 holds {:.1f}x the positions in the same budget; "
+        "--kv-offload-ram keeps evicted prefix blocks in compressed RAM",
+        q8_gain);
+    f.flags = {{"--kv-type", "q8_0"}};
+    if (static_cast<double>(budget) * q8_gain >= static_cast<double>(needed)) {
+      predict(f, Metric::kPreemptions, static_cast<double>(s.counters.preemptions), 0.0);
+    }
   } else {
-    f.lever =
-        "KV quantization (not available in rapide yet); --kv-offload-ram keeps evicted "
-        "prefix blocks in compressed RAM";
+    f.lever = "--kv-offload-ram keeps evicted prefix blocks in compressed RAM";
     f.flags = {{"--kv-offload-ram", "1GiB"}};
   }
-  f.cost = "memory: the KV cache grows; KV quantization would cost a little accuracy";
+  f.cost =
+      "memory: the KV cache grows; KV quantization costs a little accuracy (q8_0: under "
+      "0.5 % perplexity on TinyStories-656K)";
   return f;
 }
 

@@ -9,6 +9,7 @@
 #include "base/error.h"
 #include "base/thread_pool.h"
 #include "kernels/bandwidth.h"
+#include "kernels/kv_rows.h"
 #include "kv/memory_budget.h"
 #include "model/kv_store.h"
 
@@ -102,7 +103,7 @@ EngineState capture_engine_state(const Engine& engine, const MachineFacts& machi
   ConfigFacts& c = s.config;
   c.batching = batching_mode_name(o.batching);
   c.kv_layout = kv_layout_mode_name(o.kv_layout);
-  c.kv_type = o.kv_type == KvType::kF32 ? "f32" : "f16";
+  c.kv_type = kv_type_name(o.kv_type);
   c.kv_memory = o.kv_memory;
   c.kv_offload_ram = o.kv_offload_ram;
   c.kv_offload_dir = o.kv_offload_dir;

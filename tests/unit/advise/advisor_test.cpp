@@ -263,17 +263,20 @@ TEST(Advisor, LongPromptsStallingStreamsGetSmallerChunks) {
   EXPECT_LT(f.prediction->after, f.prediction->before);
 }
 
-TEST(Advisor, ExhaustedKvWithPreemptionsGetsMoreKvOrOffload) {
+TEST(Advisor, ExhaustedKvWithPreemptionsGetsMoreKvQuantizedKvOrOffload) {
   EngineState s = healthy();
   s.counters.preemptions = 25;
   s.config.kv_total_blocks = 64;
   Finding f = headline(run(s));
   EXPECT_EQ(f.id, "kv-memory");
   EXPECT_EQ(f.flags[0].first, "--kv-memory");
-  EXPECT_NE(f.lever.find("KV quantization"), std::string::npos);
-  EXPECT_NE(f.lever.find("not available in rapide yet"), std::string::npos);
-  // No memory to spare: offload.
+  EXPECT_NE(f.lever.find("--kv-type q8_0: 1.9x"), std::string::npos) << f.lever;
+  // No memory to spare: a quantized KV cache, and once it is quantized, offload.
   s.machine.memory_available = 1 << 20;
+  f = headline(run(s));
+  EXPECT_EQ(f.flags[0].first, "--kv-type");
+  EXPECT_EQ(f.flags[0].second, "q8_0");
+  s.config.kv_type = "q8_0";
   f = headline(run(s));
   EXPECT_EQ(f.flags[0].first, "--kv-offload-ram");
 }
