@@ -79,7 +79,10 @@ void Server::attach(Engine& engine, ServedModel model) {
   engine_ = &engine;
   router_->attach(engine, std::move(model));
   if (options_.log_stats_interval_s > 0) {
-    boost::asio::post(io_, [this] { schedule_stats_line(); });
+    boost::asio::post(io_, [this] {
+      stats_log_ = StatsLog(Clock::now());  // the engine's counters start now
+      schedule_stats_line();
+    });
   }
 }
 

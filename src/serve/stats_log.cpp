@@ -5,13 +5,9 @@
 namespace rapide::serve {
 
 std::optional<std::string> StatsLog::line(const EngineStats& now, TimePoint at, LogFormat format) {
-  const bool first = !started_;
-  const double seconds = first ? 0.0 : seconds_between(last_time_, at);
-  const uint64_t prompt =
-      now.computed_prompt_tokens - (first ? now.computed_prompt_tokens : last_prompt_tokens_);
-  const uint64_t generated =
-      now.decoded_tokens - (first ? now.decoded_tokens : last_decoded_tokens_);
-  started_ = true;
+  const double seconds = seconds_between(last_time_, at);
+  const uint64_t prompt = now.computed_prompt_tokens - last_prompt_tokens_;
+  const uint64_t generated = now.decoded_tokens - last_decoded_tokens_;
   last_time_ = at;
   last_prompt_tokens_ = now.computed_prompt_tokens;
   last_decoded_tokens_ = now.decoded_tokens;

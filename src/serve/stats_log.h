@@ -15,12 +15,16 @@ namespace rapide::serve {
 
 class StatsLog {
  public:
-  // The line for the interval since the previous call, or nothing when the engine had no
-  // work in it (no sequence running or queued now, no token computed since).
+  // Counts from `start`, when the engine's counters were zero: work done before the first
+  // line is in it (a first call that only set a baseline would drop a burst that ended
+  // before the first tick).
+  explicit StatsLog(TimePoint start = Clock::now()) : last_time_(start) {}
+
+  // The line for the interval since the previous call (or the start), or nothing when the
+  // engine had no work in it (no sequence running or queued now, no token computed since).
   std::optional<std::string> line(const EngineStats& now, TimePoint at, LogFormat format);
 
  private:
-  bool started_ = false;
   TimePoint last_time_;
   uint64_t last_prompt_tokens_ = 0;
   uint64_t last_decoded_tokens_ = 0;

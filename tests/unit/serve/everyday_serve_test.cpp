@@ -86,9 +86,9 @@ TEST(RequestLog, JsonLineIsAnObjectWithTheSameFields) {
 }
 
 TEST(StatsLog, RatesOverTheIntervalAndSilentWhenIdle) {
-  StatsLog log;
-  EngineStats s;
   const TimePoint t0 = Clock::now();
+  StatsLog log(t0);
+  EngineStats s;
   EXPECT_FALSE(log.line(s, t0, LogFormat::kText).has_value()) << "idle at start";
   s.computed_prompt_tokens = 200;
   s.decoded_tokens = 50;
@@ -108,6 +108,20 @@ TEST(StatsLog, RatesOverTheIntervalAndSilentWhenIdle) {
   s.waiting = 0;
   EXPECT_FALSE(log.line(s, t0 + std::chrono::seconds(4), LogFormat::kText).has_value())
       << "nothing ran since the last line";
+}
+
+// A short burst that ended before the first tick still gets its line: the first interval
+// starts when the log (and the engine, counters at zero) started.
+TEST(StatsLog, WorkBeforeTheFirstTickIsCounted) {
+  const TimePoint t0 = Clock::now();
+  StatsLog log(t0);
+  EngineStats s;
+  s.computed_prompt_tokens = 8;
+  s.decoded_tokens = 8;
+  const auto line = log.line(s, t0 + std::chrono::milliseconds(500), LogFormat::kText);
+  ASSERT_TRUE(line.has_value());
+  EXPECT_NE(line->find("prompt 16.0 tok/s, generation 16.0 tok/s, running 0"), std::string::npos)
+      << *line;
 }
 
 }  // namespace
