@@ -115,6 +115,7 @@ bool run_command(const std::string& line, std::string& system, json& history,
     if (argument.empty()) fail(ErrorCode::kInvalidArgument, "/save needs a file name");
     std::ofstream out(argument);
     out << json{{"messages", with_system(history, system)}}.dump(2) << "\n";
+    out.close();  // written before "saved" is printed: a script may read it at once
     if (!out) fail(ErrorCode::kNotFound, "cannot write {}", argument);
     std::printf("saved %zu messages to %s\n", history.size() + (system.empty() ? 0 : 1),
                 argument.c_str());
