@@ -16,7 +16,13 @@ uint64_t sum_lines_avx512(const uint8_t* data, size_t lines) {
   for (; i < lines; ++i) acc[0] = _mm512_add_epi64(acc[0], _mm512_load_si512(data + i * 64));
   const __m512i total =
       _mm512_add_epi64(_mm512_add_epi64(acc[0], acc[1]), _mm512_add_epi64(acc[2], acc[3]));
-  return static_cast<uint64_t>(_mm512_reduce_add_epi64(total));
+  // Summed as unsigned lanes: _mm512_reduce_add_epi64 adds signed 64-bit values, and the
+  // wrap-around of a checksum is then undefined behaviour (UBSan reports it).
+  alignas(64) uint64_t lanes[8];
+  _mm512_store_si512(lanes, total);
+  uint64_t sum = 0;
+  for (const uint64_t lane : lanes) sum += lane;
+  return sum;
 }
 
 }  // namespace rapide::bandwidth
