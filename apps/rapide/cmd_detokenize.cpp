@@ -55,12 +55,7 @@ void detokenize(const DetokenizeOptions& options) {
 void register_detokenize(CLI::App& app) {
   auto options = std::make_shared<DetokenizeOptions>();
   CLI::App* cmd = app.add_subcommand("detokenize", "print the text of token ids");
-  cmd->add_option("-m,--model", options->model_path,
-                  "a GGUF file (vocabulary-only files too), a llama2.c checkpoint or a Hugging "
-                  "Face folder")
-      ->required();
-  cmd->add_option("--tokenizer", options->tokenizer_path,
-                  "tokenizer.bin for llama2.c checkpoints (default: next to the checkpoint)");
+  add_tokenizer_source_options(cmd, &options->model_path, &options->tokenizer_path);
   cmd->add_option("ids", options->ids, "token ids (\"1 2 3\", \"1,2,3\" or \"[1, 2, 3]\")")
       ->required();
   cmd->add_flag("--special", options->special,

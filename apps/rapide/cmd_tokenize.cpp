@@ -103,12 +103,7 @@ void tokenize(const TokenizeOptions& options) {
 void register_tokenize(CLI::App& app) {
   auto options = std::make_shared<TokenizeOptions>();
   CLI::App* cmd = app.add_subcommand("tokenize", "print the tokens of a text");
-  cmd->add_option("-m,--model", options->model_path,
-                  "a GGUF file (vocabulary-only files too), a llama2.c checkpoint or a Hugging "
-                  "Face folder")
-      ->required();
-  cmd->add_option("--tokenizer", options->tokenizer_path,
-                  "tokenizer.bin for llama2.c checkpoints (default: next to the checkpoint)");
+  add_tokenizer_source_options(cmd, &options->model_path, &options->tokenizer_path);
   cmd->add_option("text", options->text, "the text to tokenize");
   cmd->add_option("-f,--file", options->file, "tokenize this file's bytes instead");
   cmd->add_flag("--ids", options->ids, "print only the ids, on one line");

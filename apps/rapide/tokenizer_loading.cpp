@@ -29,4 +29,14 @@ std::unique_ptr<Tokenizer> load_tokenizer(const std::string& model_path,
   return Tokenizer::create(load_model(model_path, options).tokenizer);
 }
 
+void add_tokenizer_source_options(CLI::App* cmd, std::string* model_path,
+                                  std::string* tokenizer_path) {
+  cmd->add_option("-m,--model", *model_path,
+                  "a GGUF file (vocabulary-only files too), a llama2.c checkpoint or a Hugging "
+                  "Face folder")
+      ->required();
+  cmd->add_option("--tokenizer", *tokenizer_path,
+                  "tokenizer.bin for llama2.c checkpoints (default: next to the checkpoint)");
+}
+
 }  // namespace rapide::cli
