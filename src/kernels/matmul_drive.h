@@ -24,13 +24,28 @@ constexpr auto make_tile_table(std::integer_sequence<int, Ts...>) {
   return std::array<TileFn, sizeof...(Ts)>{&Tile<R, Ts + 1>::run...};
 }
 
+// The tokens are cut into ceil(count / kT) tiles whose sizes differ by at most one, not into
+// full tiles plus a remainder: 32 decode rows with kT = 6 run as 2 x 6 + 4 x 5 instead
+// of 5 x 6 + 2, whose 2-token tile has a third of the accumulators to hide latency with and
+// cost as much as a full one. A token's arithmetic does not depend on its tile's size.
 template <int R, int kT, template <int, int> class Tile>
 void tokens_loop(const PackedWeights& w, const Activations& a, int64_t p, int64_t t0, int64_t t1,
                  float* y) {
   static constexpr auto table = make_tile_table<R, kT, Tile>(std::make_integer_sequence<int, kT>());
+  const int64_t count = t1 - t0;
+  if (count <= 0) return;
+  const int64_t tiles = (count + kT - 1) / kT;
+  const int64_t size = count / tiles, larger = count % tiles;  // `larger` tiles of size + 1
   int64_t t = t0;
-  for (; t + kT <= t1; t += kT) Tile<R, kT>::run(w, a, p, t, y);
-  if (t < t1) table[t1 - t - 1](w, a, p, t, y);
+  for (int64_t i = 0; i < tiles; ++i) {
+    const int64_t n = size + (i < larger ? 1 : 0);
+    if (n == kT) {
+      Tile<R, kT>::run(w, a, p, t, y);
+    } else {
+      table[n - 1](w, a, p, t, y);
+    }
+    t += n;
+  }
 }
 
 // bytes_per_token: activation bytes one token occupies (to size the L2 chunk).
