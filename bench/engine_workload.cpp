@@ -59,14 +59,6 @@ struct RequestSpec {
 };
 
 
-// CPU seconds of this process (all threads): on a shared machine, cores actually received =
-// CPU seconds / wall seconds, which says how far a wall-clock figure is from an idle run.
-double process_cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
 
 // Uniform lengths, random token prompts (ids above the usual control tokens, so the
 // tokenizer's BOS/EOS never appear mid-prompt). `scale` shrinks the ranges for models whose

@@ -1,5 +1,6 @@
 // bench_speed_report MODEL [--threads N] [--prompt 128] [--decode 64] [--batch-sizes 1,4,16,32]
-//                          [--act-quant int8|off]
+//                          [--batch-prompt 16]
+//                          [--act-quant int8|off|bf16]
 //
 // Measures, in one run: this machine's read bandwidth (the decode roofline), decode tok/s at
 // batch 1 as a fraction of that roofline, prefill tok/s and GFLOP/s for a prompt, and the
@@ -25,11 +26,19 @@ namespace {
 using namespace rapide;
 
 
-// Decode `steps` tokens for `n_seqs` sequences after a short shared-length prompt; returns
-// aggregate generated tokens per second (median over repeats).
-double decode_speed(Model& model, ThreadPool& pool, int n_seqs, int prompt_len, int steps,
-                    int repeats) {
-  std::vector<double> rates;
+// Tokens per wall second and per CPU-second of `threads` cores (tokens * threads / process CPU
+// seconds: what that many whole cores give; spin-waits count, so it underestimates). On a
+// shared machine the wall figure follows the other load, the CPU one much less.
+struct Rate {
+  double wall = 0;
+  double cpu = 0;
+};
+
+// Decode `steps` tokens for `n_seqs` sequences after a prompt of prompt_len tokens each;
+// returns aggregate generated tokens per second (medians over repeats).
+Rate decode_speed(Model& model, ThreadPool& pool, int n_seqs, int prompt_len, int steps,
+                  int repeats) {
+  std::vector<double> rates, cpu_rates;
   std::mt19937 rng(1);
   const int vocab = model.config().vocab_size;
   for (int r = 0; r < repeats; ++r) {
@@ -40,18 +49,21 @@ double decode_speed(Model& model, ThreadPool& pool, int n_seqs, int prompt_len, 
     }
     model.forward(batch, kv, pool);
     const TimePoint start = Clock::now();
+    const double cpu_start = process_cpu_seconds();
     for (int step = 0; step < steps; ++step) {
       batch.clear();
       for (int s = 0; s < n_seqs; ++s) batch.add(rng() % vocab, s, prompt_len + step, true);
       model.forward(batch, kv, pool);
     }
-    rates.push_back(static_cast<double>(steps) * n_seqs / seconds_between(start, Clock::now()));
+    const double tokens = static_cast<double>(steps) * n_seqs;
+    rates.push_back(tokens / seconds_between(start, Clock::now()));
+    cpu_rates.push_back(tokens * pool.size() / (process_cpu_seconds() - cpu_start));
   }
-  return median(rates);
+  return {median(rates), median(cpu_rates)};
 }
 
-double prefill_speed(Model& model, ThreadPool& pool, int prompt_len, int repeats) {
-  std::vector<double> rates;
+Rate prefill_speed(Model& model, ThreadPool& pool, int prompt_len, int repeats) {
+  std::vector<double> rates, cpu_rates;
   std::mt19937 rng(2);
   const int vocab = model.config().vocab_size;
   for (int r = 0; r < repeats; ++r) {
@@ -59,10 +71,13 @@ double prefill_speed(Model& model, ThreadPool& pool, int prompt_len, int repeats
     Batch batch;
     for (int p = 0; p < prompt_len; ++p) batch.add(rng() % vocab, 0, p, p + 1 == prompt_len);
     const TimePoint start = Clock::now();
+    const double cpu_start = process_cpu_seconds();
     model.forward(batch, kv, pool);
     rates.push_back(prompt_len / seconds_between(start, Clock::now()));
+    cpu_rates.push_back(static_cast<double>(prompt_len) * pool.size() /
+                        (process_cpu_seconds() - cpu_start));
   }
-  return median(rates);
+  return {median(rates), median(cpu_rates)};
 }
 
 }  // namespace
@@ -70,7 +85,7 @@ double prefill_speed(Model& model, ThreadPool& pool, int prompt_len, int repeats
 int main(int argc, char** argv) {
   CLI::App app{"decode/prefill speed of a model against this machine's limits"};
   std::string model_path;
-  int threads = 0, prompt = 128, decode = 64, repeats = 5;
+  int threads = 0, prompt = 128, decode = 64, repeats = 5, batch_prompt = 16;
   std::string batch_sizes = "1", act_quant = "int8";
   app.add_option("model", model_path, "model file")->required();
   app.add_option("-t,--threads", threads, "threads (default: physical cores)");
@@ -79,15 +94,18 @@ int main(int argc, char** argv) {
   app.add_option("--repeats", repeats, "repeats (median reported)")->capture_default_str();
   app.add_option("--batch-sizes", batch_sizes, "sequences decoding together, comma separated")
       ->capture_default_str();
-  app.add_option("--act-quant", act_quant, "int8 | off (see rapide --act-quant)")
-      ->check(CLI::IsMember({"int8", "off"}))
+  app.add_option("--batch-prompt", batch_prompt,
+                 "prompt tokens of each sequence before a batched decode (its starting context)")
+      ->capture_default_str();
+  app.add_option("--act-quant", act_quant, "int8 | off | bf16 (see rapide --act-quant)")
+      ->check(CLI::IsMember({"int8", "off", "bf16"}))
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (threads <= 0) threads = physical_core_count();
 
   ThreadPool pool(threads);
   auto file = std::make_shared<const ModelFile>(load_model(model_path));
-  Model model(file, act_quant == "off" ? ActQuant::kOff : ActQuant::kInt8);
+  Model model(file, act_quant_from_name(act_quant));
   const double weight_bytes = static_cast<double>(model.weight_bytes());
   const double n_params = static_cast<double>(model.matmul_parameters());
 
@@ -98,9 +116,17 @@ int main(int argc, char** argv) {
               threads, isa_level_name(active_isa_level()), bandwidth / 1e9,
               bandwidth / weight_bytes);
 
-  const double prefill = prefill_speed(model, pool, prompt, repeats);
-  std::printf("prefill %d tokens: %.1f tok/s, %.1f GFLOP/s\n", prompt, prefill,
-              prefill * 2.0 * n_params / 1e9);
+  // GFLOP/s count 2 per matrix parameter per token. A prefill computes the output head for
+  // its last token only, a decode step for every row: "computed" removes what prefill skips.
+  const double head_params =
+      static_cast<double>(model.config().vocab_size) * model.config().dim;
+  const double prefill_flops = 2.0 * (n_params - head_params * (prompt - 1) / prompt);
+  const Rate prefill = prefill_speed(model, pool, prompt, repeats);
+  std::printf(
+      "prefill %d tokens: %.1f tok/s, %.1f GFLOP/s (%.1f computed); per CPU-second of %d cores: "
+      "%.1f tok/s, %.1f GFLOP/s computed\n",
+      prompt, prefill.wall, prefill.wall * 2.0 * n_params / 1e9,
+      prefill.wall * prefill_flops / 1e9, threads, prefill.cpu, prefill.cpu * prefill_flops / 1e9);
   std::stringstream ss(batch_sizes);
   std::string item;
   while (std::getline(ss, item, ',')) {
@@ -112,7 +138,7 @@ int main(int argc, char** argv) {
       std::vector<double> rates, probes, ratios;
       for (int r = 0; r < repeats; ++r) {
         const double probe = measure_read_bandwidth(pool, size_t{256} << 20);
-        const double rate = decode_speed(model, pool, 1, 16, decode, 1);
+        const double rate = decode_speed(model, pool, 1, 16, decode, 1).wall;
         probes.push_back(probe);
         rates.push_back(rate);
         ratios.push_back(rate * weight_bytes / probe);
@@ -124,9 +150,13 @@ int main(int argc, char** argv) {
           "%.1f-%.1f GB/s)\n",
           median(rates), 100.0 * median(ratios), repeats, *low / 1e9, *high / 1e9);
     } else {
-      const double rate = decode_speed(model, pool, n, 16, decode, repeats);
-      std::printf("decode batch %d: %.1f tok/s aggregate, %.1f GFLOP/s\n", n, rate,
-                  rate * 2.0 * n_params / 1e9);
+      const Rate rate = decode_speed(model, pool, n, batch_prompt, decode, repeats);
+      std::printf(
+          "decode batch %d (contexts %d-%d): %.1f tok/s aggregate, %.1f GFLOP/s; per CPU-second "
+          "of %d cores: %.1f tok/s, %.1f GFLOP/s (%.0f %% of prefill's computed)\n",
+          n, batch_prompt, batch_prompt + decode, rate.wall, rate.wall * 2.0 * n_params / 1e9,
+          threads, rate.cpu, rate.cpu * 2.0 * n_params / 1e9,
+          100.0 * rate.cpu * 2.0 * n_params / (prefill.cpu * prefill_flops));
     }
   }
   return 0;

@@ -19,7 +19,7 @@ struct ModelOptions {
   std::string model_path;
   std::string tokenizer_path;
   int threads = 0;  // 0 = physical cores
-  std::string act_quant = "int8";  // --act-quant: int8 | off (kernels/matmul.h ActQuant)
+  std::string act_quant = "int8";  // --act-quant: int8 | off | bf16 (kernels/matmul.h ActQuant)
 };
 
 void add_model_options(CLI::App& command, ModelOptions& options);

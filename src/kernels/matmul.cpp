@@ -63,8 +63,16 @@ const KernelSet& kernels_for(IsaLevel level) {
   return matmul::reference_kernels();
 }
 
+// The BF16 panel layout's 16 bits of column c of row s (GGUF layout, `source` type): BF16
+// as stored, F16 converted (ActQuant::kBf16).
+uint16_t bf16_bits(TensorType source, const uint8_t* s, int64_t c) {
+  uint16_t h;
+  std::memcpy(&h, s + c * 2, 2);
+  return source == TensorType::kF16 ? fp32_to_bf16(fp16_to_fp32(h)) : h;
+}
+
 // Copies rows [row_begin, row_end) of a GGUF-layout tensor into the panel layout
-// described in matmul_internal.h.
+// described in matmul_internal.h (out.type may be BF16 for an F16 tensor: ActQuant::kBf16).
 void pack(const TensorView& view, int64_t row_begin, int64_t row_end, PackedWeights& out) {
   const int64_t cols = out.cols;
   const int64_t row_bytes = tensor_row_bytes(view.type, cols);
@@ -100,7 +108,8 @@ void pack(const TensorView& view, int64_t row_begin, int64_t row_end, PackedWeig
           break;
         case TensorType::kBF16:
           for (int64_t c = 0; c < cols; ++c) {
-            std::memcpy(panel + ((c / 2) * kPanel * 2 + r * 2 + c % 2) * 2, s + c * 2, 2);
+            const uint16_t bits = bf16_bits(view.type, s, c);
+            std::memcpy(panel + ((c / 2) * kPanel * 2 + r * 2 + c % 2) * 2, &bits, 2);
           }
           break;
         case TensorType::kQ8_0:
@@ -290,6 +299,13 @@ matmul::PanelKernel panel_kernel(const KernelSet& ks, TensorType type) {
 
 }  // namespace
 
+ActQuant act_quant_from_name(std::string_view name) {
+  if (name == "int8") return ActQuant::kInt8;
+  if (name == "off") return ActQuant::kOff;
+  if (name == "bf16") return ActQuant::kBf16;
+  fail(ErrorCode::kInvalidArgument, "activation mode '{}': expected int8, off or bf16", name);
+}
+
 WeightMatrix::WeightMatrix() = default;
 WeightMatrix::~WeightMatrix() = default;
 WeightMatrix::WeightMatrix(WeightMatrix&&) noexcept = default;
@@ -329,12 +345,12 @@ WeightMatrix WeightMatrix::prepare_rows(const TensorView& view, int64_t row_begi
   WeightMatrix m;
   m.impl_ = std::make_unique<Impl>();
   PackedWeights& p = m.impl_->packed;
-  p.type = view.type;
+  p.type = act == ActQuant::kBf16 && view.type == TensorType::kF16 ? TensorType::kBF16 : view.type;
   p.rows = row_end - row_begin;
   p.cols = cols;
   p.panels = (p.rows + kPanel - 1) / kPanel;
   p.float_act = act == ActQuant::kOff && !is_float_type(view.type);
-  p.panel_bytes = panel_bytes(view.type, cols, p.float_act);
+  p.panel_bytes = panel_bytes(p.type, cols, p.float_act);
   p.data = matmul::WeightBuffer(static_cast<size_t>(p.panels * p.panel_bytes));
   pack(view, row_begin, row_end, p);
   return m;

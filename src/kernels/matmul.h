@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string_view>
 
 #include "base/cpu_features.h"
 #include "base/thread_pool.h"
@@ -30,8 +31,16 @@ namespace rapide {
 // int8 blocks as the header comment above describes (llama.cpp's numerics, integer dot
 // products). kOff: f32 activations against weights dequantized to f32 a row at a time,
 // multiplied with f32 FMA (matmul_dequant*.cpp), so the accuracy cost and the speed gain of
-// quantizing activations can be measured. Float weight types ignore it.
-enum class ActQuant { kInt8, kOff };
+// quantizing activations can be measured. kBf16: F16 weights are converted to BF16 when
+// prepared (round to nearest even: 3 of their 10 mantissa bits go) and multiplied as BF16
+// weights are, activations rounded to bf16: vdpbf16ps takes two columns per instruction
+// where the F16 kernel's FMA takes one, about twice the prefill speed on AVX512-BF16 CPUs
+// (same numerics everywhere, so the AVX2 and scalar kernels give the same results, without
+// the gain). Other types treat kBf16 as kInt8; F32 and BF16 weights ignore the setting.
+enum class ActQuant { kInt8, kOff, kBf16 };
+
+// "int8", "off", "bf16" (the CLI's --act-quant values); throws Error(kInvalidArgument).
+ActQuant act_quant_from_name(std::string_view name);
 
 // A 2-D weight matrix prepared for fast products: rows() output features, each a row of
 // cols() input features. prepare() may repack the data into a kernel-friendly layout

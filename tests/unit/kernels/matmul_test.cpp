@@ -136,6 +136,54 @@ TEST(WeightMatrix, SimdVariantsMatchReference) {
   }
 }
 
+// ActQuant::kBf16 on F16 weights: the oracle is a double-precision product of the weights
+// and activations each rounded to bf16 independently of the kernels (fp32_to_bf16 of the
+// dequantized f16 value); every ISA variant computes it, and it stays close to the F16 path.
+TEST(WeightMatrix, Bf16ModeRunsF16WeightsAsBf16) {
+  std::vector<IsaLevel> levels = {IsaLevel::kScalar};
+  if (cpu_features().best_level() >= IsaLevel::kAvx2) levels.push_back(IsaLevel::kAvx2);
+  if (cpu_features().best_level() >= IsaLevel::kAvx512) levels.push_back(IsaLevel::kAvx512);
+  ThreadPool pool(2);
+  auto bf16 = [](float v) { return static_cast<double>(bf16_to_fp32(fp32_to_bf16(v))); };
+  for (Shape s : kShapes) {
+    const Matrix m = make_matrix(TensorType::kF16, s.rows, s.cols, 21);
+    const WeightMatrix w = WeightMatrix::prepare(m.view, ActQuant::kBf16);
+    const WeightMatrix exact = WeightMatrix::prepare(m.view, ActQuant::kInt8);
+    EXPECT_EQ(w.type(), TensorType::kBF16);
+    EXPECT_EQ(exact.type(), TensorType::kF16);
+    std::vector<float> wr(static_cast<size_t>(s.cols));
+    for (int64_t n : {int64_t{1}, int64_t{17}}) {
+      const std::vector<float> x = random_activations(n * s.cols, 23);
+      std::vector<float> f16(static_cast<size_t>(n * s.rows));
+      exact.multiply_reference(x.data(), n, f16.data());
+      for (IsaLevel level : levels) {
+        std::vector<float> y(f16.size(), NAN);
+        w.multiply_with(level, x.data(), n, y.data(), pool);
+        for (int64_t r = 0; r < s.rows; ++r) {
+          dequantize_row(TensorType::kF16, m.bytes.data() + r * s.cols * 2, wr.data(), s.cols);
+          for (int64_t t = 0; t < n; ++t) {
+            double sum = 0, mag = 0;
+            for (int64_t c = 0; c < s.cols; ++c) {
+              const double p = bf16(wr[c]) * bf16(x[t * s.cols + c]);
+              sum += p;
+              mag += std::fabs(p);
+            }
+            const float got = y[t * s.rows + r];
+            ASSERT_NEAR(got, sum, 1e-5 * mag + 1e-6)
+                << isa_level_name(level) << " " << s.rows << "x" << s.cols << " t" << t;
+            // bf16 keeps 8 significant bits of each factor: relative error per product
+            // below 2^-7, so the sum moves by less than mag / 128 from the F16 path.
+            ASSERT_NEAR(got, f16[t * s.rows + r], mag / 128);
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(act_quant_from_name("bf16"), ActQuant::kBf16);
+  EXPECT_EQ(act_quant_from_name("off"), ActQuant::kOff);
+  EXPECT_THROW(act_quant_from_name("fp8"), Error);
+}
+
 TEST(WeightMatrix, LargeBatchSplitsAcrossThreadsIdentically) {
   // Few rows and many tokens take the split over tokens; results must not change.
   const Matrix m = make_matrix(TensorType::kQ8_0, 48, 128, 4);
