@@ -3,14 +3,22 @@
 #
 #   bench/engine.sh [--quick] [extra bench_engine_workload options...]
 #
-# Builds bench_engine_workload, generates the synth100m Q8_0 model with `rapide synth` when it
+# Builds bench_engine_workload, prints the batched decode vs prefill figures of
+# bench_speed_report, generates the synth100m Q8_0 model with `rapide synth` when it
 # is missing (build dir and model dir: see bench/common.sh), then prints each model's tables with the exact
 # command line that produced them. --quick keeps the whole run CI-sized.
 set -euo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-bench_build bench_engine_workload
+bench_build bench_engine_workload bench_speed_report
 synth="$(synth_model q8_0)"
+
+# Batched decode against prefill (issue 25): 32 sequences at contexts 128-192 and a 128-token
+# prefill in one process, wall and per CPU-second (the figure other load disturbs less).
+cmd=("$build/bench/bench_speed_report" "$synth" --prompt 128 --batch-sizes 32 --batch-prompt 128
+     --decode 64 --repeats 3)
+echo "+ ${cmd[*]}"
+"${cmd[@]}" | grep -E "machine|prefill|decode batch"
 
 for model in "$synth" "$stories"; do
   cmd=("$build/bench/bench_engine_workload" "$model" "$@")

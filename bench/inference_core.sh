@@ -4,7 +4,8 @@
 # and Q5_K_M mixes from its F16 with `rapide quantize`, then for each prints
 # the read bandwidth (decode roofline), decode tok/s at batch 1 and its share of the
 # roofline (each decode run paired with a probe taken just before it), prefill tok/s +
-# GFLOP/s for a 128-token prompt; then stories260K (overhead-bound).
+# GFLOP/s for a 128-token prompt (F16 also with --act-quant bf16); then stories260K
+# (overhead-bound).
 #
 #   bash bench/inference_core.sh [--threads N] [--build DIR]
 #
@@ -40,6 +41,11 @@ for type in f16 q8_0 q4_0 q6_K Q4_K_M Q5_K_M; do
   esac
   echo "== synth100m $type"
   "$build/bench/bench_speed_report" "$model" --threads "$threads" --prompt 128 --decode 64 --repeats 5
+  if [[ "$type" == f16 ]]; then
+    echo "== synth100m f16 --act-quant bf16 (weights run as BF16: vdpbf16ps)"
+    "$build/bench/bench_speed_report" "$model" --threads "$threads" --prompt 128 --decode 64 \
+      --repeats 5 --act-quant bf16
+  fi
 done
 echo "== stories260K (per-step overhead bound)"
 "$build/bench/bench_speed_report" "$stories" --threads "$threads" --prompt 128 --decode 256 --repeats 5
