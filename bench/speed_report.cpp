@@ -118,15 +118,14 @@ int main(int argc, char** argv) {
 
   // GFLOP/s count 2 per matrix parameter per token. A prefill computes the output head for
   // its last token only, a decode step for every row: "computed" removes what prefill skips.
-  const double head_params =
-      static_cast<double>(model.config().vocab_size) * model.config().dim;
+  const double head_params = static_cast<double>(model.config().vocab_size) * model.config().dim;
   const double prefill_flops = 2.0 * (n_params - head_params * (prompt - 1) / prompt);
   const Rate prefill = prefill_speed(model, pool, prompt, repeats);
   std::printf(
       "prefill %d tokens: %.1f tok/s, %.1f GFLOP/s (%.1f computed); per CPU-second of %d cores: "
       "%.1f tok/s, %.1f GFLOP/s computed\n",
-      prompt, prefill.wall, prefill.wall * 2.0 * n_params / 1e9,
-      prefill.wall * prefill_flops / 1e9, threads, prefill.cpu, prefill.cpu * prefill_flops / 1e9);
+      prompt, prefill.wall, prefill.wall * 2.0 * n_params / 1e9, prefill.wall * prefill_flops / 1e9,
+      threads, prefill.cpu, prefill.cpu * prefill_flops / 1e9);
   std::stringstream ss(batch_sizes);
   std::string item;
   while (std::getline(ss, item, ',')) {

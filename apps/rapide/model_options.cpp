@@ -30,8 +30,7 @@ LoadedModel load_for_inference(const ModelOptions& options) {
   load_options.tokenizer_path = options.tokenizer_path;
   LoadedModel loaded;
   loaded.file = std::make_shared<const ModelFile>(load_model(options.model_path, load_options));
-  loaded.model = std::make_unique<Model>(
-      loaded.file, act_quant_from_name(options.act_quant));
+  loaded.model = std::make_unique<Model>(loaded.file, act_quant_from_name(options.act_quant));
   loaded.tokenizer = Tokenizer::create(loaded.file->tokenizer);
   const int threads = options.threads > 0 ? options.threads : physical_core_count();
   loaded.pool = std::make_unique<ThreadPool>(threads);

@@ -162,8 +162,7 @@ struct KvPrefetch {
     if (i < 0 || i >= 2 * blocks) return;
     const bool value = i >= blocks;
     const int block = first_block + (value ? i - blocks : i);
-    const uint8_t* part =
-        job.kv->block_data(job.blocks[block]) + (value ? v_offset : k_offset);
+    const uint8_t* part = job.kv->block_data(job.blocks[block]) + (value ? v_offset : k_offset);
     for (size_t off = 0; off < part_bytes; off += 64) {
       _mm_prefetch(reinterpret_cast<const char*>(part + off), _MM_HINT_T0);
     }
@@ -213,7 +212,11 @@ void attend_job(const AttentionJob& job) {
     for (int j = 0; j < NQ; ++j) skip = std::min(skip, job.n_positions[j] - job.window);
     skip = std::max(0, skip) / block_size * block_size;
   }
-  const KvPrefetch prefetch{job, k_offset, v_offset, layout.part_bytes(), skip / block_size,
+  const KvPrefetch prefetch{job,
+                            k_offset,
+                            v_offset,
+                            layout.part_bytes(),
+                            skip / block_size,
                             (shared - skip + block_size - 1) / block_size};
   for (int i = 0; i < kPrefetchAhead; ++i) prefetch.request(i);
   for (int start = skip; start < shared; start += block_size) {
@@ -318,7 +321,8 @@ void attend_job(const AttentionJob& job) {
       for (int c = 0; c < CV; ++c) acc[j][c] = S::zero();
     }
     for (int start = skip; start < shared; start += block_size) {
-      if (dim == 0) prefetch.request(prefetch.blocks + (start - skip) / block_size + kPrefetchAhead);
+      if (dim == 0)
+        prefetch.request(prefetch.blocks + (start - skip) / block_size + kPrefetchAhead);
       const uint8_t* values = job.kv->block_data(job.blocks[start / block_size]) + v_offset;
       const int in_block = std::min(block_size, shared - start);
       for (int slot = 0; slot < in_block; ++slot) {

@@ -73,6 +73,14 @@ struct Shape {
 const Shape kShapes[] = {{16, 32}, {37, 64}, {100, 96}, {161, 256}, {5, 32}};
 const int64_t kTokens[] = {1, 2, 3, 8, 17, 64};
 
+// Every ISA level this CPU runs, the scalar reference first.
+std::vector<IsaLevel> runnable_levels() {
+  std::vector<IsaLevel> levels = {IsaLevel::kScalar};
+  if (cpu_features().best_level() >= IsaLevel::kAvx2) levels.push_back(IsaLevel::kAvx2);
+  if (cpu_features().best_level() >= IsaLevel::kAvx512) levels.push_back(IsaLevel::kAvx512);
+  return levels;
+}
+
 TEST(WeightMatrix, ReferenceMatchesNaiveProduct) {
   for (TensorType type : kTypes) {
     for (Shape s : kShapes) {
@@ -105,9 +113,7 @@ TEST(WeightMatrix, ReferenceMatchesNaiveProduct) {
 }
 
 TEST(WeightMatrix, SimdVariantsMatchReference) {
-  std::vector<IsaLevel> levels = {IsaLevel::kScalar};
-  if (cpu_features().best_level() >= IsaLevel::kAvx2) levels.push_back(IsaLevel::kAvx2);
-  if (cpu_features().best_level() >= IsaLevel::kAvx512) levels.push_back(IsaLevel::kAvx512);
+  const std::vector<IsaLevel> levels = runnable_levels();
   ThreadPool pool(2);
   for (TensorType type : kTypes) {
     for (Shape s : kShapes) {
@@ -140,9 +146,7 @@ TEST(WeightMatrix, SimdVariantsMatchReference) {
 // and activations each rounded to bf16 independently of the kernels (fp32_to_bf16 of the
 // dequantized f16 value); every ISA variant computes it, and it stays close to the F16 path.
 TEST(WeightMatrix, Bf16ModeRunsF16WeightsAsBf16) {
-  std::vector<IsaLevel> levels = {IsaLevel::kScalar};
-  if (cpu_features().best_level() >= IsaLevel::kAvx2) levels.push_back(IsaLevel::kAvx2);
-  if (cpu_features().best_level() >= IsaLevel::kAvx512) levels.push_back(IsaLevel::kAvx512);
+  const std::vector<IsaLevel> levels = runnable_levels();
   ThreadPool pool(2);
   auto bf16 = [](float v) { return static_cast<double>(bf16_to_fp32(fp32_to_bf16(v))); };
   for (Shape s : kShapes) {
