@@ -122,8 +122,7 @@ void register_prune(CLI::App& app) {
   cmd->add_option("--calibration", o->calibration, "text file the importance is measured on")
       ->required()
       ->check(CLI::ExistingFile);
-  cmd->add_option("--calibration-tokens", o->calibration_tokens,
-                  "calibration tokens used at most")
+  cmd->add_option("--calibration-tokens", o->calibration_tokens, "calibration tokens used at most")
       ->check(CLI::Range(2, 1 << 24))
       ->capture_default_str();
   cmd->add_option("--importance", o->importance,
@@ -135,8 +134,7 @@ void register_prune(CLI::App& app) {
   cmd->add_option("--heads", o->prune.heads,
                   "fraction of attention heads to remove, [0, 1) (whole KV groups under GQA)")
       ->capture_default_str();
-  cmd->add_option("--layers", o->prune.layers, "number of layers to remove")
-      ->capture_default_str();
+  cmd->add_option("--layers", o->prune.layers, "number of layers to remove")->capture_default_str();
   cmd->add_option("--multiple-of", o->prune.multiple_of,
                   "round the kept FFN width to a multiple of this (so the result quantizes)")
       ->capture_default_str();

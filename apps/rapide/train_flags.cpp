@@ -101,11 +101,12 @@ std::vector<int32_t> training_stream(LoadedModel& teacher, const std::vector<std
 }
 
 train::TrainResult distill_into(LoadedModel& teacher, train::TrainModel& student,
-                                std::vector<int32_t> stream, int64_t steps,
-                                const TrainFlags& f, const std::string& label) {
+                                std::vector<int32_t> stream, int64_t steps, const TrainFlags& f,
+                                const std::string& label) {
   if (f.seq > student.shape().ctx || f.seq > teacher.model->config().max_context) {
-    fail(ErrorCode::kInvalidArgument, "--seq {} exceeds the context of the teacher ({}) or student ({})",
-         f.seq, teacher.model->config().max_context, student.shape().ctx);
+    fail(ErrorCode::kInvalidArgument,
+         "--seq {} exceeds the context of the teacher ({}) or student ({})", f.seq,
+         teacher.model->config().max_context, student.shape().ctx);
   }
   const train::TokenBatches data(std::move(stream), f.seq, teacher.tokenizer->bos_id(), f.seed);
   train::DistillObjective objective(*teacher.model, *teacher.pool, student.shape().vocab,
@@ -122,10 +123,10 @@ train::TrainResult distill_into(LoadedModel& teacher, train::TrainModel& student
   o.checkpoint = f.checkpoint;
   o.checkpoint_every = f.checkpoint_every;
   o.label = label;
-  std::fprintf(stderr, "%s: %.2f M parameters, %lld data tokens, %lld steps of %d x %d x %d tokens\n",
-               label.c_str(), student.parameter_count() / 1e6,
-               static_cast<long long>(data.size()), static_cast<long long>(steps), f.batch,
-               f.accumulate, f.seq);
+  std::fprintf(stderr,
+               "%s: %.2f M parameters, %lld data tokens, %lld steps of %d x %d x %d tokens\n",
+               label.c_str(), student.parameter_count() / 1e6, static_cast<long long>(data.size()),
+               static_cast<long long>(steps), f.batch, f.accumulate, f.seq);
   train::TrainResult r = train::train(student, data, objective, o);
   if (r.first_step > 0) {
     std::fprintf(stderr, "%s: resumed from %s at step %lld\n", label.c_str(), f.checkpoint.c_str(),
@@ -147,9 +148,8 @@ void write_trained_model(const train::TrainModel& model, const LoadedModel& teac
   train::write_gguf(model, GgufFile::open(teacher.file->path), trained_output_type(f.type), name,
                     path);
   std::printf("wrote %s: %.2f M parameters (dim %d, %d layers, %d/%d heads, ffn %d), %s\n",
-              path.c_str(), model.parameter_count() / 1e6, model.shape().dim,
-              model.shape().layers, model.shape().heads, model.shape().kv_heads,
-              model.shape().ffn, f.type.c_str());
+              path.c_str(), model.parameter_count() / 1e6, model.shape().dim, model.shape().layers,
+              model.shape().heads, model.shape().kv_heads, model.shape().ffn, f.type.c_str());
 }
 
 }  // namespace rapide::cli

@@ -57,7 +57,6 @@ train::TrainResult distill_into(LoadedModel& teacher, train::TrainModel& student
 
 // Writes `model` with the teacher's tokenizer; the teacher must be a GGUF file.
 void write_trained_model(const train::TrainModel& model, const LoadedModel& teacher,
-                         const TrainFlags& flags, const std::string& name,
-                         const std::string& path);
+                         const TrainFlags& flags, const std::string& name, const std::string& path);
 
 }  // namespace rapide::cli

@@ -27,9 +27,8 @@ double AdamW::step(TrainModel& model, float lr) {
   double norm_squared = 0.0;
   for (float g : grads) norm_squared += static_cast<double>(g) * g;
   const double norm = std::sqrt(norm_squared);
-  const float clip = o_.clip_norm > 0.0f && norm > o_.clip_norm
-                         ? static_cast<float>(o_.clip_norm / norm)
-                         : 1.0f;
+  const float clip =
+      o_.clip_norm > 0.0f && norm > o_.clip_norm ? static_cast<float>(o_.clip_norm / norm) : 1.0f;
   ++updates_;
   const float correction1 = 1.0f - std::pow(o_.beta1, static_cast<float>(updates_));
   const float correction2 = 1.0f - std::pow(o_.beta2, static_cast<float>(updates_));

@@ -48,7 +48,8 @@ void write_gguf(const TrainModel& model, const GgufFile& tokenizer_source, Tenso
     w.add_tensor(t.name, type, t.shape, [tensor, data, type](uint8_t* out) {
       const int64_t cols = tensor.shape[0], rows = tensor.size / cols;
       const int64_t row_bytes = tensor_row_bytes(type, cols);
-      for (int64_t r = 0; r < rows; ++r) quantize_row(type, data + r * cols, out + r * row_bytes, cols);
+      for (int64_t r = 0; r < rows; ++r)
+        quantize_row(type, data + r * cols, out + r * row_bytes, cols);
     });
   }
   w.write(path);

@@ -20,8 +20,8 @@ double cross_entropy(const float* logits, int64_t n, int vocab, const int32_t* t
 // A teacher's top-k distribution per row: ids and probabilities (summing to 1) of k tokens.
 struct TopK {
   int k = 0;
-  std::vector<int32_t> ids;   // n x k
-  std::vector<float> probs;   // n x k
+  std::vector<int32_t> ids;  // n x k
+  std::vector<float> probs;  // n x k
 };
 // The top-k of softmax(logits / temperature) for each of n rows.
 void teacher_top_k(const float* logits, int64_t n, int vocab, int k, float temperature, TopK& out,

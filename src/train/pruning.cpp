@@ -68,15 +68,15 @@ StructureScores magnitude_scores(const TrainModel& model, const ActivationNorms&
     if (down_in.cols != s.ffn) {
       fail(ErrorCode::kInvalidArgument, "no calibration activations were observed for layer {}", l);
     }
-    const std::vector<double> down = column_sums(model.data(layer_tensor(l, "ffn_down.weight")),
-                                                 nullptr, s.dim, s.ffn);
+    const std::vector<double> down =
+        column_sums(model.data(layer_tensor(l, "ffn_down.weight")), nullptr, s.dim, s.ffn);
     std::vector<double> ffn(static_cast<size_t>(s.ffn));
     for (int j = 0; j < s.ffn; ++j) ffn[j] = std::sqrt(down_in.sum_sq[j] * down[j]);
     scores.ffn.push_back(std::move(ffn));
     // KV group g: the channels of its query heads in the attention output and W_o.
     const quant::InputStats& att_in = norms.attn_out(l);
-    const std::vector<double> wo = column_sums(model.data(layer_tensor(l, "attn_output.weight")),
-                                               nullptr, s.dim, s.q_dim());
+    const std::vector<double> wo =
+        column_sums(model.data(layer_tensor(l, "attn_output.weight")), nullptr, s.dim, s.q_dim());
     const int64_t group_width = s.q_dim() / s.kv_heads;
     std::vector<double> groups(static_cast<size_t>(s.kv_heads), 0.0);
     for (int64_t c = 0; c < s.q_dim(); ++c) {
@@ -138,25 +138,26 @@ void add_block_influence(const TrainModel& model, int64_t tokens, std::vector<do
   }
 }
 
-PrunePlan plan_pruning(const TrainShape& s, const StructureScores& scores,
-                       const PruneOptions& o) {
+PrunePlan plan_pruning(const TrainShape& s, const StructureScores& scores, const PruneOptions& o) {
   if (o.ffn < 0.0 || o.ffn >= 1.0 || o.heads < 0.0 || o.heads >= 1.0) {
     fail(ErrorCode::kInvalidArgument,
          "--ffn and --heads are fractions to remove, in [0, 1) (got {} and {})", o.ffn, o.heads);
   }
   if (o.layers < 0 || o.layers >= s.layers) {
-    fail(ErrorCode::kInvalidArgument, "--layers {}: the model has {} layers, at least one must stay",
-         o.layers, s.layers);
+    fail(ErrorCode::kInvalidArgument,
+         "--layers {}: the model has {} layers, at least one must stay", o.layers, s.layers);
   }
   if (o.multiple_of < 1) fail(ErrorCode::kInvalidArgument, "--multiple-of must be positive");
   PrunePlan plan;
-  plan.keep_layers = best(scores.layers.empty() ? std::vector<double>(s.layers, 0.0) : scores.layers,
-                          s.layers - o.layers);
+  plan.keep_layers =
+      best(scores.layers.empty() ? std::vector<double>(s.layers, 0.0) : scores.layers,
+           s.layers - o.layers);
   int keep_ffn = static_cast<int>(std::lround(s.ffn * (1.0 - o.ffn)));
   if (o.ffn > 0.0 && s.ffn % o.multiple_of == 0) {
-    keep_ffn = std::max(o.multiple_of,
-                        static_cast<int>(std::lround(static_cast<double>(keep_ffn) / o.multiple_of)) *
-                            o.multiple_of);
+    keep_ffn =
+        std::max(o.multiple_of,
+                 static_cast<int>(std::lround(static_cast<double>(keep_ffn) / o.multiple_of)) *
+                     o.multiple_of);
   }
   keep_ffn = std::clamp(keep_ffn, 1, s.ffn);
   const int keep_groups =

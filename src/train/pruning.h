@@ -50,9 +50,9 @@ StructureScores taylor_scores(const TrainModel& model);
 void add_block_influence(const TrainModel& model, int64_t tokens, std::vector<double>& influence);
 
 struct PruneOptions {
-  double ffn = 0.0;    // fraction of FFN channels to remove
-  double heads = 0.0;  // fraction of attention heads (rounded to whole KV groups)
-  int layers = 0;      // layers to remove
+  double ffn = 0.0;      // fraction of FFN channels to remove
+  double heads = 0.0;    // fraction of attention heads (rounded to whole KV groups)
+  int layers = 0;        // layers to remove
   int multiple_of = 32;  // kept FFN width rounded to this (so the result quantizes); 1: exact
 };
 

@@ -11,8 +11,7 @@ TokenBatches::TokenBatches(std::vector<int32_t> stream, int seq, int32_t bos, ui
     : stream_(std::move(stream)), seq_(seq), bos_(bos), seed_(seed) {
   if (seq <= 0 || static_cast<int64_t>(stream_.size()) < seq + 1) {
     fail(ErrorCode::kInvalidArgument,
-         "the training data has {} tokens, fewer than one sequence of {} + 1", stream_.size(),
-         seq);
+         "the training data has {} tokens, fewer than one sequence of {} + 1", stream_.size(), seq);
   }
 }
 

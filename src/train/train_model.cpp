@@ -24,9 +24,9 @@ void TrainShape::check() const {
 
 TrainShape shape_of(const ModelConfig& c) {
   if (c.qkv_bias || c.fused_qkv || c.fused_gate_up || c.post_norms || c.n_experts > 0 ||
-      c.activation != FfnActivation::kSilu || c.attn_softcap != 0.0f ||
-      c.final_softcap != 0.0f || c.embedding_scale != 0.0f || c.query_scale != 0.0f ||
-      c.sliding_window > 0 || c.rope_style != RopeStyle::kNormal) {
+      c.activation != FfnActivation::kSilu || c.attn_softcap != 0.0f || c.final_softcap != 0.0f ||
+      c.embedding_scale != 0.0f || c.query_scale != 0.0f || c.sliding_window > 0 ||
+      c.rope_style != RopeStyle::kNormal) {
     fail(ErrorCode::kUnsupported,
          "model '{}' ({}): training handles the plain Llama block only (no biases, fused "
          "tensors, post-norms, soft-caps, sliding windows, experts or NeoX rope)",
@@ -154,8 +154,9 @@ std::span<const float> TrainModel::forward(const int32_t* tokens, int batch, int
   tokens_.assign(tokens, tokens + n);
   acts_.resize(s.layers);
   const RopeTable rope(seq, s.head_dim, s.rope_theta, s.rope_scale, s.neox);
-  const AttentionShape att{batch, seq, s.heads, s.kv_heads, s.head_dim,
-                           1.0f / std::sqrt(static_cast<float>(s.head_dim))};
+  const AttentionShape att{batch,      seq,
+                           s.heads,    s.kv_heads,
+                           s.head_dim, 1.0f / std::sqrt(static_cast<float>(s.head_dim))};
 
   std::vector<float> x(static_cast<size_t>(n * dim));
   for (int64_t i = 0; i < n; ++i) {
@@ -210,8 +211,9 @@ void TrainModel::backward(const float* dlogits) {
   const int64_t n = static_cast<int64_t>(batch_) * seq_, dim = s.dim;
   const int64_t q_dim = s.q_dim(), kv_dim = s.kv_dim();
   const RopeTable rope(seq_, s.head_dim, s.rope_theta, s.rope_scale, s.neox);
-  const AttentionShape att{batch_, seq_, s.heads, s.kv_heads, s.head_dim,
-                           1.0f / std::sqrt(static_cast<float>(s.head_dim))};
+  const AttentionShape att{batch_,     seq_,
+                           s.heads,    s.kv_heads,
+                           s.head_dim, 1.0f / std::sqrt(static_cast<float>(s.head_dim))};
   dx_.resize(static_cast<size_t>(n * dim));
   dxn_.resize(dx_.size());
   datt_.resize(static_cast<size_t>(n * q_dim));
@@ -224,8 +226,8 @@ void TrainModel::backward(const float* dlogits) {
 
   linear_backward_input(dlogits, p(output_), n, dim, s.vocab, dxn_.data(), false);
   linear_backward_weight(dlogits, xn_final_.data(), n, dim, s.vocab, g(output_));
-  rms_norm_backward(x_final_.data(), p(out_norm_), r_final_.data(), dxn_.data(), n, dim,
-                    dx_.data(), g(out_norm_), false);
+  rms_norm_backward(x_final_.data(), p(out_norm_), r_final_.data(), dxn_.data(), n, dim, dx_.data(),
+                    g(out_norm_), false);
   for (int l = s.layers - 1; l >= 0; --l) {
     const LayerOffsets& o = layer_[l];
     const LayerActs& a = acts_[l];
@@ -237,8 +239,8 @@ void TrainModel::backward(const float* dlogits) {
     linear_backward_input(du_.data(), p(o.up), n, dim, s.ffn, dxn_.data(), true);
     linear_backward_weight(dg_.data(), a.xn2.data(), n, dim, s.ffn, g(o.gate));
     linear_backward_weight(du_.data(), a.xn2.data(), n, dim, s.ffn, g(o.up));
-    rms_norm_backward(a.x_mid.data(), p(o.ffn_norm), a.r2.data(), dxn_.data(), n, dim,
-                      dx_.data(), g(o.ffn_norm), true);
+    rms_norm_backward(a.x_mid.data(), p(o.ffn_norm), a.r2.data(), dxn_.data(), n, dim, dx_.data(),
+                      g(o.ffn_norm), true);
     // Attention branch: x_mid = x_in + wo(attention(rope(q), rope(k), v)).
     linear_backward_input(dx_.data(), p(o.wo), n, q_dim, dim, datt_.data(), false);
     linear_backward_weight(dx_.data(), a.att.data(), n, q_dim, dim, g(o.wo));
@@ -252,8 +254,8 @@ void TrainModel::backward(const float* dlogits) {
     linear_backward_weight(dq_.data(), a.xn1.data(), n, dim, q_dim, g(o.wq));
     linear_backward_weight(dk_.data(), a.xn1.data(), n, dim, kv_dim, g(o.wk));
     linear_backward_weight(dv_.data(), a.xn1.data(), n, dim, kv_dim, g(o.wv));
-    rms_norm_backward(a.x_in.data(), p(o.attn_norm), a.r1.data(), dxn_.data(), n, dim,
-                      dx_.data(), g(o.attn_norm), true);
+    rms_norm_backward(a.x_in.data(), p(o.attn_norm), a.r1.data(), dxn_.data(), n, dim, dx_.data(),
+                      g(o.attn_norm), true);
   }
   for (int64_t i = 0; i < n; ++i) {
     float* row = g(embd_) + static_cast<int64_t>(tokens_[i]) * dim;

@@ -38,10 +38,10 @@ struct TrainShape {
 TrainShape shape_of(const ModelConfig& config);
 
 struct ParamTensor {
-  std::string name;             // GGUF name, e.g. "blk.0.attn_q.weight"
-  std::vector<int64_t> shape;   // ggml order: {cols, rows} or {n}
+  std::string name;              // GGUF name, e.g. "blk.0.attn_q.weight"
+  std::vector<int64_t> shape;    // ggml order: {cols, rows} or {n}
   int64_t offset = 0, size = 0;  // range in the flat buffer
-  bool matrix = false;          // weight decay applies to matrices only
+  bool matrix = false;           // weight decay applies to matrices only
 };
 
 class TrainModel {

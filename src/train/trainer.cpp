@@ -11,16 +11,15 @@
 
 namespace rapide::train {
 
-double CrossEntropyObjective::loss(const int32_t* windows, int batch, int seq,
-                                   const float* logits, int vocab, float grad_scale,
-                                   float* dlogits) {
+double CrossEntropyObjective::loss(const int32_t* windows, int batch, int seq, const float* logits,
+                                   int vocab, float grad_scale, float* dlogits) {
   std::vector<int32_t> targets(static_cast<size_t>(batch) * seq);
   for (int b = 0; b < batch; ++b) {
     std::copy_n(windows + static_cast<int64_t>(b) * (seq + 1) + 1, seq,
                 targets.begin() + static_cast<int64_t>(b) * seq);
   }
-  return cross_entropy(logits, static_cast<int64_t>(batch) * seq, vocab, targets.data(),
-                       grad_scale, dlogits);
+  return cross_entropy(logits, static_cast<int64_t>(batch) * seq, vocab, targets.data(), grad_scale,
+                       dlogits);
 }
 
 TrainResult train(TrainModel& model, const TokenBatches& data, Objective& objective,

@@ -31,21 +31,21 @@ class CrossEntropyObjective final : public Objective {
 };
 
 struct TrainOptions {
-  int64_t steps = 100;   // optimizer steps of the whole run
-  int batch = 8;         // sequences per micro-batch
-  int accumulate = 1;    // micro-batches per optimizer step
+  int64_t steps = 100;  // optimizer steps of the whole run
+  int batch = 8;        // sequences per micro-batch
+  int accumulate = 1;   // micro-batches per optimizer step
   AdamWOptions adamw;
   std::string checkpoint;    // path; empty: none
   int checkpoint_every = 0;  // steps; 0: only at the end
   bool resume = true;        // continue from `checkpoint` when it exists
   int64_t stop_after = -1;   // stop after this step as if killed, without a checkpoint
-                            // (tests); -1: run to the end
+                             // (tests); -1: run to the end
   bool progress = true;
   std::string label = "train";
 };
 
 struct TrainResult {
-  int64_t first_step = 0;     // 0, or where a resumed run continued
+  int64_t first_step = 0;      // 0, or where a resumed run continued
   std::vector<double> losses;  // per step run, from first_step
   int64_t tokens = 0;          // trained in this run
   double seconds = 0.0;

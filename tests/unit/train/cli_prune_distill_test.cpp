@@ -8,8 +8,7 @@
 #include <filesystem>
 #include <string>
 
-#include "model/contiguous_kv_store.h"
-#include "model/model.h"
+#include "engine_logits.h"
 #include "run_rapide.h"
 #include "test_paths.h"
 
@@ -36,24 +35,14 @@ class CliPruneDistill : public ::testing::Test {
   std::filesystem::path dir_;
 };
 
-std::vector<float> logits_of(const std::string& path) {
-  auto file = std::make_shared<const ModelFile>(load_model(path));
-  Model m(file, ActQuant::kOff);
-  ThreadPool pool(1);
-  ContiguousKvStore kv(m.config(), 1, 64, KvType::kF32);
-  Batch batch;
-  const std::vector<int32_t> tokens = {1, 403, 407, 261, 378, 432, 322, 261};
-  for (size_t p = 0; p < tokens.size(); ++p) batch.add(tokens[p], 0, static_cast<int>(p), true);
-  const auto logits = m.forward(batch, kv, pool);
-  return {logits.begin(), logits.end()};
-}
+using train::testing::engine_logits;
 
 TEST_F(CliPruneDistill, PruningNothingGivesTheOriginalLogits) {
-  const CliResult r = run_rapide("prune -m " + model() + " --calibration " + text() +
-                                 " --ffn 0 --heads 0 --layers 0 --seq 64 --type f32 -o " +
-                                 out("same.gguf"));
+  const CliResult r =
+      run_rapide("prune -m " + model() + " --calibration " + text() +
+                 " --ffn 0 --heads 0 --layers 0 --seq 64 --type f32 -o " + out("same.gguf"));
   ASSERT_EQ(r.exit_code, 0) << r.out;
-  EXPECT_EQ(logits_of(out("same.gguf")), logits_of(model()));
+  EXPECT_EQ(engine_logits(out("same.gguf")), engine_logits(model()));
 }
 
 TEST_F(CliPruneDistill, PrunedShapesAreConsistentAndTheModelRuns) {
@@ -62,7 +51,8 @@ TEST_F(CliPruneDistill, PrunedShapesAreConsistentAndTheModelRuns) {
     const CliResult r = run_rapide(
         "prune -m " + model() + " --calibration " + text() + " --importance " + importance +
         " --ffn 0.5 --heads 0.25 --layers 1 --multiple-of 1 --seq 64 --heal-steps 3 --batch 2 "
-        "-o " + path);
+        "-o " +
+        path);
     ASSERT_EQ(r.exit_code, 0) << r.out;
     EXPECT_NE(r.out.find("layers 5 -> 4"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("heal: 3 steps"), std::string::npos) << r.out;
@@ -120,8 +110,8 @@ TEST_F(CliPruneDistill, BadInputFailsWithAMessage) {
                  " --student-shape dim=32 -o " + out("x.gguf"));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.out.find("exactly one of --student-shape and --student"), std::string::npos) << r.out;
-  r = run_rapide("distill --teacher " + model() + " --student-shape dim=32,heads=3 --generate 1 -o " +
-                 out("x.gguf"));
+  r = run_rapide("distill --teacher " + model() +
+                 " --student-shape dim=32,heads=3 --generate 1 -o " + out("x.gguf"));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.out.find("--student-shape"), std::string::npos) << r.out;
   r = run_rapide("distill --teacher " + model() + " --student-shape dim=32,heads=4,kv_heads=2 -o " +

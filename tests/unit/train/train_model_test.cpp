@@ -11,9 +11,8 @@
 
 #include "base/error.h"
 #include "formats/gguf_reader.h"
+#include "engine_logits.h"
 #include "grad_check.h"
-#include "model/contiguous_kv_store.h"
-#include "model/model.h"
 #include "test_paths.h"
 #include "train/gguf_export.h"
 #include "train/losses.h"
@@ -73,19 +72,8 @@ TEST(TrainModel, WholeModelGradientMatchesFiniteDifferencesTied) {
   check_whole_model_gradient(true);
 }
 
-const std::vector<int32_t> kTokens = {1, 403, 407, 261, 378, 432, 322, 261};
-
-// Logits of kTokens by the inference engine (F32 KV cache, no activation quantization).
-std::vector<float> engine_logits(const std::string& path) {
-  auto file = std::make_shared<const ModelFile>(load_model(path));
-  Model model(file, ActQuant::kOff);
-  ThreadPool pool(1);
-  ContiguousKvStore kv(model.config(), 1, 64, KvType::kF32);
-  Batch batch;
-  for (size_t p = 0; p < kTokens.size(); ++p) batch.add(kTokens[p], 0, static_cast<int>(p), true);
-  const auto logits = model.forward(batch, kv, pool);
-  return {logits.begin(), logits.end()};
-}
+using testing::engine_logits;
+using testing::kPrompt;
 
 void expect_close(std::span<const float> a, const std::vector<float>& b, float tolerance) {
   ASSERT_EQ(a.size(), b.size());
@@ -100,7 +88,7 @@ TEST(TrainModel, ForwardMatchesTheInferenceEngine) {
   const ModelFile file = load_model(path);
   TrainModel model = TrainModel::from_file(file);
   EXPECT_EQ(model.shape().kv_heads, 4);
-  const auto logits = model.forward(kTokens.data(), 1, static_cast<int>(kTokens.size()));
+  const auto logits = model.forward(kPrompt.data(), 1, static_cast<int>(kPrompt.size()));
   expect_close(logits, engine_logits(path), 1e-3f);
 }
 
@@ -108,7 +96,7 @@ TEST(TrainModel, WrittenGgufLoadsInRapideWithTheSameLogits) {
   RAPIDE_REQUIRE_SHARED("models/stories260K/stories260K.gguf");
   const std::string source = rapide::testing::shared_path("models/stories260K/stories260K.gguf");
   TrainModel model = TrainModel::random(shape_of(load_model(source).config), 7);
-  const auto logits = model.forward(kTokens.data(), 1, static_cast<int>(kTokens.size()));
+  const auto logits = model.forward(kPrompt.data(), 1, static_cast<int>(kPrompt.size()));
   const std::vector<float> expected(logits.begin(), logits.end());
   const std::string out =
       (std::filesystem::temp_directory_path() / "rapide_train_export_test.gguf").string();

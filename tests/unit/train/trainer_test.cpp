@@ -60,7 +60,7 @@ TEST(Trainer, TinyModelOverfitsATinyText) {
   const TrainResult r = train(model, data, ce, o);
   ASSERT_EQ(r.losses.size(), 200u);
   EXPECT_NEAR(r.losses.front(), std::log(32.0), 0.3);  // untrained: about uniform
-  EXPECT_LT(r.losses.back(), 0.5);                      // the text is learnt by heart
+  EXPECT_LT(r.losses.back(), 0.5);                     // the text is learnt by heart
   EXPECT_EQ(r.tokens, 200 * 2 * 8 * 24);
 }
 
