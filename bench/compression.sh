@@ -5,15 +5,17 @@
 #        - the original,
 #        - 30 % of FFN channels pruned (kept width rounded to a multiple of 16: 384 -> 272),
 #          without and with healing (distillation from the unpruned model),
-#        - a distilled student of about half the parameters;
+#        - two distilled students of about half the parameters: a fresh smaller shape, and the
+#          teacher pruned to one layer (the student initialised from the teacher's weights);
 #      training data: the calibration text (reference/greedy/*.txt, never the eval text) and
 #      sequences the teacher samples itself (--generate).
-#   B. the student as speculative draft for TinyStories-656K (greedy, 200 tokens, ROUNDS rounds
-#      paired in time with --spec off): acceptance rate and TPOT change.
+#   B. the students as speculative drafts for TinyStories-656K (greedy, 200 tokens, ROUNDS
+#      rounds paired in time with --spec off): acceptance rate and TPOT change, with rapide's
+#      automatic guess count and with 2 guesses forced (--draft-p-min 0: every guess checked).
 #   C. synth100m F16: the same 30 % FFN pruning (no healing: random weights), decode tok/s.
 # Training throughput and wall time are printed for every training run.
 #
-#   bench/compression.sh      HEAL_STEPS=300 DISTILL_STEPS=600 GENERATE=512 ROUNDS=3 THREADS=2
+#   bench/compression.sh      HEAL_STEPS=200 DISTILL_STEPS=600 GENERATE=512 ROUNDS=3 THREADS=2
 # Environment: see bench/common.sh.
 set -euo pipefail
 
@@ -21,7 +23,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 bench_build rapide bench_speed_report
 threads="${THREADS:-2}"
 rounds="${ROUNDS:-3}"
-heal_steps="${HEAL_STEPS:-300}"
+heal_steps="${HEAL_STEPS:-200}"
 distill_steps="${DISTILL_STEPS:-600}"
 generate="${GENERATE:-512}"
 ctx=128
@@ -56,9 +58,6 @@ speed() {
 
 kib() { awk -v b="$(stat -c %s "$1")" 'BEGIN { printf "%.1f", b / 1024 }'; }
 
-# train_figures LOG: "tokens/s seconds" of the training summary line in LOG.
-train_figures() { sed -n 's/^\(heal\|distill\): .* \([0-9]*\) tokens\/s, \([0-9.]*\) s$/\2 \3/p' "$1"; }
-
 rows=()
 row() {  # name size_kib ppl base decode prefill
   rows+=("$(awk -v n="$1" -v s="$2" -v p="$3" -v b="$4" -v d="$5" -v f="$6" 'BEGIN {
@@ -80,27 +79,36 @@ logged "$rapide" "${prune[@]}" --heal-steps "$heal_steps" --generate "$generate"
 read -r d f <<<"$(speed "$work/healed.gguf")"
 row "FFN -30 % + heal $heal_steps steps" "$(kib "$work/healed.gguf")" "$(ppl "$work/healed.gguf")" \
   "$base" "$d" "$f"
-read -r heal_tps heal_s <<<"$(train_figures "$work/healed.log")"
 
+# Two students of about half the parameters: a fresh one of a smaller shape, and the teacher
+# pruned to one layer (half its heads and FFN channels) then distilled.
 student_shape="dim=96,layers=2,heads=6,kv_heads=3,ffn=160"
+distill=(--generate "$generate" --lr 3e-3 --min-lr 3e-4 --warmup 30 --temperature 1 -t "$threads")
 logged "$rapide" distill --teacher "$tiny" --student-shape "$student_shape" --data "$calibration" \
-  --generate "$generate" --steps "$distill_steps" --lr 3e-3 --min-lr 3e-4 --warmup 30 \
-  --temperature 1 -t "$threads" -o "$work/student.gguf" >"$work/student.log" 2>&1
+  --steps "$distill_steps" "${distill[@]}" -o "$work/student.gguf" >"$work/student.log" 2>&1
 read -r d f <<<"$(speed "$work/student.gguf")"
-row "student ($student_shape)" "$(kib "$work/student.gguf")" "$(ppl "$work/student.gguf")" "$base" \
-  "$d" "$f"
-read -r distill_tps distill_s <<<"$(train_figures "$work/student.log")"
-student_params="$(sed -n 's/^wrote .*: \([0-9.]*\) M parameters.*/\1/p' "$work/student.log")"
+row "student: fresh (dim 96, ffn 160)" "$(kib "$work/student.gguf")" "$(ppl "$work/student.gguf")" \
+  "$base" "$d" "$f"
+logged "$rapide" prune -m "$tiny" --calibration "$calibration" --layers 1 --ffn 0.5 --heads 0.5 \
+  --heal-steps "$distill_steps" "${distill[@]}" -o "$work/student2.gguf" >"$work/student2.log" 2>&1
+read -r d f <<<"$(speed "$work/student2.gguf")"
+row "student: teacher pruned to 1 layer" "$(kib "$work/student2.gguf")" \
+  "$(ppl "$work/student2.gguf")" "$base" "$d" "$f"
 
-echo "== B. the student as speculative draft" >&2
-story="Once upon a time"
+echo "== B. the students as speculative drafts" >&2
 for r in $(seq 1 "$rounds"); do
-  for mode in off draft; do
-    flags=(--spec off)
-    [[ "$mode" == draft ]] && flags=(--draft-model "$work/student.gguf")
-    logged "$rapide" run -m "$tiny" -p "$story" -n 200 -t "$threads" --temp 0 --ignore-eos \
-      --no-print-prompt "${flags[@]}" 2>&1 >/dev/null | grep -E "TPOT|speculation" \
-      >>"$work/spec_$mode" || true
+  for mode in off auto k2; do
+    for s in student student2; do
+      flags=(--spec off)
+      [[ "$mode" == auto ]] && flags=(--draft-model "$work/$s.gguf")
+      [[ "$mode" == k2 ]] && flags=(--draft-model "$work/$s.gguf" --spec-tokens 2 --draft-p-min 0)
+      [[ "$mode" == off && "$s" == student2 ]] && continue
+      label="$mode"
+      [[ "$mode" != off ]] && label="${mode}_$s"
+      logged "$rapide" run -m "$tiny" -p "Once upon a time" -n 200 -t "$threads" --temp 0 \
+        --ignore-eos --no-print-prompt "${flags[@]}" 2>&1 >/dev/null | grep -E "TPOT|speculation" \
+        >>"$work/spec_$label" || true
+    done
   done
 done
 
@@ -119,21 +127,29 @@ echo "| model                          | size KiB | PPL      | vs orig   | decod
 echo "|--------------------------------|----------|----------|-----------|----------|-----------|"
 printf '%s\n' "${rows[@]}"
 echo "pruning: $(grep '^pruned:' "$work/pruned.log")"
-echo "healing: $heal_steps steps, ${heal_tps} tokens/s, ${heal_s} s"
-echo "distillation: student ${student_params} M parameters, $distill_steps steps, ${distill_tps} tokens/s, ${distill_s} s"
+for log in healed student student2; do
+  echo "$log: $(grep -E '^(heal|distill): [0-9]+ steps' "$work/$log.log")"
+  grep -E '^(pruned|wrote)' "$work/$log.log" | sed 's/^/  /'
+done
 echo
-echo "== B. student as draft for TinyStories-656K (greedy, 200 tokens, $rounds rounds)"
+echo "== B. students as draft for TinyStories-656K (greedy, 200 tokens, $rounds rounds)"
 python3 - "$work" <<'PY'
 import re, statistics, sys
 work = sys.argv[1]
-def tpots(mode):
-    return [float(m.group(1)) for m in re.finditer(r"TPOT: ([0-9.]+) ms", open(f"{work}/spec_{mode}").read())]
-off, draft = tpots("off"), tpots("draft")
-acc = [float(m.group(1)) for m in re.finditer(r"accepted \(([0-9.]+) %\)", open(f"{work}/spec_draft").read())]
-ratios = [d / o for o, d in zip(off, draft)]
-print(f"acceptance (greedy): {statistics.median(acc):.1f} % (median of {len(acc)}; target >= 60 %)")
-print(f"TPOT off {statistics.median(off):.3f} ms, with draft {statistics.median(draft):.3f} ms: "
-      f"x{statistics.median(ratios):.2f} (median of paired ratios)")
+def read(label):
+    text = open(f"{work}/spec_{label}").read()
+    tpot = [float(x) for x in re.findall(r"TPOT: ([0-9.]+) ms", text)]
+    acc = [float(x) for x in re.findall(r"accepted \(([0-9.]+) %\)", text)]
+    return tpot, acc
+off, _ = read("off")
+print(f"--spec off: TPOT {statistics.median(off):.3f} ms")
+for s in ("student", "student2"):
+    for mode in ("auto", "k2"):
+        tpot, acc = read(f"{mode}_{s}")
+        ratio = statistics.median(d / o for o, d in zip(off, tpot))
+        what = "auto (rapide decides)" if mode == "auto" else "2 guesses, --draft-p-min 0"
+        print(f"{s:8s} {what:27s}: acceptance {statistics.median(acc):5.1f} %, "
+              f"TPOT {statistics.median(tpot):.3f} ms (x{ratio:.2f} of off, paired median)")
 PY
 echo
 echo "== C. synth100m F16, FFN -30 %: $(grep '^pruned:' "$work/synth-pruned.log")"

@@ -33,10 +33,10 @@ struct PruneCommandOptions {
 // Scores of every structure over the calibration windows: input norms through the inference
 // engine's observer (magnitude), cross-entropy gradients of the training model (taylor), and
 // the residual stream's block influence (both).
-train::StructureScores score(LoadedModel& loaded, const train::TrainModel& original,
+// The model's gradients are used as scratch (weights are left as they are).
+train::StructureScores score(LoadedModel& loaded, train::TrainModel& model,
                              const std::vector<int32_t>& tokens, const PruneCommandOptions& o) {
   const int window = std::min(o.train.seq, loaded.model->config().max_context);
-  train::TrainModel model = original;  // gradients of its own; the original stays intact
   std::fill(model.grads().begin(), model.grads().end(), 0.0f);
   train::ActivationNorms norms(model.shape().layers);
   loaded.model->set_linear_observer(&norms);
@@ -82,7 +82,7 @@ void run_prune(const PruneCommandOptions& o) {
   if (static_cast<int>(calibration.size()) > o.calibration_tokens) {
     calibration.resize(static_cast<size_t>(o.calibration_tokens));
   }
-  const train::TrainModel original = train::TrainModel::from_file(*loaded.file);
+  train::TrainModel original = train::TrainModel::from_file(*loaded.file);
   const train::StructureScores scores = score(loaded, original, calibration, o);
   const train::PrunePlan plan = train::plan_pruning(original.shape(), scores, o.prune);
   train::TrainModel pruned = train::apply_pruning(original, plan);
