@@ -15,7 +15,7 @@
 #   C. synth100m F16: the same 30 % FFN pruning (no healing: random weights), decode tok/s.
 # Training throughput and wall time are printed for every training run.
 #
-#   bench/compression.sh      HEAL_STEPS=200 DISTILL_STEPS=600 GENERATE=512 ROUNDS=3 THREADS=2
+#   bench/compression.sh      HEAL_STEPS=200 DISTILL_STEPS=1000 GENERATE=1024 ROUNDS=3 THREADS=2
 # Environment: see bench/common.sh.
 set -euo pipefail
 
@@ -24,8 +24,8 @@ bench_build rapide bench_speed_report
 threads="${THREADS:-2}"
 rounds="${ROUNDS:-3}"
 heal_steps="${HEAL_STEPS:-200}"
-distill_steps="${DISTILL_STEPS:-600}"
-generate="${GENERATE:-512}"
+distill_steps="${DISTILL_STEPS:-1000}"
+generate="${GENERATE:-1024}"
 ctx=128
 tiny="$shared/models/tinystories-656k/TinyStories-656K-F16.gguf"
 eval_text="$shared/reference/text/stories-eval.txt"
@@ -83,7 +83,9 @@ row "FFN -30 % + heal $heal_steps steps" "$(kib "$work/healed.gguf")" "$(ppl "$w
 # Two students of about half the parameters: a fresh one of a smaller shape, and the teacher
 # pruned to one layer (half its heads and FFN channels) then distilled.
 student_shape="dim=96,layers=2,heads=6,kv_heads=3,ffn=160"
-distill=(--generate "$generate" --lr 3e-3 --min-lr 3e-4 --warmup 30 --temperature 1 -t "$threads")
+# Teacher samples at temperature 0.6: closer to the greedy path a draft has to predict.
+distill=(--generate "$generate" --generate-temperature 0.6 --lr 3e-3 --min-lr 3e-4 --warmup 30
+         --temperature 1 -t "$threads")
 logged "$rapide" distill --teacher "$tiny" --student-shape "$student_shape" --data "$calibration" \
   --steps "$distill_steps" "${distill[@]}" -o "$work/student.gguf" >"$work/student.log" 2>&1
 read -r d f <<<"$(speed "$work/student.gguf")"
