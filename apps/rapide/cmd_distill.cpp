@@ -53,6 +53,7 @@ train::TrainModel make_student(const DistillCommandOptions& o, const ModelConfig
 
 void run_distill(const DistillCommandOptions& o) {
   LoadedModel teacher = load_for_inference(o.teacher);
+  require_gguf_teacher(teacher);
   train::TrainModel student = make_student(o, teacher.model->config());
   std::vector<int32_t> stream = training_stream(teacher, o.data, o.train);
   distill_into(teacher, student, std::move(stream), o.steps, o.train, "distill");

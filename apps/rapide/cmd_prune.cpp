@@ -78,6 +78,7 @@ train::StructureScores score(LoadedModel& loaded, train::TrainModel& model,
 
 void run_prune(const PruneCommandOptions& o) {
   LoadedModel loaded = load_for_inference(o.model);
+  require_gguf_teacher(loaded);
   std::vector<int32_t> calibration = tokenize_files(*loaded.tokenizer, {o.calibration});
   if (static_cast<int>(calibration.size()) > o.calibration_tokens) {
     calibration.resize(static_cast<size_t>(o.calibration_tokens));

@@ -138,13 +138,17 @@ train::TrainResult distill_into(LoadedModel& teacher, train::TrainModel& student
   return r;
 }
 
-void write_trained_model(const train::TrainModel& model, const LoadedModel& teacher,
-                         const TrainFlags& f, const std::string& name, const std::string& path) {
+void require_gguf_teacher(const LoadedModel& teacher) {
   if (teacher.file->format != "gguf") {
     fail(ErrorCode::kUnsupported,
          "'{}' is a {} model: the output copies the tokenizer of a GGUF model, convert it first",
          teacher.file->path, teacher.file->format);
   }
+}
+
+void write_trained_model(const train::TrainModel& model, const LoadedModel& teacher,
+                         const TrainFlags& f, const std::string& name, const std::string& path) {
+  require_gguf_teacher(teacher);
   train::write_gguf(model, GgufFile::open(teacher.file->path), trained_output_type(f.type), name,
                     path);
   std::printf("wrote %s: %.2f M parameters (dim %d, %d layers, %d/%d heads, ffn %d), %s\n",

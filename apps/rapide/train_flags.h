@@ -55,6 +55,10 @@ train::TrainResult distill_into(LoadedModel& teacher, train::TrainModel& student
                                 std::vector<int32_t> stream, int64_t steps, const TrainFlags& flags,
                                 const std::string& label);
 
+// The output copies the teacher's tokenizer from its GGUF: kUnsupported for another format
+// (checked before any work is done).
+void require_gguf_teacher(const LoadedModel& teacher);
+
 // Writes `model` with the teacher's tokenizer; the teacher must be a GGUF file.
 void write_trained_model(const train::TrainModel& model, const LoadedModel& teacher,
                          const TrainFlags& flags, const std::string& name, const std::string& path);

@@ -118,6 +118,11 @@ TEST_F(CliPruneDistill, BadInputFailsWithAMessage) {
                  out("x.gguf"));
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.out.find("no training data"), std::string::npos) << r.out;
+  // The output copies a GGUF's tokenizer: another format is refused before any work.
+  r = run_rapide("prune -m " + shared_path("models/stories260K/stories260K.bin") +
+                 " --calibration " + text() + " -o " + out("x.gguf"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.out.find("copies the tokenizer of a GGUF model"), std::string::npos) << r.out;
   EXPECT_FALSE(std::filesystem::exists(out("x.gguf")));
 }
 

@@ -10,8 +10,8 @@
 #include <random>
 
 #include "base/error.h"
-#include "formats/gguf_reader.h"
 #include "engine_logits.h"
+#include "formats/gguf_reader.h"
 #include "grad_check.h"
 #include "test_paths.h"
 #include "train/gguf_export.h"
