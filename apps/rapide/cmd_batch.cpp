@@ -49,8 +49,7 @@ void batch_main(BatchCommandOptions& o) {
   const EngineOptions engine_options = o.engine.resolve(static_cast<int>(loaded.pool->size()));
   loaded.pool.reset();  // the engine builds its own pool
   const auto draft = load_draft_model(o.engine.draft_model);
-  Engine engine(*loaded.model, *loaded.tokenizer, engine_options,
-                draft ? draft->ref.get() : nullptr);
+  Engine engine(*loaded.model, *loaded.tokenizer, engine_options, draft ? draft->ref.get() : nullptr);
   spdlog::info(
       "engine: max-seqs {}, max-batch-tokens {}, prefill-chunk {}, kv-memory {}, prefix cache "
       "{}, {} batching",

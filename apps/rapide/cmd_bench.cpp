@@ -5,9 +5,6 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "advise/advice_html.h"
-#include "advise/advisor.h"
-#include "advise/engine_state.h"
 #include "api/api_error.h"
 #include "api/structured_output.h"
 #include "apps/rapide/bench_command.h"
@@ -24,6 +21,9 @@
 #include "bench/http_backend.h"
 #include "bench/progress.h"
 #include "bench/table_report.h"
+#include "advise/advice_html.h"
+#include "advise/advisor.h"
+#include "advise/engine_state.h"
 #include "engine/engine.h"
 
 namespace rapide::cli {
@@ -45,6 +45,7 @@ std::string describe_speculation(const SpecStats& before, const SpecStats& after
 }
 
 using namespace rapide::bench;
+
 
 std::vector<ArrivalPattern> arrival_patterns(const BenchOptions& o) {
   std::vector<ArrivalPattern> out;

@@ -14,10 +14,10 @@
 #include "apps/rapide/commands.h"
 #include "apps/rapide/write_progress.h"
 #include "base/error.h"
+#include "formats/quant_plan.h"
 #include "formats/gguf_reader.h"
 #include "formats/gguf_writer.h"
 #include "formats/llama_shape.h"
-#include "formats/quant_plan.h"
 #include "kernels/matmul.h"
 
 namespace rapide::cli {
