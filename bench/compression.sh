@@ -11,7 +11,8 @@
 #      sequences the teacher samples itself (--generate).
 #   B. the students as speculative drafts for TinyStories-656K (greedy, 200 tokens, ROUNDS
 #      rounds paired in time with --spec off): acceptance rate and TPOT change, with rapide's
-#      automatic guess count and with 2 guesses forced (--draft-p-min 0: every guess checked).
+#      automatic guess count and with 1 or 2 guesses forced (--draft-p-min 0: every guess
+#      checked; with 1 guess the acceptance is the per-token greedy agreement).
 #   C. synth100m F16: the same 30 % FFN pruning (no healing: random weights), decode tok/s.
 # Training throughput and wall time are printed for every training run.
 #
@@ -61,7 +62,7 @@ kib() { awk -v b="$(stat -c %s "$1")" 'BEGIN { printf "%.1f", b / 1024 }'; }
 rows=()
 row() {  # name size_kib ppl base decode prefill
   rows+=("$(awk -v n="$1" -v s="$2" -v p="$3" -v b="$4" -v d="$5" -v f="$6" 'BEGIN {
-    printf "| %-30s | %8.1f | %8.4f | %+7.2f %% | %8.0f | %8.0f |", n, s, p, 100 * (p - b) / b, d, f }')")
+    printf "| %-34s | %8.1f | %8.4f | %+7.2f %% | %8.0f | %8.0f |", n, s, p, 100 * (p - b) / b, d, f }')")
 }
 
 echo "== A. TinyStories-656K: pruning and distillation" >&2
@@ -99,10 +100,11 @@ row "student: teacher pruned to 1 layer" "$(kib "$work/student2.gguf")" \
 
 echo "== B. the students as speculative drafts" >&2
 for r in $(seq 1 "$rounds"); do
-  for mode in off auto k2; do
+  for mode in off auto k1 k2; do
     for s in student student2; do
       flags=(--spec off)
       [[ "$mode" == auto ]] && flags=(--draft-model "$work/$s.gguf")
+      [[ "$mode" == k1 ]] && flags=(--draft-model "$work/$s.gguf" --spec-tokens 1 --draft-p-min 0)
       [[ "$mode" == k2 ]] && flags=(--draft-model "$work/$s.gguf" --spec-tokens 2 --draft-p-min 0)
       [[ "$mode" == off && "$s" == student2 ]] && continue
       label="$mode"
@@ -125,8 +127,8 @@ echo "== commands"
 cat "$work/commands"
 echo
 echo "== A. TinyStories-656K F16: perplexity of stories-eval.txt (ctx $ctx), $threads threads"
-echo "| model                          | size KiB | PPL      | vs orig   | decode/s | prefill/s |"
-echo "|--------------------------------|----------|----------|-----------|----------|-----------|"
+echo "| model                              | size KiB | PPL      | vs orig   | decode/s | prefill/s |"
+echo "|------------------------------------|----------|----------|-----------|----------|-----------|"
 printf '%s\n' "${rows[@]}"
 echo "pruning: $(grep '^pruned:' "$work/pruned.log")"
 for log in healed student student2; do
@@ -146,10 +148,11 @@ def read(label):
 off, _ = read("off")
 print(f"--spec off: TPOT {statistics.median(off):.3f} ms")
 for s in ("student", "student2"):
-    for mode in ("auto", "k2"):
+    for mode in ("auto", "k1", "k2"):
         tpot, acc = read(f"{mode}_{s}")
         ratio = statistics.median(d / o for o, d in zip(off, tpot))
-        what = "auto (rapide decides)" if mode == "auto" else "2 guesses, --draft-p-min 0"
+        what = {"auto": "auto (rapide decides)", "k1": "1 guess, --draft-p-min 0",
+                "k2": "2 guesses, --draft-p-min 0"}[mode]
         print(f"{s:8s} {what:27s}: acceptance {statistics.median(acc):5.1f} %, "
               f"TPOT {statistics.median(tpot):.3f} ms (x{ratio:.2f} of off, paired median)")
 PY
