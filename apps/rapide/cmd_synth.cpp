@@ -4,9 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cstdio>
-#include <map>
 #include <memory>
 #include <optional>
 #include <random>
@@ -42,34 +40,8 @@ constexpr float kWeightStd = 0.02f;
 // "synth100m" or "dim=768,layers=12,heads=12,kv_heads=4,ffn=2048,ctx=2048" (keys missing
 // from the list keep synth100m's values).
 LlamaShape parse_shape(const std::string& text) {
-  LlamaShape s = kSynth100m;
-  if (text == "synth100m") return s;
-  std::map<std::string, int*> fields = {{"dim", &s.dim},     {"layers", &s.layers},
-                                        {"heads", &s.heads}, {"kv_heads", &s.kv_heads},
-                                        {"ffn", &s.ffn},     {"ctx", &s.ctx}};
-  size_t start = 0;
-  while (start <= text.size()) {
-    const size_t end = std::min(text.find(',', start), text.size());
-    const std::string item = text.substr(start, end - start);
-    const size_t eq = item.find('=');
-    auto it = eq == std::string::npos ? fields.end() : fields.find(item.substr(0, eq));
-    int value = 0;
-    const char* last = item.data() + item.size();
-    if (it == fields.end() || std::from_chars(item.data() + eq + 1, last, value).ptr != last ||
-        value <= 0) {
-      fail(ErrorCode::kInvalidArgument,
-           "--shape: '{}' is not key=positive-integer with key one of dim, layers, heads, "
-           "kv_heads, ffn, ctx",
-           item);
-    }
-    *it->second = value;
-    start = end + 1;
-  }
-  if (s.dim % s.heads != 0 || s.heads % s.kv_heads != 0 || (s.dim / s.heads) % 2 != 0) {
-    fail(ErrorCode::kInvalidArgument,
-         "--shape: heads must divide dim (with an even head size) and kv_heads must divide heads");
-  }
-  return s;
+  if (text == "synth100m") return kSynth100m;
+  return parse_llama_shape(text, kSynth100m, "--shape");
 }
 
 void run_synth(const SynthOptions& o) {

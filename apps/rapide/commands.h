@@ -18,5 +18,7 @@ void register_bench(CLI::App& app);
 void register_advise(CLI::App& app);
 void register_tokenize(CLI::App& app);
 void register_detokenize(CLI::App& app);
+void register_prune(CLI::App& app);
+void register_distill(CLI::App& app);
 
 }  // namespace rapide::cli

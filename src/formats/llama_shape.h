@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "formats/gguf_writer.h"
 
@@ -21,6 +22,13 @@ struct LlamaShape {
 
   int head_dim() const { return dim / heads; }
 };
+
+// "dim=768,layers=12,heads=12,kv_heads=4,ffn=2048,ctx=2048": keys missing from the list keep
+// the values of `defaults`. Throws kInvalidArgument (naming `option`) for an unknown key, a
+// value that is not a positive integer, or heads that do not divide dim into even head sizes
+// or are not a multiple of kv_heads.
+LlamaShape parse_llama_shape(const std::string& text, LlamaShape defaults,
+                             const std::string& option);
 
 // Sets general.architecture = "llama" and every llama.* key of `shape`.
 void set_llama_hyperparameters(GgufWriter& writer, const LlamaShape& shape);

@@ -1,0 +1,24 @@
+// The training progress line on stderr: step, a bar, loss, learning rate, tokens/s and ETA.
+// On a terminal it redraws one line; otherwise (logs, tests) it prints a line at every
+// tenth of the run and at the end.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace rapide::train {
+
+class ProgressBar {
+ public:
+  ProgressBar(std::string label, int64_t first_step, int64_t total_steps, bool enabled);
+  // After step `step` (0-based) is done; tokens counts those trained since the start.
+  void update(int64_t step, double loss, float lr, int64_t tokens, double seconds);
+
+ private:
+  std::string label_;
+  int64_t first_step_, total_steps_;
+  bool enabled_, terminal_;
+  int last_tenth_ = -1;
+};
+
+}  // namespace rapide::train
