@@ -133,10 +133,13 @@ def check_models(server):
 
 
 def check_index_and_cors(server, cors_on):
-    status, headers, body = server.curl("/")
+    status, headers, _ = server.curl("/")
+    check(status == 302 and headers.get("location") == "/dashboard",
+          f"GET / redirects to /dashboard: {status} {headers}")
+    status, headers, body = server.curl("/dashboard")
     check(status == 200 and headers.get("content-type", "").startswith("text/html")
           and 'href="/metrics"' in body and 'href="/health"' in body,
-          "GET / is an HTML page linking /metrics and /health")
+          "GET /dashboard is an HTML page linking /metrics and /health")
     origin = "https://app.example.com"
     status, headers, _ = server.curl("/v1/models", method="OPTIONS",
                                      headers=[f"Origin: {origin}",
