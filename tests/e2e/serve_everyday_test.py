@@ -9,7 +9,7 @@ usage: serve_everyday_test.py RAPIDE_BINARY SHARED_DIR
   ids equal to their text, --pooling mean differing from last.
 * /v1/models: max_model_len, parameters, file size (= the file's size on disk), weight type,
   and no absolute path of the model.
-* GET / answers a page linking /health and /metrics; CORS is off by default, and with
+* GET / redirects to /dashboard, a page linking /health and /metrics; CORS is off by default, and with
   --allowed-origins a preflight gets 204 with the allow headers, other origins get nothing.
 * The request log, parsed from a real run in both formats: one line per request with every
   field the issue lists, 4xx lines with their error message, no prompt text unless
