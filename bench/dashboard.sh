@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# The issue-23 benchmark: what an open dashboard costs `rapide serve`. 32 concurrent
+# streaming clients (`rapide bench`, synth100m Q8_0) with and without a dashboard polling
+# GET /dashboard/state once a second, as the page does. Paired A/B on one server: the pairs
+# alternate their order (AB BA AB ...) so a drift of the shared machine falls on both sides;
+# the figure is the median of the pairs' B/A throughput ratios (target: within 2 %).
+#
+# The poller is curl, not a browser: the browser's own CPU (charts drawn on this same
+# machine) is not the server's cost and would blur the figure on a 2-core box.
+#
+#   bench/dashboard.sh
+#
+# Environment: BUILD_DIR, MODEL_DIR (bench/common.sh), WORK (scratch, /tmp/rapide-bench-dashboard),
+# PAIRS (4), REQUESTS per run (64), THREADS (0 = physical cores).
+set -euo pipefail
+
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+work="${WORK:-/tmp/rapide-bench-dashboard}"
+pairs="${PAIRS:-4}"
+requests="${REQUESTS:-64}"
+threads="${THREADS:-0}"
+bench_build rapide
+synth="$(synth_model q8_0)"
+mkdir -p "$work"
+thread_flags=()
+if [[ "$threads" != 0 ]]; then thread_flags=(-t "$threads"); fi
+
+server_pid=""
+poller_pid=""
+cleanup() {
+  for pid in "$poller_pid" "$server_pid"; do
+    if [[ -n "$pid" ]]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
+  done
+}
+trap cleanup EXIT
+
+start_server "$work/serve.log" -m "$synth" "${thread_flags[@]}"
+url="http://127.0.0.1:$port"
+
+# What one open page does: the state every second (and the page's files once).
+start_poller() {
+  curl -sf "$url/dashboard" "$url/dashboard/app.js" "$url/dashboard/uplot.js" >/dev/null
+  (while true; do curl -sf "$url/dashboard/state" >/dev/null; sleep 1; done) &
+  poller_pid=$!
+}
+stop_poller() {
+  kill "$poller_pid" 2>/dev/null || true
+  wait "$poller_pid" 2>/dev/null || true
+  poller_pid=""
+}
+
+load=(--workload random --input-len 190-210 --output-len 10-200 --num-requests "$requests"
+      --concurrency 32 --seed 7 -m "$synth" -q)
+measure() {  # measure NAME: one run of the load, its summary in $work/NAME.json
+  echo "+ $rapide bench --url $url ${load[*]} --output $work/$1.json"
+  "$rapide" bench --url "$url" "${load[@]}" --output "$work/$1.json" >/dev/null
+}
+# A warm-up run: page cache, allocator, the first advisor refresh.
+measure warmup
+for i in $(seq 1 "$pairs"); do
+  if (( i % 2 )); then
+    measure "off-$i"
+    start_poller; measure "on-$i"; stop_poller
+  else
+    start_poller; measure "on-$i"; stop_poller
+    measure "off-$i"
+  fi
+done
+
+python3 - "$work" "$pairs" <<'PY'
+import json, statistics, sys
+work, pairs = sys.argv[1], int(sys.argv[2])
+def tok(name):
+    with open(f"{work}/{name}.json") as f:
+        doc = json.load(f)
+    runs = doc["runs"] if "runs" in doc else [doc]
+    return runs[0]["summary"]["output_throughput"]
+ratios = []
+print()
+print("pair  no dashboard  dashboard open  ratio")
+for i in range(1, pairs + 1):
+    off, on = tok(f"off-{i}"), tok(f"on-{i}")
+    ratios.append(on / off)
+    print(f"{i:>4}  {off:>9.1f} t/s  {on:>11.1f} t/s  {on / off:.3f}")
+median = statistics.median(ratios)
+print(f"32 streams, output tok/s with a dashboard polling / without: median {median:.3f} "
+      f"({100 * (median - 1):+.1f} %; target within 2 %)")
+PY
