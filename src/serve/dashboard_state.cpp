@@ -30,8 +30,7 @@ json steps_json(const EngineStats& e, TimePoint now, double window) {
 
 json near_misses_json(const std::vector<PrefixMissRecord>& misses) {
   json out = json::array();
-  for (auto it = misses.rbegin(); it != misses.rend() && out.size() < kDashboardNearMisses;
-       ++it) {
+  for (auto it = misses.rbegin(); it != misses.rend() && out.size() < kDashboardNearMisses; ++it) {
     out.push_back({{"request_id", it->request_id},
                    {"prompt_tokens", it->prompt_tokens},
                    {"matched_tokens", it->matched_tokens},
@@ -47,8 +46,8 @@ json near_misses_json(const std::vector<PrefixMissRecord>& misses) {
 
 json offload_json(const PrefixCacheStats& p) {
   const OffloadStats& o = p.offload;
-  return {{"enabled", p.offload_enabled}, {"ram_blocks", o.ram_blocks},
-          {"ram_bytes", o.ram_used_bytes}, {"disk_blocks", o.disk_blocks},
+  return {{"enabled", p.offload_enabled},    {"ram_blocks", o.ram_blocks},
+          {"ram_bytes", o.ram_used_bytes},   {"disk_blocks", o.disk_blocks},
           {"disk_bytes", o.disk_used_bytes}, {"stored_blocks", o.stored_blocks},
           {"loaded_blocks", o.loaded_blocks}};
 }

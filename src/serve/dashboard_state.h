@@ -40,9 +40,9 @@ struct DashboardInputs {
   double time = 0.0;  // seconds, monotonic
   std::string state;  // loading, ready, draining
   std::string model;
-  double window = 5.0;                   // seconds the windowed figures cover
-  const EngineStats* engine = nullptr;   // null while loading
-  TimePoint now;                         // when `engine` was captured
+  double window = 5.0;                  // seconds the windowed figures cover
+  const EngineStats* engine = nullptr;  // null while loading
+  TimePoint now;                        // when `engine` was captured
   RecentLatency latency;
   nlohmann::json advice;  // null: not computed yet
 };

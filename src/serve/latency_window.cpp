@@ -17,8 +17,8 @@ void LatencyWindow::add(TimePoint time, double seconds) {
 
 std::optional<LatencyPercentiles> LatencyWindow::percentiles(TimePoint now,
                                                              double window_seconds) const {
-  const TimePoint since =
-      now - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(window_seconds));
+  const TimePoint since = now - std::chrono::duration_cast<Clock::duration>(
+                                    std::chrono::duration<double>(window_seconds));
   std::vector<double> values;
   for (size_t i = 0; i < size_; ++i) {
     const Sample& s = ring_[i];

@@ -15,7 +15,7 @@
 namespace rapide::serve {
 
 struct LatencyPercentiles {
-  size_t count = 0;  // samples in the window
+  size_t count = 0;                        // samples in the window
   double p50 = 0.0, p90 = 0.0, p99 = 0.0;  // seconds
 };
 

@@ -234,8 +234,7 @@ void Router::dashboard(const HttpRequest& request, const std::string& path,
     // The page and its scripts hold no data: open, so the page can ask for the key.
     const EmbeddedAsset* asset = find_dashboard_asset(path);
     if (!asset) {
-      throw api::ApiError(404, fmt::format("there is no dashboard file {}", path), {},
-                          "not_found");
+      throw api::ApiError(404, fmt::format("there is no dashboard file {}", path), {}, "not_found");
     }
     exchange->respond(200, dashboard_content_type(asset->path), std::string(asset->body),
                       {{"Cache-Control", "no-cache"}});

@@ -122,8 +122,8 @@ class Router {
   // Machine facts for /v1/engine/state: the bandwidth probe runs once, on the first request.
   std::once_flag machine_once_;
   advise::MachineFacts machine_;
-  DashboardAdvice advice_;               // the dashboard's findings, refreshed every few seconds
-  TimePoint started_ = Clock::now();     // the dashboard's clock
+  DashboardAdvice advice_;            // the dashboard's findings, refreshed every few seconds
+  TimePoint started_ = Clock::now();  // the dashboard's clock
   // Last: destroyed (joined) first, so no parse in progress outlives the members it uses.
   boost::asio::thread_pool workers_{2};  // request parsing off the io threads
 };
