@@ -55,6 +55,24 @@ measure() {  # measure NAME: one run of the load, its summary in $work/NAME.json
   echo "+ $rapide bench --url $url ${load[*]} --output $work/$1.json"
   "$rapide" bench --url "$url" "${load[@]}" --output "$work/$1.json" >/dev/null
 }
+# The server's CPU per poll, measured while it is idle (robust where the throughput A/B is
+# noisy): its utime + stime across 500 state requests over one keep-alive connection.
+python3 - "$server_pid" "$port" <<'PY'
+import http.client, os, sys, time
+pid, port, n = int(sys.argv[1]), int(sys.argv[2]), 500
+def cpu():
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+conn = http.client.HTTPConnection("127.0.0.1", port)
+before, start = cpu(), time.perf_counter()
+for _ in range(n):
+    conn.request("GET", "/dashboard/state")
+    conn.getresponse().read()
+per_poll, wall = (cpu() - before) / n, (time.perf_counter() - start) / n
+print(f"one poll of /dashboard/state: {per_poll * 1e3:.2f} ms of server CPU "
+      f"({wall * 1e3:.2f} ms wall): at one poll a second, {per_poll * 100:.3f} % of one core")
+PY
 # A warm-up run: page cache, allocator, the first advisor refresh.
 measure warmup
 for i in $(seq 1 "$pairs"); do

@@ -243,21 +243,31 @@ void Router::dashboard(const HttpRequest& request, const std::string& path,
   // The state shows prompt text (near misses): behind the key, as /v1 is.
   require_api_key(request);
   // On a worker: the advisor's refresh (every few seconds) takes milliseconds.
-  boost::asio::post(workers_, [this, exchange] {
+  answer_json_from_worker(exchange, "GET /dashboard/state", "dashboard",
+                          [this] { return api::dump_json(dashboard_snapshot()); },
+                          {{"Cache-Control", "no-store"}});
+}
+
+void Router::answer_json_from_worker(const std::shared_ptr<HttpExchange>& exchange,
+                                     std::string what, std::string label,
+                                     std::function<std::string()> make_body, HeaderList headers) {
+  boost::asio::post(workers_, [this, exchange, what = std::move(what), label = std::move(label),
+                               make_body = std::move(make_body), headers = std::move(headers)] {
     std::string body;
     std::exception_ptr failure;
     try {
-      body = api::dump_json(dashboard_snapshot());
+      body = make_body();
     } catch (...) {
       failure = std::current_exception();
     }
-    boost::asio::post(exchange->executor(), [this, exchange, failure, body = std::move(body)]() {
-      if (failure) {
-        answer_failure(*exchange, "GET /dashboard/state", "dashboard", failure);
-      } else {
-        exchange->respond(200, kJson, body, {{"Cache-Control", "no-store"}});
-      }
-    });
+    boost::asio::post(exchange->executor(),
+                      [this, exchange, what, label, headers, failure, body = std::move(body)]() {
+                        if (failure) {
+                          answer_failure(*exchange, what, label, failure);
+                        } else {
+                          exchange->respond(200, kJson, body, headers);
+                        }
+                      });
   });
 }
 
@@ -357,25 +367,10 @@ void Router::engine_state(const std::shared_ptr<HttpExchange>& exchange) {
   }
   // On a worker: the first request measures the read bandwidth (about a second), and the
   // state of 256 steps and requests takes a while to write.
-  boost::asio::post(workers_, [this, exchange] {
-    std::string body;
-    std::exception_ptr failure;
-    try {
-      std::call_once(machine_once_, [this] {
-        machine_ = advise::probe_machine(engine_->options().threads, true);
-      });
-      body =
-          api::dump_json(advise::state_to_json(advise::capture_engine_state(*engine_, machine_)));
-    } catch (...) {
-      failure = std::current_exception();
-    }
-    boost::asio::post(exchange->executor(), [this, exchange, failure, body = std::move(body)]() {
-      if (failure) {
-        answer_failure(*exchange, "GET /v1/engine/state", "engine_state", failure);
-      } else {
-        exchange->respond(200, kJson, body);
-      }
-    });
+  answer_json_from_worker(exchange, "GET /v1/engine/state", "engine_state", [this] {
+    std::call_once(machine_once_,
+                   [this] { machine_ = advise::probe_machine(engine_->options().threads, true); });
+    return api::dump_json(advise::state_to_json(advise::capture_engine_state(*engine_, machine_)));
   });
 }
 

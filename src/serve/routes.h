@@ -25,6 +25,7 @@
 #include <atomic>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -105,6 +106,11 @@ class Router {
   void dashboard(const HttpRequest& request, const std::string& path,
                  const std::shared_ptr<HttpExchange>& exchange);
   nlohmann::json dashboard_snapshot();
+  // Runs make_body on the worker pool (work too slow for an io thread), then answers 200 with
+  // its JSON on the exchange's strand, or the failure it threw; `what` names it in the log.
+  void answer_json_from_worker(const std::shared_ptr<HttpExchange>& exchange, std::string what,
+                               std::string label, std::function<std::string()> make_body,
+                               HeaderList headers = {});
   void embeddings(const HttpRequest& request, const std::shared_ptr<LoggedExchange>& exchange);
   void engine_state(const std::shared_ptr<HttpExchange>& exchange);
 
