@@ -223,6 +223,9 @@ def check_playground(server, driver):
 def check_phone_and_dark(server):
     driver = browser(390, 844)
     try:
+        # A phone's viewport: a headless window does not shrink below 500 px by itself.
+        driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+            "width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": True})
         driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {
             "features": [{"name": "prefers-color-scheme", "value": "dark"}]})
         driver.get(server.url("/dashboard"))
