@@ -11,13 +11,13 @@
 #   bench/dashboard.sh
 #
 # Environment: BUILD_DIR, MODEL_DIR (bench/common.sh), WORK (scratch, /tmp/rapide-bench-dashboard),
-# PAIRS (4), REQUESTS per run (64), THREADS (0 = physical cores).
+# PAIRS (8), REQUESTS per run (32), THREADS (0 = physical cores).
 set -euo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 work="${WORK:-/tmp/rapide-bench-dashboard}"
-pairs="${PAIRS:-4}"
-requests="${REQUESTS:-64}"
+pairs="${PAIRS:-8}"
+requests="${REQUESTS:-32}"
 threads="${THREADS:-0}"
 bench_build rapide
 synth="$(synth_model q8_0)"
@@ -51,9 +51,17 @@ stop_poller() {
 
 load=(--workload random --input-len 190-210 --output-len 10-200 --num-requests "$requests"
       --concurrency 32 --seed 7 -m "$synth" -q)
-measure() {  # measure NAME: one run of the load, its summary in $work/NAME.json
+server_ticks() {  # the server's utime + stime, in clock ticks
+  awk '{ print $14 + $15 }' "/proc/$server_pid/stat"
+}
+# measure NAME: one run of the load, its summary in $work/NAME.json and the server's CPU
+# ticks during it in $work/NAME.ticks.
+measure() {
   echo "+ $rapide bench --url $url ${load[*]} --output $work/$1.json"
+  local before
+  before=$(server_ticks)
   "$rapide" bench --url "$url" "${load[@]}" --output "$work/$1.json" >/dev/null
+  echo $(($(server_ticks) - before)) >"$work/$1.ticks"
 }
 # What an open dashboard costs the server, measured while it is idle (robust where the
 # throughput A/B drowns in a shared machine's noise): the server's utime + stime over 10 s
@@ -93,21 +101,33 @@ for i in $(seq 1 "$pairs"); do
 done
 
 python3 - "$work" "$pairs" <<'PY'
-import json, statistics, sys
+import json, os, statistics, sys
 work, pairs = sys.argv[1], int(sys.argv[2])
-def tok(name):
+tick = 1 / os.sysconf("SC_CLK_TCK")
+def summary(name):
     with open(f"{work}/{name}.json") as f:
         doc = json.load(f)
     runs = doc["runs"] if "runs" in doc else [doc]
-    return runs[0]["summary"]["output_throughput"]
-ratios = []
+    return runs[0]["summary"]
+def tok(name):
+    return summary(name)["output_throughput"]
+def cpu_per_token(name):  # server CPU ms per output token: less sensitive to a busy machine
+    with open(f"{work}/{name}.ticks") as f:
+        return int(f.read()) * tick * 1e3 / summary(name)["output_tokens"]
+ratios, cpu_ratios = [], []
 print()
-print("pair  no dashboard  dashboard open  ratio")
+print("pair  no dashboard  dashboard open  ratio   server CPU ms/token off  on")
 for i in range(1, pairs + 1):
     off, on = tok(f"off-{i}"), tok(f"on-{i}")
+    cpu_off, cpu_on = cpu_per_token(f"off-{i}"), cpu_per_token(f"on-{i}")
     ratios.append(on / off)
-    print(f"{i:>4}  {off:>9.1f} t/s  {on:>11.1f} t/s  {on / off:.3f}")
+    cpu_ratios.append(cpu_on / cpu_off)
+    print(f"{i:>4}  {off:>9.1f} t/s  {on:>11.1f} t/s  {on / off:.3f}  "
+          f"{cpu_off:>21.2f}  {cpu_on:.2f}")
 median = statistics.median(ratios)
 print(f"32 streams, output tok/s with a dashboard polling / without: median {median:.3f} "
-      f"({100 * (median - 1):+.1f} %; target within 2 %)")
+      f"({100 * (median - 1):+.1f} %; target within 2 %); range {min(ratios):.3f}-{max(ratios):.3f}")
+cpu_median = statistics.median(cpu_ratios)
+print(f"server CPU per output token, with / without: median {cpu_median:.3f} "
+      f"({100 * (cpu_median - 1):+.1f} %)")
 PY

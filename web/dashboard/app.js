@@ -30,6 +30,7 @@ function showKeyGate(refused) {
   $("key-gate").hidden = false;
   $("key-error").hidden = !refused;
   $("key-button").hidden = false;
+  $("server-state").textContent = "API key needed";
   $("live").hidden = true;
   $("playground").hidden = true;
   $("key-input").focus();
@@ -241,8 +242,9 @@ function drawAdvice(advice) {
   box.replaceChildren();
   if (!advice) { box.append(el("p", "muted", "not available yet")); return; }
   if (advice.error) { box.append(el("p", "error", advice.error)); return; }
-  box.append(el("p", null, advice.healthy ? "Nothing to change: no question fires."
-                                          : "First change: " + advice.headline));
+  const headline = advice.findings.find((f) => f.id === advice.headline);
+  box.append(el("p", null, headline ? "First change: " + (headline.lever || headline.title)
+                                    : "Nothing to change: no question fires."));
   const quiet = [];
   for (const f of advice.findings) {
     if (!f.fires) { quiet.push(f); continue; }
@@ -287,7 +289,7 @@ let pollTimer = null;
 
 async function poll() {
   clearTimeout(pollTimer);
-  if (keyWanted) return;
+  if (keyWanted || document.hidden) return;  // visibilitychange starts it again
   try {
     const response = await fetch("/dashboard/state", { headers: authHeaders(), cache: "no-store" });
     if (response.status === 401) {
