@@ -5,25 +5,26 @@
 # alternate their order (AB BA AB ...) so a drift of the shared machine falls on both sides;
 # the figure is the median of the pairs' B/A throughput ratios (target: within 2 %).
 #
+# Also printed, since a shared machine's throughput drifts by more than 2 % between minutes:
+# the server's CPU over 10 s idle with and without polling, and its CPU per output token in
+# each run of the A/B.
+#
 # The poller is curl, not a browser: the browser's own CPU (charts drawn on this same
 # machine) is not the server's cost and would blur the figure on a 2-core box.
 #
 #   bench/dashboard.sh
 #
 # Environment: BUILD_DIR, MODEL_DIR (bench/common.sh), WORK (scratch, /tmp/rapide-bench-dashboard),
-# PAIRS (8), REQUESTS per run (32), THREADS (0 = physical cores).
+# PAIRS (8), REQUESTS per run (32). The server runs on its default threads (physical cores).
 set -euo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 work="${WORK:-/tmp/rapide-bench-dashboard}"
 pairs="${PAIRS:-8}"
 requests="${REQUESTS:-32}"
-threads="${THREADS:-0}"
 bench_build rapide
 synth="$(synth_model q8_0)"
 mkdir -p "$work"
-thread_flags=()
-if [[ "$threads" != 0 ]]; then thread_flags=(-t "$threads"); fi
 
 server_pid=""
 poller_pid=""
@@ -34,7 +35,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-start_server "$work/serve.log" -m "$synth" "${thread_flags[@]}"
+start_server "$work/serve.log" -m "$synth"
 url="http://127.0.0.1:$port"
 
 # What one open page does: the state every second (and the page's files once).
