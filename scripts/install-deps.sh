@@ -17,6 +17,7 @@ packages=(
   python3 python3-jinja2            # chat-template oracle in tests
   python3-jsonschema                # structured-output oracle in tests
   curl
+  chromium chromium-driver python3-selenium  # the dashboard's headless-browser tests
 )
 
 missing=()
@@ -34,11 +35,20 @@ command -v npm >/dev/null 2>&1 || missing+=(npm)
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
-  exit 0
+else
+  echo "install-deps: installing ${missing[*]}"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-echo "install-deps: installing ${missing[*]}"
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-$SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# The dashboard embeds uPlot from npm at build time (pinned by package-lock.json); the build
+# fails without it. npm ci only when the installed version is not the locked one.
+dashboard="$(cd "$(dirname "$0")/.." && pwd)/web/dashboard"
+want=$(node -p "require('$dashboard/package-lock.json').packages['node_modules/uplot'].version")
+have=$(node -p "try { require('$dashboard/node_modules/uplot/package.json').version } catch { '' }")
+if [ "$want" != "$have" ]; then
+  echo "install-deps: npm ci in web/dashboard (uPlot $want)"
+  (cd "$dashboard" && npm ci --no-audit --no-fund --loglevel=error)
+fi

@@ -56,8 +56,15 @@ ServeMetrics::ServeMetrics()
 
 void ServeMetrics::observe_sequence(const SequenceObservation& r) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (r.ttft >= 0) ttft_.observe(r.ttft);
-  if (r.tpot >= 0) tpot_.observe(r.tpot);
+  const TimePoint now = Clock::now();
+  if (r.ttft >= 0) {
+    ttft_.observe(r.ttft);
+    recent_ttft_.add(now, r.ttft);
+  }
+  if (r.tpot >= 0) {
+    tpot_.observe(r.tpot);
+    recent_tpot_.add(now, r.tpot);
+  }
   if (r.e2e >= 0) e2e_.observe(r.e2e);
   prompt_tokens_seen_ += static_cast<uint64_t>(r.prompt_tokens);
   cached_prompt_tokens_ += static_cast<uint64_t>(r.cached_prompt_tokens);
@@ -71,6 +78,7 @@ void ServeMetrics::observe_status(const std::string& endpoint, int status) {
 void ServeMetrics::observe_inter_token(double seconds) {
   std::lock_guard<std::mutex> lock(mutex_);
   itl_.observe(seconds);
+  recent_itl_.add(Clock::now(), seconds);
 }
 
 void ServeMetrics::connection_opened() {
@@ -96,6 +104,15 @@ void ServeMetrics::request_finished() {
 int64_t ServeMetrics::requests_in_flight() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return in_flight_;
+}
+
+RecentLatency ServeMetrics::recent_latency(double window_seconds) const {
+  std::unique_lock<std::mutex> lock(mutex_);
+  const LatencyWindow ttft = recent_ttft_, tpot = recent_tpot_, itl = recent_itl_;
+  lock.unlock();
+  const TimePoint now = Clock::now();
+  return {ttft.percentiles(now, window_seconds), tpot.percentiles(now, window_seconds),
+          itl.percentiles(now, window_seconds)};
 }
 
 std::string ServeMetrics::render(const EngineStats* engine, int state) const {

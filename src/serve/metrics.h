@@ -11,10 +11,12 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/engine_stats.h"
+#include "serve/latency_window.h"
 
 namespace rapide::serve {
 
@@ -42,6 +44,11 @@ struct SequenceObservation {
   int64_t cached_prompt_tokens = 0;
 };
 
+// Latency percentiles of the last few seconds (the dashboard); nullopt: no sample then.
+struct RecentLatency {
+  std::optional<LatencyPercentiles> ttft, tpot, itl;
+};
+
 class ServeMetrics {
  public:
   ServeMetrics();
@@ -57,6 +64,9 @@ class ServeMetrics {
   void request_started();
   void request_finished();
   int64_t requests_in_flight() const;
+  // Copies the sample rings under the lock and sorts outside it: the token path never waits
+  // for a dashboard's poll.
+  RecentLatency recent_latency(double window_seconds) const;
 
   // The whole exposition; `state` is 0 loading, 1 ready, 2 draining.
   std::string render(const EngineStats* engine, int state) const;
@@ -68,6 +78,7 @@ class ServeMetrics {
   Histogram tpot_;
   Histogram itl_;
   Histogram e2e_;
+  LatencyWindow recent_ttft_, recent_tpot_, recent_itl_;
   uint64_t prompt_tokens_seen_ = 0;
   uint64_t cached_prompt_tokens_ = 0;
   int64_t connections_ = 0;

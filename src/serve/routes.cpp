@@ -10,8 +10,9 @@
 #include "api/openai_responses.h"
 #include "base/error.h"
 #include "base/logging.h"
+#include "serve/dashboard_assets.h"
+#include "serve/dashboard_state.h"
 #include "serve/generation.h"
-#include "serve/index_page.h"
 #include "serve/tokenize_endpoints.h"
 
 namespace rapide::serve {
@@ -92,7 +93,8 @@ void Router::handle(HttpRequest&& request, std::shared_ptr<HttpExchange> connect
   record->client = connection->peer();
   record->method = std::string(request.method_string());
   record->path = path;
-  record->quiet = path == "/health" || path == "/metrics";
+  // A dashboard polls its state every second: logged at debug, as scrapes are.
+  record->quiet = path == "/health" || path == "/metrics" || path == "/dashboard/state";
   auto exchange = std::make_shared<LoggedExchange>(std::move(connection), record);
   exchange->add_header("X-Request-Id", record->id);
   const auto origin_field = request[http::field::origin];
@@ -137,9 +139,15 @@ void Router::dispatch(HttpRequest& request, const std::string& path,
   if (path == "/") {
     label = "index";
     require_method(request, http::verb::get, path);
-    exchange->respond(200, "text/html; charset=utf-8",
-                      index_page(state() == ServerState::kLoading ? "loading" : model_.id,
-                                 server_state_name(state())));
+    exchange->respond(302, "text/plain; charset=utf-8", "see /dashboard\n",
+                      {{"Location", "/dashboard"}});
+    metrics_.observe_status(label, 302);
+    return;
+  }
+  if (path == "/dashboard" || path.starts_with("/dashboard/")) {
+    label = "dashboard";
+    require_method(request, http::verb::get, path);
+    dashboard(request, path, exchange);
     metrics_.observe_status(label, 200);
     return;
   }
@@ -171,12 +179,7 @@ void Router::dispatch(HttpRequest& request, const std::string& path,
   }
   const bool tokenizer_path = path == "/tokenize" || path == "/detokenize";
   if (path.starts_with("/v1/") || tokenizer_path) {
-    const auto authorization = request[http::field::authorization];
-    if (keys_.enabled() &&
-        !keys_.accepts(std::string_view(authorization.data(), authorization.size()))) {
-      throw api::ApiError(401, "missing or invalid API key: send 'Authorization: Bearer <key>'", {},
-                          "invalid_api_key");
-    }
+    require_api_key(request);
     if (tokenizer_path) {
       label = path.substr(1);
       require_method(request, http::verb::post, path);
@@ -214,6 +217,77 @@ void Router::dispatch(HttpRequest& request, const std::string& path,
   throw api::ApiError(
       404, fmt::format("there is no route {} {}", std::string(request.method_string()), path), {},
       "not_found");
+}
+
+void Router::require_api_key(const HttpRequest& request) const {
+  const auto authorization = request[http::field::authorization];
+  if (keys_.enabled() &&
+      !keys_.accepts(std::string_view(authorization.data(), authorization.size()))) {
+    throw api::ApiError(401, "missing or invalid API key: send 'Authorization: Bearer <key>'", {},
+                        "invalid_api_key");
+  }
+}
+
+void Router::dashboard(const HttpRequest& request, const std::string& path,
+                       const std::shared_ptr<HttpExchange>& exchange) {
+  if (path != "/dashboard/state") {
+    // The page and its scripts hold no data: open, so the page can ask for the key.
+    const EmbeddedAsset* asset = find_dashboard_asset(path);
+    if (!asset) {
+      throw api::ApiError(404, fmt::format("there is no dashboard file {}", path), {}, "not_found");
+    }
+    exchange->respond(200, dashboard_content_type(asset->path), std::string(asset->body),
+                      {{"Cache-Control", "no-cache"}});
+    return;
+  }
+  // The state shows prompt text (near misses): behind the key, as /v1 is.
+  require_api_key(request);
+  // On a worker: the advisor's refresh (every few seconds) takes milliseconds.
+  answer_json_from_worker(exchange, "GET /dashboard/state", "dashboard",
+                          [this] { return api::dump_json(dashboard_snapshot()); },
+                          {{"Cache-Control", "no-store"}});
+}
+
+void Router::answer_json_from_worker(const std::shared_ptr<HttpExchange>& exchange,
+                                     std::string what, std::string label,
+                                     std::function<std::string()> make_body, HeaderList headers) {
+  boost::asio::post(workers_, [this, exchange, what = std::move(what), label = std::move(label),
+                               make_body = std::move(make_body), headers = std::move(headers)] {
+    std::string body;
+    std::exception_ptr failure;
+    try {
+      body = make_body();
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    boost::asio::post(exchange->executor(),
+                      [this, exchange, what, label, headers, failure, body = std::move(body)]() {
+                        if (failure) {
+                          answer_failure(*exchange, what, label, failure);
+                        } else {
+                          exchange->respond(200, kJson, body, headers);
+                        }
+                      });
+  });
+}
+
+nlohmann::json Router::dashboard_snapshot() {
+  DashboardInputs in;
+  in.now = Clock::now();
+  in.time = seconds_between(started_, in.now);
+  const ServerState s = state();
+  in.state = server_state_name(s);
+  if (s == ServerState::kLoading) {
+    in.model = "loading";
+    return dashboard_state(in);
+  }
+  in.model = model_.id;
+  advice_.refresh(*engine_);
+  const EngineStats stats = engine_->stats();
+  in.engine = &stats;
+  in.latency = metrics_.recent_latency(in.window);
+  in.advice = advice_.latest();
+  return dashboard_state(in);
 }
 
 void Router::require_ready_state() const {
@@ -293,25 +367,10 @@ void Router::engine_state(const std::shared_ptr<HttpExchange>& exchange) {
   }
   // On a worker: the first request measures the read bandwidth (about a second), and the
   // state of 256 steps and requests takes a while to write.
-  boost::asio::post(workers_, [this, exchange] {
-    std::string body;
-    std::exception_ptr failure;
-    try {
-      std::call_once(machine_once_, [this] {
-        machine_ = advise::probe_machine(engine_->options().threads, true);
-      });
-      body =
-          api::dump_json(advise::state_to_json(advise::capture_engine_state(*engine_, machine_)));
-    } catch (...) {
-      failure = std::current_exception();
-    }
-    boost::asio::post(exchange->executor(), [this, exchange, failure, body = std::move(body)]() {
-      if (failure) {
-        answer_failure(*exchange, "GET /v1/engine/state", "engine_state", failure);
-      } else {
-        exchange->respond(200, kJson, body);
-      }
-    });
+  answer_json_from_worker(exchange, "GET /v1/engine/state", "engine_state", [this] {
+    std::call_once(machine_once_,
+                   [this] { machine_ = advise::probe_machine(engine_->options().threads, true); });
+    return api::dump_json(advise::state_to_json(advise::capture_engine_state(*engine_, machine_)));
   });
 }
 

@@ -13,7 +13,9 @@
 //   GET  /metrics                               Prometheus text (metrics.h)
 //   POST /v1/embeddings                         pooled hidden states (embeddings.h)
 //   POST /tokenize, /detokenize                 the tokenizer (tokenize_endpoints.h)
-//   GET  /                                      a page of links (index_page.h)
+//   GET  /dashboard, /dashboard/*               the live dashboard's files (dashboard_assets.h)
+//   GET  /dashboard/state                       its JSON, behind the key (dashboard_state.h)
+//   GET  /                                      302 to /dashboard
 //   OPTIONS any                                 CORS preflight, with --allowed-origins (cors.h)
 //
 // Every request gets an id (the client's X-Request-Id, else req-N), echoed in the response's
@@ -23,6 +25,7 @@
 #include <atomic>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -36,6 +39,7 @@
 #include "formats/model_summary.h"
 #include "serve/auth.h"
 #include "serve/cors.h"
+#include "serve/dashboard_advice.h"
 #include "serve/embeddings.h"
 #include "serve/http_server.h"
 #include "serve/metrics.h"
@@ -97,6 +101,16 @@ class Router {
   void tokenizer_route(const HttpRequest& request, const std::string& path,
                        const std::shared_ptr<HttpExchange>& exchange);
   void require_ready_state() const;
+  // 401 unless the request carries an accepted key (when --api-key is set).
+  void require_api_key(const HttpRequest& request) const;
+  void dashboard(const HttpRequest& request, const std::string& path,
+                 const std::shared_ptr<HttpExchange>& exchange);
+  nlohmann::json dashboard_snapshot();
+  // Runs make_body on the worker pool (work too slow for an io thread), then answers 200 with
+  // its JSON on the exchange's strand, or the failure it threw; `what` names it in the log.
+  void answer_json_from_worker(const std::shared_ptr<HttpExchange>& exchange, std::string what,
+                               std::string label, std::function<std::string()> make_body,
+                               HeaderList headers = {});
   void embeddings(const HttpRequest& request, const std::shared_ptr<LoggedExchange>& exchange);
   void engine_state(const std::shared_ptr<HttpExchange>& exchange);
 
@@ -114,6 +128,8 @@ class Router {
   // Machine facts for /v1/engine/state: the bandwidth probe runs once, on the first request.
   std::once_flag machine_once_;
   advise::MachineFacts machine_;
+  DashboardAdvice advice_;            // the dashboard's findings, refreshed every few seconds
+  TimePoint started_ = Clock::now();  // the dashboard's clock
   // Last: destroyed (joined) first, so no parse in progress outlives the members it uses.
   boost::asio::thread_pool workers_{2};  // request parsing off the io threads
 };

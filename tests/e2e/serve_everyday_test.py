@@ -9,7 +9,7 @@ usage: serve_everyday_test.py RAPIDE_BINARY SHARED_DIR
   ids equal to their text, --pooling mean differing from last.
 * /v1/models: max_model_len, parameters, file size (= the file's size on disk), weight type,
   and no absolute path of the model.
-* GET / answers a page linking /health and /metrics; CORS is off by default, and with
+* GET / redirects to /dashboard, a page linking /health and /metrics; CORS is off by default, and with
   --allowed-origins a preflight gets 204 with the allow headers, other origins get nothing.
 * The request log, parsed from a real run in both formats: one line per request with every
   field the issue lists, 4xx lines with their error message, no prompt text unless
@@ -133,10 +133,13 @@ def check_models(server):
 
 
 def check_index_and_cors(server, cors_on):
-    status, headers, body = server.curl("/")
+    status, headers, _ = server.curl("/")
+    check(status == 302 and headers.get("location") == "/dashboard",
+          f"GET / redirects to /dashboard: {status} {headers}")
+    status, headers, body = server.curl("/dashboard")
     check(status == 200 and headers.get("content-type", "").startswith("text/html")
           and 'href="/metrics"' in body and 'href="/health"' in body,
-          "GET / is an HTML page linking /metrics and /health")
+          "GET /dashboard is an HTML page linking /metrics and /health")
     origin = "https://app.example.com"
     status, headers, _ = server.curl("/v1/models", method="OPTIONS",
                                      headers=[f"Origin: {origin}",
