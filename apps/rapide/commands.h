@@ -18,5 +18,6 @@ void register_bench(CLI::App& app);
 void register_advise(CLI::App& app);
 void register_tokenize(CLI::App& app);
 void register_detokenize(CLI::App& app);
+void register_compress(CLI::App& app);
 
 }  // namespace rapide::cli
