@@ -106,7 +106,14 @@ std::string kept_text(const std::vector<std::string>& pieces, const std::vector<
   std::string text;
   for (size_t w = 0; w < words.size(); ++w) {
     if (!keep_word[w]) continue;
-    for (int t = words[w].begin; t < words[w].end; ++t) text += pieces[static_cast<size_t>(t)];
+    for (int t = words[w].begin; t < words[w].end; ++t) {
+      std::string_view piece = pieces[static_cast<size_t>(t)];
+      // A dropped word between two spaces would leave both: keep one.
+      if (t == words[w].begin && !text.empty() && text.back() == ' ' && piece.starts_with(' ')) {
+        piece.remove_prefix(1);
+      }
+      text += piece;
+    }
   }
   if (!original_starts_with_space) {
     const size_t first = text.find_first_not_of(" \t\r\n");

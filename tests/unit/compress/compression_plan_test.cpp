@@ -100,6 +100,9 @@ TEST(KeptText, JoinsKeptWordsAndTrimsALeadingSpaceTheOriginalLacked) {
   const std::vector<Word> words = split_words(pieces);
   EXPECT_EQ(kept_text(pieces, words, {false, true, false, true}, false), "upon time.");
   EXPECT_EQ(kept_text(pieces, words, {false, true, false, true}, true), " upon time.");
+  // Space after and before a word: dropping "b" leaves one space, not two.
+  const std::vector<std::string> spaced{"a ", " ", "b", " c."};
+  EXPECT_EQ(kept_text(spaced, split_words(spaced), {true, false, false, true}, false), "a c.");
 }
 
 TEST(CompressionCost, ScoringEveryTokenAgainstThePrefillOfTheDroppedOnes) {
