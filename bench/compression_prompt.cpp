@@ -7,7 +7,9 @@
 // of a sentence of that passage, and the rest of the sentence is the reference continuation.
 //
 // For each ratio and each scorer, every query is run `--repeats` times, the ratios
-// interleaved (paired: the machine is shared and noisy), and the median taken:
+// interleaved (paired: the machine is shared and noisy), and the median taken; each run is
+// measured twice: cold (the scorer's passage cache emptied first) and warm (right after:
+// every passage cached, as in a RAG service whose corpus passages come back):
 //   ttft      compression (scoring included) + the served model's prefill + first token
 //   loglik    log-likelihood of the reference continuation after the (compressed) prompt,
 //             nats per token, teacher-forced
@@ -18,6 +20,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -220,39 +223,45 @@ void run(const std::string& model_path, const std::vector<std::string>& scorers,
                 q.prompt.substr(q.prompt.rfind("\n\n") + 2).c_str(), q.continuation.c_str());
   }
 
-  // [scorer][ratio][query] -> samples.
+  // [scorer][cold, warm][ratio][query] -> samples.
   struct Cell {
     std::vector<double> ttft, compress;
     Measurement last;
   };
-  std::vector<std::vector<std::vector<Cell>>> cells(
-      scoring.size(),
-      std::vector<std::vector<Cell>>(ratios.size(), std::vector<Cell>(queries.size())));
+  using Table = std::vector<std::vector<Cell>>;
+  std::vector<std::array<Table, 2>> cells(scoring.size());
+  for (auto& modes : cells) {
+    for (Table& t : modes) t.assign(ratios.size(), std::vector<Cell>(queries.size()));
+  }
   for (int r = 0; r < repeats; ++r) {
     for (size_t q = 0; q < queries.size(); ++q) {
       for (size_t k = 0; k < scoring.size(); ++k) {
         for (size_t i = 0; i < ratios.size(); ++i) {
-          std::vector<std::string> texts_in{queries[q].prompt};
-          compress::CompressionRequest request;
-          request.ratio = ratios[i];
-          const TimePoint start = Clock::now();
-          const compress::CompressionReport report =
-              compress::PromptCompressor(*scoring[k].scorer).compress(texts_in, request, 0.0);
-          const double compress_seconds = seconds_between(start, Clock::now());
-          Measurement m = measure(s, texts_in[0], queries[q].continuation, greedy_tokens);
-          m.compress_seconds = compress_seconds;
-          m.applied = report.applied;
-          Cell& c = cells[k][i][q];
-          c.ttft.push_back(compress_seconds + m.prefill_seconds);
-          c.compress.push_back(compress_seconds);
-          c.last = std::move(m);
+          for (int mode = 0; mode < 2; ++mode) {
+            if (mode == 0) scoring[k].scorer->clear_cache();
+            std::vector<std::string> texts_in{queries[q].prompt};
+            compress::CompressionRequest request;
+            request.ratio = ratios[i];
+            const TimePoint start = Clock::now();
+            compress::PromptCompressor(*scoring[k].scorer).compress(texts_in, request, 0.0);
+            const double compress_seconds = seconds_between(start, Clock::now());
+            Measurement m = measure(s, texts_in[0], queries[q].continuation, greedy_tokens);
+            m.compress_seconds = compress_seconds;
+            Cell& c = cells[k][mode][i][q];
+            c.ttft.push_back(compress_seconds + m.prefill_seconds);
+            c.compress.push_back(compress_seconds);
+            c.last = std::move(m);
+          }
         }
       }
     }
   }
 
   for (size_t k = 0; k < scoring.size(); ++k) {
-    std::printf("\nscorer %s (%.1f us/token measured)\n", scoring[k].name.c_str(),
+   for (int mode = 0; mode < 2; ++mode) {
+    const Table& table = cells[k][mode];
+    std::printf("\nscorer %s, %s (%.1f us/token measured)\n", scoring[k].name.c_str(),
+                mode == 0 ? "cold: passages scored from scratch" : "warm: passages cached",
                 scoring[k].scorer->seconds_per_token() * 1e6);
     std::printf("%6s %14s %12s %12s %10s %9s %11s %8s\n", "ratio", "prompt tokens",
                 "compress ms", "TTFT ms", "speedup", "loglik", "d loglik", "agree");
@@ -260,9 +269,9 @@ void run(const std::string& model_path, const std::vector<std::string>& scorers,
     for (size_t i = 0; i < ratios.size(); ++i) {
       double tokens = 0, ttft = 0, comp = 0, ll = 0, agree = 0;
       for (size_t q = 0; q < queries.size(); ++q) {
-        const Cell& c = cells[k][i][q];
+        const Cell& c = table[i][q];
         // Agreement against ratio 1.0's (the first ratio's) greedy answer of the same query.
-        const std::vector<int32_t>& ref = cells[k][0][q].last.greedy;
+        const std::vector<int32_t>& ref = table[0][q].last.greedy;
         int same = 0;
         for (size_t t = 0; t < ref.size(); ++t) same += c.last.greedy[t] == ref[t];
         tokens += c.last.prompt_tokens;
@@ -280,6 +289,7 @@ void run(const std::string& model_path, const std::vector<std::string>& scorers,
                   tokens / nq, comp / nq * 1e3, ttft / nq * 1e3, base_ttft / ttft, ll / nq,
                   ll / nq - base_ll, agree / nq * 100.0);
     }
+   }
   }
   std::printf("\nTTFT: mean over queries of the median over repeats; loglik: nats per reference "
               "token (higher is better); agree: greedy tokens equal to ratio %.2f's\n",

@@ -36,8 +36,11 @@ CompressionReport PromptCompressor::compress(std::vector<std::string>& texts,
   report.passages = static_cast<int>(originals.size());
   report.kept_passages = report.passages;
   const Tokenizer& tokenizer = scorer_.tokenizer();
+  int uncached_tokens = 0;
   for (const std::string& p : originals) {
-    report.context_tokens += static_cast<int>(tokenizer.encode(p, false).size());
+    const int tokens = static_cast<int>(tokenizer.encode(p, false).size());
+    report.context_tokens += tokens;
+    if (!scorer_.cached(p)) uncached_tokens += tokens;
   }
   report.kept_context_tokens = report.context_tokens;
 
@@ -68,8 +71,8 @@ CompressionReport PromptCompressor::compress(std::vector<std::string>& texts,
   }
   if (prefill_seconds_per_token > 0.0) {
     const int question_tokens = static_cast<int>(tokenizer.encode(question, false).size());
-    report.cost = estimate_compression_cost(report.context_tokens, report.passages,
-                                            question_tokens, request.ratio,
+    report.cost = estimate_compression_cost(report.context_tokens, uncached_tokens,
+                                            report.passages, question_tokens, request.ratio,
                                             scorer_.seconds_per_token(), prefill_seconds_per_token);
     if (!request.force && !report.cost.worth_it()) {
       report.reason = fmt::format("scoring would cost {:.1f} ms to save {:.1f} ms of prefill",

@@ -107,12 +107,16 @@ TEST(KeptText, JoinsKeptWordsAndTrimsALeadingSpaceTheOriginalLacked) {
 
 TEST(CompressionCost, ScoringEveryTokenAgainstThePrefillOfTheDroppedOnes) {
   // 1000 context tokens in 4 passages, 9-token question: 1000 + 4 * 10 = 1040 scored tokens.
-  const CompressionCost cheap = estimate_compression_cost(1000, 4, 9, 0.5, 1e-5, 1e-4);
+  const CompressionCost cheap = estimate_compression_cost(1000, 1000, 4, 9, 0.5, 1e-5, 1e-4);
   EXPECT_DOUBLE_EQ(cheap.scoring_seconds, 1040 * 1e-5);
   EXPECT_DOUBLE_EQ(cheap.saved_seconds, 500 * 1e-4);
   EXPECT_TRUE(cheap.worth_it());
-  // A scorer as costly as the served model never pays.
-  EXPECT_FALSE(estimate_compression_cost(1000, 4, 9, 0.5, 1e-4, 1e-4).worth_it());
+  // A scorer as costly as the served model never pays, unless the passages are cached:
+  // then only the questions run (4 * 10 tokens).
+  EXPECT_FALSE(estimate_compression_cost(1000, 1000, 4, 9, 0.5, 1e-4, 1e-4).worth_it());
+  const CompressionCost warm = estimate_compression_cost(1000, 0, 4, 9, 0.5, 1e-4, 1e-4);
+  EXPECT_DOUBLE_EQ(warm.scoring_seconds, 40 * 1e-4);
+  EXPECT_TRUE(warm.worth_it());
 }
 
 }  // namespace

@@ -170,6 +170,26 @@ TEST_F(PromptCompressorTest, ASmallerScorerWithAnotherVocabularyWorksOnTheText) 
   EXPECT_NEAR(static_cast<double>(r.kept_context_tokens) / r.context_tokens, 0.5, 0.05);
 }
 
+TEST_F(PromptCompressorTest, ACachedPassageScoresLikeAFreshOne) {
+  const std::string passage = "Tim had a new red ball. He threw it to his dog, and the dog ran.";
+  TokenScorer fresh(load(kServed), 1);
+  const ScoredPassage cold = fresh.score(passage, kQuestion);
+  EXPECT_TRUE(fresh.cached(passage));
+  const ScoredPassage warm = fresh.score(passage, kQuestion);
+  const ScoredPassage other = fresh.score(passage, "Where did the dog run to after the ball?");
+  EXPECT_EQ(cold.tokens, warm.tokens);
+  EXPECT_EQ(cold.surprisal, warm.surprisal);
+  EXPECT_EQ(cold.question_logprob, warm.question_logprob);
+  EXPECT_NE(other.question_logprob, warm.question_logprob);
+  // A scorer that never cached anything agrees with the second question too.
+  TokenScorer again(load(kServed), 1, /*cache_bytes=*/0);
+  EXPECT_EQ(again.score(passage, "Where did the dog run to after the ball?").question_logprob,
+            other.question_logprob);
+  EXPECT_LT(cold.question_logprob, 0.0);
+  fresh.clear_cache();
+  EXPECT_FALSE(fresh.cached(passage));
+}
+
 TEST_F(PromptCompressorTest, ARatioOutsideTheRangeIsRefused) {
   for (double ratio : {0.0, -0.5, 1.5}) {
     std::string prompt = marked_prompt();
