@@ -184,7 +184,9 @@ Measurement measure(Served& s, const std::string& prompt, const std::string& con
   return m;
 }
 
-double median(std::vector<double> v) { return percentile(v, 50.0); }
+double median(std::vector<double> v) {
+  return percentile(v, 50.0);
+}
 
 void run(const std::string& model_path, const std::vector<std::string>& scorers,
          const std::vector<std::string>& texts, const std::vector<double>& ratios, int repeats,
@@ -210,7 +212,8 @@ void run(const std::string& model_path, const std::vector<std::string>& scorers,
   };
   std::vector<Scorer> scoring;
   for (const std::string& path : scorers) {
-    const auto file = path == model_path ? s.file : std::make_shared<const ModelFile>(load_model(path));
+    const auto file =
+        path == model_path ? s.file : std::make_shared<const ModelFile>(load_model(path));
     scoring.push_back({std::filesystem::path(path).filename().string(),
                        std::make_unique<compress::TokenScorer>(file, threads)});
   }
@@ -258,42 +261,43 @@ void run(const std::string& model_path, const std::vector<std::string>& scorers,
   }
 
   for (size_t k = 0; k < scoring.size(); ++k) {
-   for (int mode = 0; mode < 2; ++mode) {
-    const Table& table = cells[k][mode];
-    std::printf("\nscorer %s, %s (%.1f us/token measured)\n", scoring[k].name.c_str(),
-                mode == 0 ? "cold: passages scored from scratch" : "warm: passages cached",
-                scoring[k].scorer->seconds_per_token() * 1e6);
-    std::printf("%6s %14s %12s %12s %10s %9s %11s %8s\n", "ratio", "prompt tokens",
-                "compress ms", "TTFT ms", "speedup", "loglik", "d loglik", "agree");
-    double base_ttft = 0, base_ll = 0;
-    for (size_t i = 0; i < ratios.size(); ++i) {
-      double tokens = 0, ttft = 0, comp = 0, ll = 0, agree = 0;
-      for (size_t q = 0; q < queries.size(); ++q) {
-        const Cell& c = table[i][q];
-        // Agreement against ratio 1.0's (the first ratio's) greedy answer of the same query.
-        const std::vector<int32_t>& ref = table[0][q].last.greedy;
-        int same = 0;
-        for (size_t t = 0; t < ref.size(); ++t) same += c.last.greedy[t] == ref[t];
-        tokens += c.last.prompt_tokens;
-        ttft += median(c.ttft);
-        comp += median(c.compress);
-        ll += c.last.loglik_per_token;
-        agree += static_cast<double>(same) / static_cast<double>(ref.size());
+    for (int mode = 0; mode < 2; ++mode) {
+      const Table& table = cells[k][mode];
+      std::printf("\nscorer %s, %s (%.1f us/token measured)\n", scoring[k].name.c_str(),
+                  mode == 0 ? "cold: passages scored from scratch" : "warm: passages cached",
+                  scoring[k].scorer->seconds_per_token() * 1e6);
+      std::printf("%6s %14s %12s %12s %10s %9s %11s %8s\n", "ratio", "prompt tokens", "compress ms",
+                  "TTFT ms", "speedup", "loglik", "d loglik", "agree");
+      double base_ttft = 0, base_ll = 0;
+      for (size_t i = 0; i < ratios.size(); ++i) {
+        double tokens = 0, ttft = 0, comp = 0, ll = 0, agree = 0;
+        for (size_t q = 0; q < queries.size(); ++q) {
+          const Cell& c = table[i][q];
+          // Agreement against ratio 1.0's (the first ratio's) greedy answer of the same query.
+          const std::vector<int32_t>& ref = table[0][q].last.greedy;
+          int same = 0;
+          for (size_t t = 0; t < ref.size(); ++t) same += c.last.greedy[t] == ref[t];
+          tokens += c.last.prompt_tokens;
+          ttft += median(c.ttft);
+          comp += median(c.compress);
+          ll += c.last.loglik_per_token;
+          agree += static_cast<double>(same) / static_cast<double>(ref.size());
+        }
+        const double nq = static_cast<double>(queries.size());
+        if (i == 0) {
+          base_ttft = ttft;
+          base_ll = ll / nq;
+        }
+        std::printf("%6.2f %14.0f %12.1f %12.1f %9.2fx %9.3f %+11.3f %7.0f%%\n", ratios[i],
+                    tokens / nq, comp / nq * 1e3, ttft / nq * 1e3, base_ttft / ttft, ll / nq,
+                    ll / nq - base_ll, agree / nq * 100.0);
       }
-      const double nq = static_cast<double>(queries.size());
-      if (i == 0) {
-        base_ttft = ttft;
-        base_ll = ll / nq;
-      }
-      std::printf("%6.2f %14.0f %12.1f %12.1f %9.2fx %9.3f %+11.3f %7.0f%%\n", ratios[i],
-                  tokens / nq, comp / nq * 1e3, ttft / nq * 1e3, base_ttft / ttft, ll / nq,
-                  ll / nq - base_ll, agree / nq * 100.0);
     }
-   }
   }
-  std::printf("\nTTFT: mean over queries of the median over repeats; loglik: nats per reference "
-              "token (higher is better); agree: greedy tokens equal to ratio %.2f's\n",
-              ratios[0]);
+  std::printf(
+      "\nTTFT: mean over queries of the median over repeats; loglik: nats per reference "
+      "token (higher is better); agree: greedy tokens equal to ratio %.2f's\n",
+      ratios[0]);
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
 // Whether compressing a prompt pays: scoring costs a pass of the scoring model over every
-// context token not cached yet (token_scorer.h), plus the question once per passage; it saves the served model's prefill
-// of the dropped tokens. Both per-token figures are measured (the scorer times its passes,
-// the engine its prefill steps), so a scorer as large as the served model, or a context too
-// small to matter, switches compression off for that request.
+// context token not cached yet (token_scorer.h), plus the question once per passage; it saves the
+// served model's prefill of the dropped tokens. Both per-token figures are measured (the scorer
+// times its passes, the engine its prefill steps), so a scorer as large as the served model, or a
+// context too small to matter, switches compression off for that request.
 #pragma once
 
 namespace rapide::compress {

@@ -9,13 +9,13 @@ namespace rapide::compress {
 namespace {
 
 bool starts_with_space(const std::string& piece) {
-  return !piece.empty() && (piece[0] == ' ' || piece[0] == '\n' || piece[0] == '\t' ||
-                            piece[0] == '\r');
+  return !piece.empty() &&
+         (piece[0] == ' ' || piece[0] == '\n' || piece[0] == '\t' || piece[0] == '\r');
 }
 
 bool ends_with_space(const std::string& piece) {
-  return !piece.empty() && (piece.back() == ' ' || piece.back() == '\n' ||
-                            piece.back() == '\t' || piece.back() == '\r');
+  return !piece.empty() && (piece.back() == ' ' || piece.back() == '\n' || piece.back() == '\t' ||
+                            piece.back() == '\r');
 }
 
 bool holds_sentence_end(const std::string& piece) {
@@ -50,8 +50,7 @@ CompressionPlan plan_compression(const std::vector<PassageScores>& passages, dou
     plan.keep_word[p].assign(passages[p].words.size(), true);
     plan.context_tokens += passages[p].tokens;
   }
-  const int target =
-      static_cast<int>(std::ceil(std::clamp(ratio, 0.0, 1.0) * plan.context_tokens));
+  const int target = static_cast<int>(std::ceil(std::clamp(ratio, 0.0, 1.0) * plan.context_tokens));
 
   // Coarse: the most relevant passages first, each kept while the target is not reached
   // (the fine step trims the excess) or when it fits the slack budget. Relevance is a sum

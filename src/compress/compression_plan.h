@@ -1,9 +1,9 @@
 // The decisions of prompt compression, from scores alone (no model here, so tests can feed
 // made-up scores):
 //   * words: a passage's tokens grouped into words (a word starts at a token that begins with
-//     whitespace, or after one that ends with it), the unit the fine step drops, so no word is cut in
-//     half and no UTF-8 character split; a word holding a sentence end (. ! ? or a newline)
-//     is never dropped, so sentence boundaries survive;
+//     whitespace, or after one that ends with it), the unit the fine step drops, so no word is cut
+//     in half and no UTF-8 character split; a word holding a sentence end (. ! ? or a newline) is
+//     never dropped, so sentence boundaries survive;
 //   * coarse step (LongLLMLingua): passages ranked by the question's log-likelihood given
 //     the passage, kept best first until the target is reached, then while they fit a
 //     budget of kCoarseSlack x the target;

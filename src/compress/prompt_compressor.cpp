@@ -49,8 +49,8 @@ CompressionReport PromptCompressor::compress(std::vector<std::string>& texts,
     size_t next = 0;
     for (size_t t = 0; t < texts.size(); ++t) {
       const size_t count = marked[t].passage_indices().size();
-      texts[t] = assemble(marked[t], std::vector<std::string>(kept.begin() + next,
-                                                              kept.begin() + next + count));
+      texts[t] = assemble(
+          marked[t], std::vector<std::string>(kept.begin() + next, kept.begin() + next + count));
       next += count;
     }
     report.seconds = seconds_between(start, Clock::now());
@@ -65,19 +65,19 @@ CompressionReport PromptCompressor::compress(std::vector<std::string>& texts,
     return write_back();
   }
   if (report.context_tokens < kMinContextTokens) {
-    report.reason = fmt::format("context of {} tokens is under {}", report.context_tokens,
-                                kMinContextTokens);
+    report.reason =
+        fmt::format("context of {} tokens is under {}", report.context_tokens, kMinContextTokens);
     return write_back();
   }
   if (prefill_seconds_per_token > 0.0) {
     const int question_tokens = static_cast<int>(tokenizer.encode(question, false).size());
-    report.cost = estimate_compression_cost(report.context_tokens, uncached_tokens,
-                                            report.passages, question_tokens, request.ratio,
+    report.cost = estimate_compression_cost(report.context_tokens, uncached_tokens, report.passages,
+                                            question_tokens, request.ratio,
                                             scorer_.seconds_per_token(), prefill_seconds_per_token);
     if (!request.force && !report.cost.worth_it()) {
-      report.reason = fmt::format("scoring would cost {:.1f} ms to save {:.1f} ms of prefill",
-                                  report.cost.scoring_seconds * 1e3,
-                                  report.cost.saved_seconds * 1e3);
+      report.reason =
+          fmt::format("scoring would cost {:.1f} ms to save {:.1f} ms of prefill",
+                      report.cost.scoring_seconds * 1e3, report.cost.saved_seconds * 1e3);
       return write_back();
     }
   }
@@ -102,8 +102,8 @@ CompressionReport PromptCompressor::compress(std::vector<std::string>& texts,
     ++report.kept_passages;
     const std::vector<bool>& words = plan.keep_word[p];
     if (std::find(words.begin(), words.end(), false) == words.end()) continue;  // verbatim
-    const bool leading_space = !originals[p].empty() && std::isspace(static_cast<unsigned char>(
-                                                            originals[p][0]));
+    const bool leading_space =
+        !originals[p].empty() && std::isspace(static_cast<unsigned char>(originals[p][0]));
     kept[p] = kept_text(pieces[p], scores[p].words, words, leading_space);
   }
   report.applied = true;

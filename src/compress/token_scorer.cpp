@@ -50,8 +50,8 @@ std::vector<float> TokenScorer::run(const std::vector<int32_t>& ids, int from,
     for (int p = begin; p < end; ++p) batch.add(ids[p], 0, p, p + 1 < n);
     const std::span<const float> logits = model_.forward(batch, kv, pool_);
     for (int p = begin; p < end && p + 1 < n; ++p) {
-      out[p - from] = log_probability(logits.data() + static_cast<size_t>(p - begin) * vocab,
-                                      vocab, ids[p + 1]);
+      out[p - from] = log_probability(logits.data() + static_cast<size_t>(p - begin) * vocab, vocab,
+                                      ids[p + 1]);
     }
   }
   seconds_ += seconds_between(start, Clock::now());
@@ -100,7 +100,8 @@ TokenScorer::Entry& TokenScorer::passage_entry(std::string_view passage, int roo
     e.surprisal[i] = -logprobs[i - offset];
     total += e.surprisal[i];
   }
-  if (!bos && tokens > 0) e.surprisal[0] = tokens > 1 ? static_cast<float>(total / (tokens - 1)) : 0.0f;
+  if (!bos && tokens > 0)
+    e.surprisal[0] = tokens > 1 ? static_cast<float>(total / (tokens - 1)) : 0.0f;
   // Keep it, evicting the least recently used beyond the budget (the new one always stays).
   used_bytes_ += e.kv->memory_bytes();
   lru_.push_front(key);

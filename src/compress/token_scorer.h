@@ -31,9 +31,9 @@
 namespace rapide::compress {
 
 struct ScoredPassage {
-  std::vector<int32_t> tokens;     // the passage's tokens (no BOS)
-  std::vector<float> surprisal;    // per token, nats: -log p(token | BOS, tokens before it)
-  double question_logprob = 0.0;   // log p(question | BOS, passage, blank line), nats, summed
+  std::vector<int32_t> tokens;    // the passage's tokens (no BOS)
+  std::vector<float> surprisal;   // per token, nats: -log p(token | BOS, tokens before it)
+  double question_logprob = 0.0;  // log p(question | BOS, passage, blank line), nats, summed
   int question_tokens = 0;
 };
 

@@ -123,8 +123,8 @@ CompressionOutcome RequestCompressor::compress_body(json& body, api::Endpoint en
   }
   const std::vector<std::string> originals = texts;
   try {
-    outcome.report = compress::PromptCompressor(*scorer_).compress(texts, request,
-                                                                   prefill_seconds_per_token);
+    outcome.report =
+        compress::PromptCompressor(*scorer_).compress(texts, request, prefill_seconds_per_token);
   } catch (const Error& e) {
     if (e.code() == ErrorCode::kInvalidArgument) bad(e.what());
     throw;

@@ -326,8 +326,8 @@ std::optional<CompressionOutcome> Router::compress_prompt(nlohmann::json& body,
   const std::optional<compress::CompressionRequest> request = read_compression_field(body);
   if (!request) return std::nullopt;
   if (!compressor_) {
-    throw api::ApiError(400, "this server has no model file to score prompts with",
-                        "compression", "unsupported");
+    throw api::ApiError(400, "this server has no model file to score prompts with", "compression",
+                        "unsupported");
   }
   // The engine's measured prefill cost per token (0 before its first prefill step).
   const StepKindTotals prefill = engine_->stats().step_totals.prefill_only;

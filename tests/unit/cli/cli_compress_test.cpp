@@ -6,21 +6,20 @@
 
 #include "run_rapide.h"
 #include "test_paths.h"
+#include "unit/compress/story_context.h"
 
 namespace rapide::testing {
 namespace {
 
-constexpr const char* kServed = "models/tinystories-656k/TinyStories-656K-F16.gguf";
-constexpr const char* kSmall = "models/stories260K/stories260K.gguf";
-constexpr const char* kText = "reference/text/stories-eval.txt";
-constexpr const char* kQuestion = "Ben put the big blocks at the bottom, and Lily put the";
+using namespace story_context;
 
 TEST(CliCompress, PrintsTheCompressedContextThenTheQuestion) {
   RAPIDE_REQUIRE_SHARED(kServed);
   RAPIDE_REQUIRE_SHARED(kSmall);
   const std::string args = std::string("compress -m ") + shared_path(kServed) +
-                           " --compressor-model " + shared_path(kSmall) + " --ratio 0.5 --context " +
-                           shared_path(kText) + " --question '" + kQuestion + "'";
+                           " --compressor-model " + shared_path(kSmall) +
+                           " --ratio 0.5 --context " + shared_path(kText) + " --question '" +
+                           kQuestion + "'";
   const CliResult out = run_rapide(args, /*keep_stderr=*/false);
   ASSERT_EQ(out.exit_code, 0) << out.out;
   EXPECT_TRUE(out.out.ends_with(std::string(kQuestion) + "\n")) << out.out;
@@ -29,8 +28,7 @@ TEST(CliCompress, PrintsTheCompressedContextThenTheQuestion) {
   EXPECT_LT(out.out.size(), 2600u);
   EXPECT_GT(out.out.size(), 900u);
   const CliResult figures = run_rapide(args);  // stderr too
-  EXPECT_NE(figures.out.find("compress: applied; passages 5 ->"), std::string::npos)
-      << figures.out;
+  EXPECT_NE(figures.out.find("compress: applied; passages 5 ->"), std::string::npos) << figures.out;
 }
 
 TEST(CliCompress, BadArgumentsExitTwoWithAMessage) {

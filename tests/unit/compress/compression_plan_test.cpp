@@ -49,8 +49,7 @@ TEST(PlanCompression, FineStepDropsTheLeastInformativeWordsDownToTheTarget) {
   EXPECT_EQ(plan.context_tokens, 10);
   EXPECT_EQ(plan.kept_tokens, 5);
   // Dropped: 1, 2, 3, 4, 5 (the last word, 0.5, ends the sentence and stays).
-  const std::vector<bool> expected{false, false, false, false, true,
-                                   false, true,  true,  true,  true};
+  const std::vector<bool> expected{false, false, false, false, true, false, true, true, true, true};
   EXPECT_EQ(plan.keep_word[0], expected);
 }
 

@@ -8,7 +8,8 @@ namespace rapide::compress {
 namespace {
 
 TEST(ContextMarkup, SplitsSpansIntoPassagesAtBlankLines) {
-  const MarkedPrompt m = parse_marked_prompt("Read.\n<context>A a.\n\nB b.\n\n\nC c.</context>\nQ?");
+  const MarkedPrompt m =
+      parse_marked_prompt("Read.\n<context>A a.\n\nB b.\n\n\nC c.</context>\nQ?");
   const std::vector<size_t> passages = m.passage_indices();
   ASSERT_EQ(passages.size(), 3u);
   EXPECT_EQ(m.pieces[passages[0]].text, "A a.");

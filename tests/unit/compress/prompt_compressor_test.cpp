@@ -12,16 +12,13 @@
 #include "compress/prompt_compressor.h"
 #include "formats/model_file.h"
 #include "test_paths.h"
+#include "unit/compress/story_context.h"
 
 namespace rapide::compress {
 namespace {
 
-constexpr const char* kServed = "models/tinystories-656k/TinyStories-656K-F16.gguf";
-constexpr const char* kSmall = "models/stories260K/stories260K.gguf";
-constexpr const char* kText = "reference/text/stories-eval.txt";
+using namespace testing::story_context;
 constexpr const char* kInstruction = "Read the stories, then finish the sentence.\n";
-// Part of a sentence of the third passage ("Ben"), so it ranks that passage first.
-constexpr const char* kQuestion = "Ben put the big blocks at the bottom, and Lily put the";
 
 std::shared_ptr<const ModelFile> load(const char* relative) {
   return std::make_shared<const ModelFile>(load_model(testing::shared_path(relative)));
@@ -117,8 +114,8 @@ TEST_F(PromptCompressorTest, TheSameInputGivesTheSameOutput) {
 
 TEST_F(PromptCompressorTest, EmptyAndTinyContextsPassThroughUntouched) {
   for (const std::string& prompt :
-       {std::string("Say hi.<context></context> Now."), std::string("A<context>Tim ran.</context>B"),
-        std::string("no context at all")}) {
+       {std::string("Say hi.<context></context> Now."),
+        std::string("A<context>Tim ran.</context>B"), std::string("no context at all")}) {
     std::string out = prompt;
     const CompressionReport r = run(out, 0.3);
     EXPECT_FALSE(r.applied);
