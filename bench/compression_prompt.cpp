@@ -39,6 +39,7 @@
 #include "formats/model_file.h"
 #include "model/contiguous_kv_store.h"
 #include "model/model.h"
+#include "sampling/softmax_math.h"
 #include "tokenizer/tokenizer.h"
 
 namespace rapide {
@@ -122,13 +123,6 @@ struct Served {
   std::unique_ptr<ContiguousKvStore> kv;
 };
 
-double log_probability(const float* logits, int vocab, int token) {
-  const float max_logit = *std::max_element(logits, logits + vocab);
-  double sum = 0.0;
-  for (int i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(logits[i] - max_logit));
-  return logits[token] - max_logit - std::log(sum);
-}
-
 int argmax(std::span<const float> row) {
   return static_cast<int>(std::max_element(row.begin(), row.end()) - row.begin());
 }
@@ -164,13 +158,14 @@ Measurement measure(Served& s, const std::string& prompt, const std::string& con
   const int first = argmax(last);
   m.prefill_seconds = seconds_between(start, Clock::now());
   // Teacher-forced reference continuation.
-  double ll = log_probability(last.data(), vocab, cont[0]);
+  double ll = token_log_probability(last, cont[0]);
   batch.clear();
   for (size_t i = 0; i + 1 < cont.size(); ++i) batch.add(cont[i], 0, n + static_cast<int>(i), true);
   if (!batch.empty()) {
     const auto logits = s.model->forward(batch, *s.kv, *s.pool);
     for (size_t i = 0; i + 1 < cont.size(); ++i) {
-      ll += log_probability(logits.data() + i * vocab, vocab, cont[i + 1]);
+      ll +=
+          token_log_probability(logits.subspan(i * vocab, static_cast<size_t>(vocab)), cont[i + 1]);
     }
   }
   m.loglik_per_token = ll / static_cast<double>(cont.size());

@@ -1,9 +1,9 @@
 #include "compress/token_scorer.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include "base/clock.h"
+#include "sampling/softmax_math.h"
 
 namespace rapide::compress {
 
@@ -14,14 +14,6 @@ constexpr int kCalibrationTokens = 64;
 // Positions a cached passage keeps free after it for questions (a longer question
 // re-runs the passage into a larger cache).
 constexpr int kQuestionRoom = 128;
-
-// log softmax(logits)[token], stable (max subtracted, sum in double).
-float log_probability(const float* logits, int vocab, int token) {
-  const float max_logit = *std::max_element(logits, logits + vocab);
-  double sum = 0.0;
-  for (int i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(logits[i] - max_logit));
-  return static_cast<float>(logits[token] - max_logit - std::log(sum));
-}
 
 }  // namespace
 
@@ -41,7 +33,7 @@ std::vector<float> TokenScorer::run(const std::vector<int32_t>& ids, int from,
                                     ContiguousKvStore& kv) {
   const int n = static_cast<int>(ids.size());
   const TimePoint start = Clock::now();
-  const int vocab = model_.config().vocab_size;
+  const auto vocab = static_cast<size_t>(model_.config().vocab_size);
   std::vector<float> out(static_cast<size_t>(std::max(0, n - 1 - from)));
   Batch batch;
   for (int begin = from; begin < n; begin += kChunk) {
@@ -50,8 +42,8 @@ std::vector<float> TokenScorer::run(const std::vector<int32_t>& ids, int from,
     for (int p = begin; p < end; ++p) batch.add(ids[p], 0, p, p + 1 < n);
     const std::span<const float> logits = model_.forward(batch, kv, pool_);
     for (int p = begin; p < end && p + 1 < n; ++p) {
-      out[p - from] = log_probability(logits.data() + static_cast<size_t>(p - begin) * vocab, vocab,
-                                      ids[p + 1]);
+      const auto row = logits.subspan(static_cast<size_t>(p - begin) * vocab, vocab);
+      out[p - from] = static_cast<float>(token_log_probability(row, ids[p + 1]));
     }
   }
   seconds_ += seconds_between(start, Clock::now());
