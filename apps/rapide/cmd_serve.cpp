@@ -30,6 +30,7 @@ struct ServeOptions {
   LogSettings log;
   std::string pooling = "last";
   std::string tool_call_parser;
+  std::string compressor_model;
   double drain_timeout_s = 30.0;
   int header_timeout_s = 10;
   uint64_t demo_seed = 1;
@@ -71,6 +72,10 @@ void serve_main(ServeOptions& o) {
   o.server.drain_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(o.drain_timeout_s * 1000.0));
   o.server.http.header_timeout = std::chrono::seconds(o.header_timeout_s);
+  if (!o.compressor_model.empty()) {
+    o.server.router.compressor_file =
+        std::make_shared<const ModelFile>(load_model(o.compressor_model));
+  }
   serve::Server server(o.server);
   server.start();  // /health says "loading" while the model loads
 
@@ -155,6 +160,9 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--allowed-origins", o->server.router.allowed_origins,
                   "CORS: origins whose web pages may call the API, or * (repeatable; default "
                   "none)");
+  cmd->add_option("--compressor-model", o->compressor_model,
+                  "model that scores prompts for the \"compression\" field (default: the "
+                  "served model; a smaller one makes compression pay)");
   cmd->add_option("--pooling", o->pooling,
                   "/v1/embeddings: last (the last token's hidden state) | mean (all tokens')")
       ->capture_default_str();

@@ -20,5 +20,6 @@ void register_tokenize(CLI::App& app);
 void register_detokenize(CLI::App& app);
 void register_prune(CLI::App& app);
 void register_distill(CLI::App& app);
+void register_compress(CLI::App& app);
 
 }  // namespace rapide::cli

@@ -68,7 +68,9 @@ nlohmann::json response_body(const GenerationSpec& spec, const ResponseHeader& h
     if (spec.logprobs) r.logprobs = logprobs_json(spec.endpoint, tokenizer, c.logprobs, 0);
     results.push_back(std::move(r));
   }
-  return full_response(header, results, usage_of(choices, spec.n));
+  Usage usage = usage_of(choices, spec.n);
+  usage.compression = spec.compression_usage;
+  return full_response(header, results, usage);
 }
 
 }  // namespace rapide::api

@@ -53,6 +53,9 @@ struct GenerationSpec {
   // optional. Parsing checks its shape; whether the server can honour it is the engine's
   // check (Engine::check_speculation).
   SpecOverride speculative;
+  // The "compression" extension's report for usage (serve/prompt_compression.h); null
+  // when the request did not ask for compression.
+  nlohmann::json compression_usage;
 };
 
 // The most guesses per step a request may name (the engine refuses more than it allows).

@@ -46,10 +46,12 @@ ResponseHeader make_response_header(Endpoint endpoint, std::string model) {
 }
 
 json usage_json(const Usage& u) {
-  return json{{"prompt_tokens", u.prompt_tokens},
-              {"completion_tokens", u.completion_tokens},
-              {"total_tokens", u.prompt_tokens + u.completion_tokens},
-              {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+  json usage{{"prompt_tokens", u.prompt_tokens},
+             {"completion_tokens", u.completion_tokens},
+             {"total_tokens", u.prompt_tokens + u.completion_tokens},
+             {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+  if (!u.compression.is_null()) usage["compression"] = u.compression;
+  return usage;
 }
 
 json completion_logprobs_json(const Tokenizer& tokenizer, std::span<const LogprobEntry> entries,

@@ -6,7 +6,9 @@
 // with std::exp). Inputs below -87 (including -inf, a banned token) give exactly 0.
 #pragma once
 
+#include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -49,6 +51,12 @@ inline double sum_exp(std::span<const float> logits, float max_logit) {
   double total = 0.0;
   for (double lane : lanes) total += lane;
   return total;
+}
+
+// log softmax(logits)[token], for scoring text (prompt compression's self-information).
+inline double token_log_probability(std::span<const float> logits, int token) {
+  const float max_logit = *std::max_element(logits.begin(), logits.end());
+  return logits[static_cast<size_t>(token)] - max_logit - std::log(sum_exp(logits, max_logit));
 }
 
 }  // namespace rapide

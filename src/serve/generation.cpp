@@ -188,7 +188,8 @@ void GenerationJob::finish() {
   closed_ = true;
   if (spec_.stream) {
     if (spec_.include_usage) {
-      const api::Usage u = api::usage_of(outcomes_, spec_.n);
+      api::Usage u = api::usage_of(outcomes_, spec_.n);
+      u.compression = spec_.compression_usage;
       exchange_->stream(sse_event(api::dump_json(api::usage_chunk(header_, u))));
     }
     exchange_->stream(std::string(kSseDone));

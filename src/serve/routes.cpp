@@ -76,6 +76,11 @@ void Router::attach(Engine& engine, ServedModel model) {
   if (model_.file) {
     embedder_ = std::make_unique<Embedder>(model_.file, options_.pooling, model_.threads);
   }
+  if (options_.compressor_file || model_.file) {
+    compressor_ = std::make_unique<RequestCompressor>(
+        options_.compressor_file ? options_.compressor_file : model_.file, model_.threads,
+        model_.summary.parameters);
+  }
   spdlog::info("chat prompts: {}; tool calls: {} format", chat_->description(),
                api::tool_call_format_name(chat_->tool_call_format()));
   set_state(ServerState::kReady);
@@ -374,6 +379,24 @@ void Router::engine_state(const std::shared_ptr<HttpExchange>& exchange) {
   });
 }
 
+std::optional<CompressionOutcome> Router::compress_prompt(nlohmann::json& body,
+                                                          api::Endpoint endpoint) {
+  if (!body.is_object()) return std::nullopt;  // parse_request answers that
+  const std::optional<compress::CompressionRequest> request = read_compression_field(body);
+  if (!request) return std::nullopt;
+  if (!compressor_) {
+    throw api::ApiError(400, "this server has no model file to score prompts with", "compression",
+                        "unsupported");
+  }
+  // The engine's measured prefill cost per token (0 before its first prefill step).
+  const StepKindTotals prefill = engine_->stats().step_totals.prefill_only;
+  const double prefill_seconds_per_token =
+      prefill.prefill_tokens > 0 ? prefill.seconds / static_cast<double>(prefill.prefill_tokens)
+                                 : 0.0;
+  return compressor_->compress_body(body, endpoint, *request, engine_->tokenizer(),
+                                    prefill_seconds_per_token);
+}
+
 void Router::generate(HttpRequest& request, api::Endpoint endpoint,
                       const std::shared_ptr<LoggedExchange>& exchange, const std::string& label) {
   const ServerState s = state();
@@ -390,7 +413,7 @@ void Router::generate(HttpRequest& request, api::Endpoint endpoint,
     std::exception_ptr failure;
     std::shared_ptr<api::GenerationSpec> spec;
     try {
-      const json parsed = api::parse_json_body(body);
+      json parsed = api::parse_json_body(body);
       if (options_.log_prompts) {
         const json* prompt = parsed.contains("messages") ? &parsed["messages"] : nullptr;
         if (!prompt && parsed.contains("prompt")) prompt = &parsed["prompt"];
@@ -399,10 +422,15 @@ void Router::generate(HttpRequest& request, api::Endpoint endpoint,
               prompt->is_string() ? prompt->get<std::string>() : api::dump_json(*prompt);
         }
       }
+      const std::optional<CompressionOutcome> compression = compress_prompt(parsed, endpoint);
       spec = std::make_shared<api::GenerationSpec>(
           api::parse_request(parsed, endpoint, engine_->tokenizer()));
       api::check_front_end(*spec, model_.id, api::FrontEnd::kServer);
       chat_->fill_prompt(*spec);
+      if (compression) {
+        spec->compression_usage =
+            compression->usage(static_cast<int64_t>(spec->prompts.at(0).size()));
+      }
     } catch (...) {
       failure = std::current_exception();
     }

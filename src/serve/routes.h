@@ -43,6 +43,7 @@
 #include "serve/embeddings.h"
 #include "serve/http_server.h"
 #include "serve/metrics.h"
+#include "serve/prompt_compression.h"
 #include "serve/request_log.h"
 
 namespace rapide::serve {
@@ -67,6 +68,8 @@ struct RouterOptions {
   std::vector<std::string> allowed_origins;  // CORS; empty: off
   bool log_prompts = false;                  // prompt text in the request log
   Pooling pooling = Pooling::kLast;          // /v1/embeddings
+  // The "compression" extension's scoring model (--compressor-model); null: the served one.
+  std::shared_ptr<const ModelFile> compressor_file;
 };
 
 class Router {
@@ -91,6 +94,8 @@ class Router {
  private:
   void dispatch(HttpRequest& request, const std::string& path,
                 const std::shared_ptr<LoggedExchange>& exchange, std::string& label);
+  // The "compression" extension: rewrites the body's marked context before it is parsed.
+  std::optional<CompressionOutcome> compress_prompt(nlohmann::json& body, api::Endpoint endpoint);
   void generate(HttpRequest& request, api::Endpoint endpoint,
                 const std::shared_ptr<LoggedExchange>& exchange, const std::string& label);
   // Answers a request that failed with `error` (ApiError, Error or any exception); on the
@@ -125,6 +130,7 @@ class Router {
   ServedModel model_;
   std::unique_ptr<api::ChatPrompter> chat_;
   std::unique_ptr<Embedder> embedder_;
+  std::unique_ptr<RequestCompressor> compressor_;  // null: no model file to score with
   // Machine facts for /v1/engine/state: the bandwidth probe runs once, on the first request.
   std::once_flag machine_once_;
   advise::MachineFacts machine_;
