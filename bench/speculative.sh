@@ -9,12 +9,12 @@
 #      notice and stop (TPOT >= 0.95x of off);
 #   D. 32 concurrent streams on synth100m Q8_0 through `rapide bench --engine`, auto:
 #      aggregate output throughput on vs off (>= 0.95x).
-#   S. pair A sampled (temperature 0.8, rapide run's llama.cpp-like top-k 40 / top-p 0.95 /
-#      min-p 0.05, seed = round): the Q4_0 draft samples its guesses and the target accepts
-#      with min(1, p/q); TPOT off vs on (auto, k = 4, k = 8), acceptance, mean accepted
-#      length, k, and the speedup the measured acceptance predicts
-#      (E(alpha, k) = (1 - alpha^(k+1)) / (1 - alpha) tokens per step at the measured step
-#      cost) next to the measured one;
+#   S. pair A sampled (temperature 0.8, no truncation, seed = round): the Q4_0 draft samples
+#      its guesses and the target accepts with min(1, p/q); TPOT off vs on (auto, k = 4,
+#      k = 8), acceptance, mean accepted length, k, and the speedup the measured acceptance
+#      predicts (E(alpha, k) = (1 - alpha^(k+1)) / (1 - alpha) tokens per step at the
+#      measured step cost) next to the measured one; then with rapide run's default
+#      truncation (llama.cpp's top-k 40 / top-p 0.95 / min-p 0.05), k = 4;
 #   E. pair A, 32 concurrent streams at temperature 0.8, draft with auto: aggregate output
 #      throughput on vs off (>= 0.95x);
 #   L. with LLAMA_BIN=DIR (llama.cpp's build/bin), the peer on pair A in the same rounds:
@@ -22,13 +22,16 @@
 #      llama-bench's plain F16 decode; skipped when LLAMA_BIN is unset.
 #
 #   bench/speculative.sh            ROUNDS=3 THREADS=2 by default
-#   LLAMA_BIN=/work/llama-bin/build/bin bench/speculative.sh
+#   LLAMA_BIN=/work/llama-bin/build/bin bench/speculative.sh   (LLAMA_THREADS: the peer's -t,
+#   THREADS by default; ggml's spinning thread barrier collapses on an oversubscribed
+#   machine, where -t 1 is the fair figure)
 set -euo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 bench_build rapide
 rounds="${ROUNDS:-3}"
 threads="${THREADS:-2}"
+llama_threads="${LLAMA_THREADS:-$threads}"
 f16="$(synth_model f16)"
 q8="$(synth_model q8_0)"
 q4="$(synth_model q4_0)"
@@ -67,24 +70,29 @@ for r in $(seq 1 "$rounds"); do
     --seed "$r" --spec off
   run c_auto "$f16" "Once upon a time there was" 128 --temp 1.2 --top-k 0 --top-p 1 --min-p 0 \
     --seed "$r" --spec ngram --spec-tokens auto
-  run s_off "$f16" "Once upon a time there was" 256 --temp 0.8 --seed "$r" --spec off
-  run s_auto "$f16" "Once upon a time there was" 256 --temp 0.8 --seed "$r" --draft-model "$q4"
-  run s_k4 "$f16" "Once upon a time there was" 256 --temp 0.8 --seed "$r" --draft-model "$q4" \
+  pure=(--temp 0.8 --top-k 0 --top-p 1 --min-p 0 --seed "$r")
+  run s_off "$f16" "Once upon a time there was" 256 "${pure[@]}" --spec off
+  run s_auto "$f16" "Once upon a time there was" 256 "${pure[@]}" --draft-model "$q4"
+  run s_k4 "$f16" "Once upon a time there was" 256 "${pure[@]}" --draft-model "$q4" \
     --spec-tokens 4
-  run s_k8 "$f16" "Once upon a time there was" 256 --temp 0.8 --seed "$r" --draft-model "$q4" \
+  run s_k8 "$f16" "Once upon a time there was" 256 "${pure[@]}" --draft-model "$q4" \
     --spec-tokens 8
+  # rapide run's default truncation (llama.cpp's: top-k 40, top-p 0.95, min-p 0.05).
+  run t_off "$f16" "Once upon a time there was" 256 --temp 0.8 --seed "$r" --spec off
+  run t_k4 "$f16" "Once upon a time there was" 256 --temp 0.8 --seed "$r" --draft-model "$q4" \
+    --spec-tokens 4
   if [[ -n "${LLAMA_BIN:-}" ]]; then
     # The peer in the same minutes: its speculative decode (greedy, then its default
     # sampling: temperature 0.8, top-k 40, top-p 0.95, min-p 0.05) and its plain decode.
     for mode in greedy sampled; do
       temp=()
       [[ "$mode" == greedy ]] && temp=(--temp 0)
-      cmd=("$LLAMA_BIN/llama-speculative" -m "$f16" -md "$q4" --draft-max 8 -t "$threads"
-           -td "$threads" -n 256 -s "$r" -p "Once upon a time there was" "${temp[@]}")
+      cmd=("$LLAMA_BIN/llama-speculative" -m "$f16" -md "$q4" --draft-max 8 -t "$llama_threads"
+           -td "$llama_threads" -n 256 -s "$r" -p "Once upon a time there was" "${temp[@]}")
       echo "+ ${cmd[*]}" >>"$work/commands"
       "${cmd[@]}" >"$work/l_${mode}_$r.log" 2>&1 || echo "llama-speculative failed" >&2
     done
-    cmd=("$LLAMA_BIN/llama-bench" -m "$f16" -t "$threads" -p 0 -n 256 -r 1 -o csv)
+    cmd=("$LLAMA_BIN/llama-bench" -m "$f16" -t "$llama_threads" -p 0 -n 256 -r 1 -o csv)
     echo "+ ${cmd[*]}" >>"$work/commands"
     "${cmd[@]}" >"$work/l_plain_$r.csv" 2>/dev/null || echo "llama-bench failed" >&2
   fi
@@ -103,7 +111,7 @@ for r in $(seq 1 "$rounds"); do
 done
 
 # E: pair A, 32 streams, sampled, draft with auto vs off.
-load_a=(--workload random --input-len 190-210 --output-len 10-200 --num-requests 64
+load_a=(--workload random --input-len 190-210 --output-len 64-128 --num-requests 32
         --concurrency 32 --seed 7 --temperature 0.8 -m "$f16" -q -t "$threads")
 for r in $(seq 1 "$rounds"); do
   for mode in off auto; do
@@ -171,11 +179,14 @@ def predicted(off, on, k):
         step = n["tpot"] * n["tokens"] / n["steps"]
         vals.append(expected(n["acc"] / 100, k) * o["tpot"] / step)
     return statistics.median(vals)
-print(f"S. pair A sampled (temperature 0.8, seeds 1..{rounds}): TPOT off {tpot('s_off'):.2f} ms")
-for label, k in (("s_auto", None), ("s_k4", 4), ("s_k8", 8)):
-    measured = ratio("s_off", label)
+print(f"S. pair A sampled (temperature 0.8, no truncation, seeds 1..{rounds}): TPOT off {tpot('s_off'):.2f} ms")
+for label, k in (("s_auto", None), ("s_k4", 4), ("s_k8", 8), ("t_k4", 4)):
+    if label == "t_k4":
+        print(f"   with top-k 40 / top-p 0.95 / min-p 0.05: TPOT off {tpot('t_off'):.2f} ms")
+    off = "t_off" if label == "t_k4" else "s_off"
+    measured = ratio(off, label)
     pred = (statistics.median(x["predicted"] for x in runs(label)) if k is None
-            else predicted("s_off", label, k))
+            else predicted(off, label, k))
     print(f"   draft Q4_0 {'auto' if k is None else f'k={k}'}: {tpot(label):.2f} ms = "
           f"{measured:.2f}x lower, predicted {pred:.2f}x ({100 * measured / pred:.0f} % of it; "
           f"auto: the engine's own last prediction); {spec_line(label)}")
@@ -202,7 +213,7 @@ if glob.glob(f"{work}/l_greedy_*.log"):
     rapide_off = 1000 / tpot("a_off")
     print(f"L. llama.cpp on pair A, same rounds: plain F16 decode "
           f"{statistics.median(plain) if plain else float('nan'):.1f} tok/s (rapide off: {rapide_off:.1f} tok/s)")
-    for mode, off, on in (("greedy", "a_off", "a_draft4"), ("sampled", "s_off", "s_k8")):
+    for mode, on in (("greedy", "a_draft4"), ("sampled", "t_k4"), ("sampled", "s_k8")):
         acc, speed = peer(mode)
         print(f"   llama-speculative {mode}: acceptance {acc:.1f} %, {speed:.1f} tok/s; rapide "
               f"{on}: {1000 / tpot(on):.1f} tok/s (acceptance "

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <map>
+#include <string>
 #include <vector>
 
 #include "sampling/sampler.h"
@@ -49,16 +50,36 @@ std::vector<Config> configs() {
 
 const std::vector<float> kLogits = {2.0f, 1.6f, 1.0f, 0.4f, -0.5f, -2.5f};
 
-// The distribution sample() draws from (non-zero entries only).
-std::map<int32_t, double> target_distribution(const Config& c) {
-  Sampler s(c.params, static_cast<int>(kLogits.size()));
-  std::vector<float> logits = kLogits;
+// The distribution sample() draws from on `row` (non-zero entries only).
+std::map<int32_t, double> distribution(const Config& c, const std::vector<float>& row) {
+  Sampler s(c.params, static_cast<int>(row.size()));
+  std::vector<float> logits = row;
   s.sample(logits, c.history);
   std::map<int32_t, double> p;
   for (const Candidate& cand : s.last_distribution()) {
     if (cand.prob > 0) p[cand.token] = cand.prob;
   }
   return p;
+}
+
+std::map<int32_t, double> target_distribution(const Config& c) {
+  return distribution(c, kLogits);
+}
+
+// Pearson's statistic of `counts` against `trials` draws from p; every counted token must
+// have p > 0.
+double chi_square(const std::map<int32_t, double>& p, std::map<int32_t, int>& counts, int trials,
+                  const std::string& what) {
+  double chi2 = 0.0;
+  for (const auto& [token, prob] : p) {
+    const double expected = prob * trials;
+    const double d = counts[token] - expected;
+    chi2 += d * d / expected;
+  }
+  for (const auto& [token, n] : counts) {
+    EXPECT_TRUE(p.count(token)) << what << ": token " << token << " has p = 0";
+  }
+  return chi2;
 }
 
 TEST(SpeculativeVerify, EmittedTokensFollowTheTargetDistributionForAnyDraft) {
@@ -79,15 +100,7 @@ TEST(SpeculativeVerify, EmittedTokensFollowTheTargetDistributionForAnyDraft) {
         accepted += r.draft_accepted;
         ASSERT_EQ(r.draft_accepted, r.token == draft);
       }
-      double chi2 = 0.0;
-      for (const auto& [token, prob] : p) {
-        const double expected = prob * kTrials;
-        const double d = counts[token] - expected;
-        chi2 += d * d / expected;
-      }
-      for (const auto& [token, n] : counts) {
-        EXPECT_TRUE(p.count(token)) << c.name << ": token " << token << " has p = 0";
-      }
+      const double chi2 = chi_square(p, counts, kTrials, c.name);
       const size_t dof = std::min<size_t>(p.size() - 1, 9);
       EXPECT_LT(chi2, kChi2Critical[dof]) << c.name << ", draft " << draft;
       // Acceptance is p(draft): within 4.5 standard deviations.
@@ -104,16 +117,6 @@ TEST(SpeculativeVerify, EmittedTokensFollowTheTargetDistributionForAnyDraft) {
 // some p keeps).
 const std::vector<float> kDraftLogits = {0.9f, 2.2f, 0.3f, 1.1f, -0.2f, -1.0f};
 
-// The distribution the draft samples its guesses from (same params, other logits).
-std::map<int32_t, double> draft_distribution(const Config& c) {
-  Sampler s(c.params, static_cast<int>(kDraftLogits.size()));
-  std::vector<float> logits = kDraftLogits;
-  s.sample(logits, c.history);
-  std::map<int32_t, double> q;
-  for (const Candidate& cand : s.last_distribution()) q[cand.token] = cand.prob;
-  return q;
-}
-
 // Sampled drafts (Leviathan et al.): the draft draws x from its own q, the target accepts it
 // with min(1, p(x) / q(x)) and otherwise draws from max(0, p - q). The emitted token must
 // follow p (chi-square at significance 0.001), and acceptance must be sum_x min(p, q) =
@@ -122,7 +125,7 @@ TEST(SpeculativeVerify, SampledDraftsFromAnotherDistributionStillEmitTheTargets)
   constexpr int kTrials = 20000;
   for (const Config& c : configs()) {
     const std::map<int32_t, double> p = target_distribution(c);
-    const std::map<int32_t, double> q = draft_distribution(c);
+    const std::map<int32_t, double> q = distribution(c, kDraftLogits);
     double overlap = 0.0, total_variation = 0.0;
     for (int32_t t = 0; t < static_cast<int32_t>(kLogits.size()); ++t) {
       const double pt = p.count(t) ? p.at(t) : 0.0, qt = q.count(t) ? q.at(t) : 0.0;
@@ -147,15 +150,7 @@ TEST(SpeculativeVerify, SampledDraftsFromAnotherDistributionStillEmitTheTargets)
       counts[r.token]++;
       accepted += r.draft_accepted;
     }
-    double chi2 = 0.0;
-    for (const auto& [token, prob] : p) {
-      const double expected = prob * kTrials;
-      const double d = counts[token] - expected;
-      chi2 += d * d / expected;
-    }
-    for (const auto& [token, n] : counts) {
-      EXPECT_TRUE(p.count(token)) << c.name << ": token " << token << " has p = 0";
-    }
+    const double chi2 = chi_square(p, counts, kTrials, c.name);
     EXPECT_LT(chi2, kChi2Critical[std::min<size_t>(p.size() - 1, 9)]) << c.name;
     const double sd = std::sqrt(overlap * (1 - overlap) / kTrials);
     EXPECT_NEAR(static_cast<double>(accepted) / kTrials, overlap, 4.5 * sd) << c.name;
