@@ -74,12 +74,13 @@ void run(const RunOptions& options) {
     const SpecStats& sp = stats.spec;
     std::fprintf(stderr,
                  "speculation: %llu guesses verified, %llu accepted (%.1f %%), %.2f accepted per "
-                 "verification, %llu steps for %d tokens, last k %d, auto off %llu times\n",
+                 "verification, %llu steps for %d tokens, last k %d, auto off %llu times, "
+                 "auto predicted %.2fx\n",
                  static_cast<unsigned long long>(sp.proposed),
                  static_cast<unsigned long long>(sp.accepted), 100.0 * sp.acceptance_rate(),
                  sp.mean_accepted(), static_cast<unsigned long long>(stats.steps),
                  event.completion_tokens, sp.last_k,
-                 static_cast<unsigned long long>(sp.off_decisions));
+                 static_cast<unsigned long long>(sp.off_decisions), sp.last_predicted_speedup);
   }
 }
 

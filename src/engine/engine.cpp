@@ -43,8 +43,8 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, const EngineOptions& op
   check_budget_fits(kv_budget, memory_limit_bytes());
   kv_ = PagedKvStore::with_budget(layout, kv_budget, max_context_, options_.kv_layout);
   prefix_cache_ = make_prefix_cache(layout);
-  sharing_ = std::make_unique<PrefixSharingProbe>(options_.kv_block_size,
-                                                  model_identity(model_, layout));
+  sharing_ =
+      std::make_unique<PrefixSharingProbe>(options_.kv_block_size, model_identity(model_, layout));
   proposer_ = make_proposer(draft);
   scheduler_ = std::make_unique<Scheduler>(options_, *kv_, prefix_cache_.get(), proposer_.get());
   runner_ = std::make_unique<ModelRunner>(model_, *kv_, *pool_);
@@ -228,6 +228,17 @@ Engine::Incoming Engine::prepare(Request request) {
     s->constrained = true;
   }
   s->spec = request.speculative;
+  if (options_.spec.mode == SpecMode::kDraft && !request.sampling.is_greedy() &&
+      !request.sampling.constraint) {
+    // The draft samples its guesses as the target samples (same processors, temperature and
+    // truncation) but from a stream of its own: the verification's draws stay the target's.
+    SamplingParams draft = request.sampling;
+    draft.seed = request.sampling.seed ^ 0x9e3779b97f4a7c15ull;
+    draft.logprobs = false;
+    draft.top_logprobs = 0;
+    draft.n_probs = 0;
+    s->draft_sampler = std::make_unique<Sampler>(draft, vocab, end_of_generation_ids_);
+  }
   in.sequence = std::move(s);
   return in;
 }
@@ -432,8 +443,7 @@ void Engine::step() {
     }
     stats_.recent_steps.push_back(st);
     stats_.step_totals.add(st.sequences, st.prefill_tokens, st.decode_tokens, st.padding_rows,
-                           st.draft_tokens, st.running, st.waiting, st.kv_free_blocks,
-                           st.seconds);
+                           st.draft_tokens, st.running, st.waiting, st.kv_free_blocks, st.seconds);
   }
   // The observer hears of a step before its clients do: whoever sees a request's final
   // event can count on every step of it having been observed.

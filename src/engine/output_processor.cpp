@@ -57,6 +57,11 @@ void OutputProcessor::process_row(const Row& row, std::vector<float>& scratch, S
                                   std::vector<TokenEvent>& events) {
   out.request_id = row.id;
   const std::vector<int32_t>& drafts = row.planned->draft_tokens;
+  const std::vector<std::vector<Candidate>>& distributions = row.planned->draft_distributions;
+  const auto draft_q = [&](size_t j) -> std::span<const Candidate> {
+    if (j < distributions.size()) return distributions[j];
+    return {};
+  };
   Sampler& sampler = *row.state->sampler;
   // Verifying guesses extends the history token by token; a plain decode reads it in place.
   std::vector<int32_t> extended;
@@ -74,7 +79,7 @@ void OutputProcessor::process_row(const Row& row, std::vector<float>& scratch, S
     }
     SampleResult r;
     try {
-      r = j < drafts.size() ? sampler.verify(scratch, history, drafts[j])
+      r = j < drafts.size() ? sampler.verify(scratch, history, drafts[j], draft_q(j))
                             : sampler.sample(scratch, history);
     } catch (const std::exception& e) {
       out.finish = FinishReason::kError;

@@ -57,6 +57,7 @@ void DraftModelProposer::propose(std::span<ProposalRequest> requests) {
   for (size_t i = 0; i < requests.size(); ++i) {
     ProposalRequest& r = requests[i];
     r.guesses.clear();
+    r.distributions.clear();
     if (r.k <= 0) continue;
     const int length = static_cast<int>(r.tokens.size());
     if (cache_ && !kv_->has_sequence(r.kv_id)) attach_cached(r);
@@ -79,6 +80,10 @@ void DraftModelProposer::propose(std::span<ProposalRequest> requests) {
     for (size_t i : active) {
       const float* l = logits.data() + row * vocab;
       ++row;
+      if (requests[i].sampler != nullptr) {
+        if (sample_guess(requests[i], l, vocab)) confident.push_back(i);
+        continue;
+      }
       const int32_t best = argmax(l, vocab);
       // An unsure draft stops guessing (llama.cpp's --draft-p-min): its guess would mostly be
       // rejected, and every guess costs a draft pass and a verification row.
@@ -109,6 +114,21 @@ void DraftModelProposer::propose(std::span<ProposalRequest> requests) {
     }
   }
   draft_seconds_ += seconds_between(start, Clock::now());
+}
+
+bool DraftModelProposer::sample_guess(ProposalRequest& r, const float* logits, int vocab) {
+  scratch_.assign(logits, logits + vocab);
+  history_.assign(r.tokens.begin(), r.tokens.end());
+  history_.insert(history_.end(), r.guesses.begin(), r.guesses.end());
+  r.sampler->set_num_sampled(r.generated + static_cast<int>(r.guesses.size()));
+  try {
+    r.guesses.push_back(r.sampler->sample(scratch_, history_).token);
+  } catch (const std::exception&) {
+    return false;  // nothing left to sample: the target's own sampler will say why
+  }
+  const std::span<const Candidate> q = r.sampler->last_distribution();
+  r.distributions.emplace_back(q.begin(), q.end());
+  return true;
 }
 
 void DraftModelProposer::attach_cached(const ProposalRequest& r) {

@@ -15,12 +15,13 @@
 #include <vector>
 
 #include <unordered_map>
+
 #include "base/thread_pool.h"
 #include "engine/request.h"
-
 #include "kv/paged_kv_store.h"
 #include "kv/prefix_cache.h"
 #include "model/model.h"
+#include "sampling/sampler.h"
 #include "tokenizer/tokenizer.h"
 
 namespace rapide {
@@ -30,7 +31,15 @@ struct ProposalRequest {
   int32_t kv_id = 0;
   std::span<const int32_t> tokens;  // the sequence so far (prompt + generated)
   int k = 0;                        // at most this many guesses
-  std::vector<int32_t> guesses;     // filled by propose()
+  // Sampled speculation (the request samples: temperature > 0): the sequence's draft sampler
+  // (engine/sequence.h), at `generated` tokens. A proposer that samples its guesses draws
+  // them with it and returns each guess's distribution q; the verification accepts with
+  // min(1, p / q). Null, or a proposer that ignores it: guesses are deterministic (q one-hot).
+  Sampler* sampler = nullptr;
+  int generated = 0;
+  std::vector<int32_t> guesses;  // filled by propose()
+  // Filled by a sampling proposer, one per guess: the distribution it was drawn from.
+  std::vector<std::vector<Candidate>> distributions;
 };
 
 class Proposer {
@@ -59,10 +68,14 @@ class NgramProposer final : public Proposer {
   int min_n_, max_n_;
 };
 
-// A smaller model with the target's vocabulary, run greedily by the engine thread with its own
-// paged KV for the same sequences: each step it catches up on the sequence's verified tokens
-// it has not seen (the whole prompt the first time, then the last accepted tokens) and then
+// A smaller model with the target's vocabulary, run by the engine thread with its own paged
+// KV for the same sequences: each step it catches up on the sequence's verified tokens it has
+// not seen (the whole prompt the first time, then the last accepted tokens) and then
 // generates k guesses one token per forward pass, all proposing sequences in one batch.
+// Greedy requests get the draft's argmax; sampling ones get tokens drawn by the request's
+// draft sampler from the draft's processed distribution, returned with it (then a guess is
+// accepted with probability 1 - TV(p, q) on average, far above a greedy guess's chance when
+// the distributions are flat but alike, as a quantized copy's are).
 class DraftModelProposer final : public Proposer {
  public:
   // Tokens a sequence may catch up on in one step (a long prompt is taken in pieces, and the
@@ -70,8 +83,9 @@ class DraftModelProposer final : public Proposer {
   static constexpr int kMaxCatchUp = 512;
 
   // `blocks` KV blocks of `block_size` positions for the draft; the model and pool must
-  // outlive the proposer. Guessing stops at a token the draft gives less than
-  // `min_confidence` probability. With `prefix_cache`, the draft's KV has a prefix cache of
+  // outlive the proposer. Greedy guessing stops at a token the draft gives less than
+  // `min_confidence` probability (sampled guessing does not: a draft's confidence does not
+  // bound min(1, p / q)). With `prefix_cache`, the draft's KV has a prefix cache of
   // its own (the same machinery as the target's): a new sequence whose prompt starts like an
   // earlier one attaches those blocks instead of prefilling them.
   DraftModelProposer(Model& draft, ThreadPool& pool, int32_t blocks, int block_size,
@@ -88,6 +102,9 @@ class DraftModelProposer final : public Proposer {
   const PagedKvStore& kv() const { return *kv_; }
 
  private:
+  // Draws the next guess of a sampled request from the draft's `logits` row with its draft
+  // sampler, keeping q; false when nothing can be sampled.
+  bool sample_guess(ProposalRequest& r, const float* logits, int vocab);
   // Attaches the cached blocks a new sequence's tokens start with.
   void attach_cached(const ProposalRequest& r);
 
@@ -104,6 +121,8 @@ class DraftModelProposer final : public Proposer {
   std::unordered_map<int32_t, CacheState> cache_state_;  // by KV sequence id
   uint64_t cached_tokens_ = 0;
   Batch batch_;
+  std::vector<float> scratch_;    // a logits row the draft sampler processes
+  std::vector<int32_t> history_;  // a sequence's tokens and guesses, for the draft sampler
   double draft_seconds_ = 0.0;
 };
 

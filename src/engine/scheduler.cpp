@@ -202,6 +202,7 @@ StepPlan Scheduler::build_plan(const std::vector<Work>& work, StepPlan plan, Tim
     // Logits are due once the chunk reaches the end of the sequence's tokens.
     out.logits_rows = s.num_computed + w.n_tokens == static_cast<int>(s.tokens.size()) ? 1 : 0;
     out.draft_tokens = w.drafts;
+    out.draft_distributions = w.draft_distributions;
     if (!w.drafts.empty()) out.logits_rows += static_cast<int32_t>(w.drafts.size());
     const std::span<const int32_t> table = kv_.block_table(s.kv_id);
     out.block_table.assign(table.begin(), table.end());
@@ -235,7 +236,7 @@ void Scheduler::propose(std::vector<Work>& work, int& budget, StepPlan& plan) {
     const int remaining = s.max_generated - s.generated();
     const int k = std::min({d.k, budget, kv_.max_context() - fed_end, remaining - 1});
     if (k <= 0) continue;
-    requests.push_back({s.id, s.kv_id, s.tokens, k, {}});
+    requests.push_back({s.id, s.kv_id, s.tokens, k, s.draft_sampler.get(), s.generated(), {}, {}});
     owners.push_back(&w);
   }
   if (requests.empty()) return;
@@ -257,6 +258,9 @@ void Scheduler::propose(std::vector<Work>& work, int& budget, StepPlan& plan) {
     plan.decode_tokens += n;
     budget -= n;
     w.drafts = std::move(drafts);
+    std::vector<std::vector<Candidate>>& q = requests[i].distributions;
+    if (q.size() > w.drafts.size()) q.resize(w.drafts.size());
+    w.draft_distributions = std::move(q);
   }
 }
 

@@ -75,6 +75,7 @@ class Scheduler {
     int n_tokens;
     bool is_decode;
     std::vector<int32_t> drafts;  // speculative guesses fed after the decode token
+    std::vector<std::vector<Candidate>> draft_distributions;  // their q, when sampled
   };
 
   void sort_waiting();

@@ -7,9 +7,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "engine/request.h"
+#include "sampling/sampler.h"
 
 namespace rapide {
 
@@ -40,6 +42,9 @@ struct Sequence {
 
   RequestTimings timings;
   SpecOverride spec;  // the request's speculation settings (Scheduler::propose reads them)
+  // A sampling request under a draft model: the draft's sampler (the request's params, a seed
+  // of its own), which draws the draft's guesses. Null for greedy requests.
+  std::unique_ptr<Sampler> draft_sampler;
   // Static batching only: the request has finished (its client has the final event) but,
   // as a row of a dense batch would, its slot keeps computing until the whole batch is done.
   bool padding = false;

@@ -24,6 +24,7 @@
 
 #include "engine/request.h"
 #include "sampling/finish_reason.h"
+#include "sampling/truncation.h"
 
 namespace rapide {
 
@@ -36,6 +37,9 @@ struct ScheduledSequence {
   // Proposed continuation fed after `tokens` to be verified in the same pass (speculative
   // decoding); its positions follow tokens'. Empty when nothing is proposed.
   std::vector<int32_t> draft_tokens;
+  // Per draft token, the distribution a sampling proposer drew it from (verification's q);
+  // empty when the proposer is deterministic.
+  std::vector<std::vector<Candidate>> draft_distributions;
   // How many trailing fed positions need logits: 0 for a prefill chunk short of the prompt's
   // end, 1 for a decode or a prompt's last chunk, 1 + drafts when drafts are verified.
   int32_t logits_rows = 0;

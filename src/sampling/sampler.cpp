@@ -50,19 +50,26 @@ Sampler::Sampler(const SamplingParams& params, int vocab_size,
 }
 
 SampleResult Sampler::sample(std::span<float> logits, std::span<const int32_t> history_tokens) {
-  return sample_or_verify(logits, history_tokens, -1);
+  return sample_or_verify(logits, history_tokens, -1, {});
 }
 
 SampleResult Sampler::verify(std::span<float> logits, std::span<const int32_t> history_tokens,
-                             int32_t draft) {
+                             int32_t draft, std::span<const Candidate> draft_distribution) {
   if (draft < 0 || draft >= vocab_size_) {
     fail(ErrorCode::kInvalidArgument, "draft token {} is outside the vocabulary", draft);
   }
-  return sample_or_verify(logits, history_tokens, draft);
+  for (const Candidate& c : draft_distribution) {
+    if (c.token < 0 || c.token >= vocab_size_) {
+      fail(ErrorCode::kInvalidArgument, "draft distribution: token {} is outside the vocabulary",
+           c.token);
+    }
+  }
+  return sample_or_verify(logits, history_tokens, draft, draft_distribution);
 }
 
 SampleResult Sampler::sample_or_verify(std::span<float> logits,
-                                       std::span<const int32_t> history_tokens, int32_t draft) {
+                                       std::span<const int32_t> history_tokens, int32_t draft,
+                                       std::span<const Candidate> q) {
   if (logits.size() != static_cast<size_t>(vocab_size_)) {
     fail(ErrorCode::kInvalidArgument, "logits: {} entries for a vocabulary of {}", logits.size(),
          vocab_size_);
@@ -83,7 +90,7 @@ SampleResult Sampler::sample_or_verify(std::span<float> logits,
     candidates_[0] = {result.token, stats.max_logit, 1.0f};
     num_candidates_ = 1;
   } else {
-    result.token = draw(logits, &result.logprob, draft);
+    result.token = draw(logits, &result.logprob, draft, q);
   }
   result.draft_accepted = draft >= 0 && result.token == draft;
 
@@ -128,7 +135,8 @@ void Sampler::apply_processors(std::span<float> logits, std::span<const int32_t>
   }
 }
 
-int32_t Sampler::draw(std::span<const float> logits, float* logprob, int32_t draft) {
+int32_t Sampler::draw(std::span<const float> logits, float* logprob, int32_t draft,
+                      std::span<const Candidate> q) {
   const LogitStats stats = scan_logits(logits);
   if (stats.num_finite == 0) {
     fail(ErrorCode::kInvalidArgument,
@@ -173,35 +181,9 @@ int32_t Sampler::draw(std::span<const float> logits, float* logprob, int32_t dra
     candidates_[i].prob = fast_exp((candidates_[i].logit - max_logit) * inv_temperature);
     total += candidates_[i].prob;
   }
-  size_t chosen = n - 1;
-  // A proposed token is accepted with its probability; otherwise the draw below runs over
-  // the other candidates (p with the draft removed, renormalized).
-  size_t skip = n;
-  double walk_total = total;
-  if (draft >= 0) {
-    for (size_t i = 0; i < n; ++i) {
-      if (candidates_[i].token == draft) skip = i;
-    }
-    const double p_draft = skip < n ? candidates_[skip].prob / total : 0.0;
-    if (skip < n && uniform01(rng_) < p_draft) {
-      chosen = skip;
-      walk_total = 0.0;  // no draw
-    } else if (skip < n) {
-      walk_total = total - candidates_[skip].prob;
-    }
-  }
-  if (walk_total > 0.0) {
-    const double target = uniform01(rng_) * walk_total;
-    double cumulative = 0.0;
-    size_t last = n;
-    for (size_t i = 0; i < n; ++i) {
-      if (i == skip) continue;
-      last = i;
-      cumulative += candidates_[i].prob;
-      if (target < cumulative) break;
-    }
-    chosen = last;
-  }
+  const size_t chosen = draft >= 0
+                            ? accept_or_resample(n, total, draft, q)
+                            : draw_index(n, total, [&](size_t i) { return candidates_[i].prob; });
   const double inv_total = 1.0 / total;
   for (size_t i = 0; i < n; ++i) {
     candidates_[i].prob = static_cast<float>(candidates_[i].prob * inv_total);
@@ -209,6 +191,61 @@ int32_t Sampler::draw(std::span<const float> logits, float* logprob, int32_t dra
   const Candidate& picked = candidates_[chosen];
   *logprob = static_cast<float>((picked.logit - max_logit) * inv_temperature - std::log(total));
   return picked.token;
+}
+
+template <typename Weight>
+size_t Sampler::draw_index(size_t n, double total, Weight weight) {
+  const double target = uniform01(rng_) * total;
+  double cumulative = 0.0;
+  size_t last = n;
+  for (size_t i = 0; i < n; ++i) {
+    const double w = weight(i);
+    if (w <= 0.0) continue;  // never the fallback below either
+    last = i;
+    cumulative += w;
+    if (target < cumulative) break;
+  }
+  return last;
+}
+
+size_t Sampler::accept_or_resample(size_t n, double total, int32_t draft,
+                                   std::span<const Candidate> q) {
+  // q by token id for the residual below; a deterministic proposer's q is one-hot.
+  if (q_dense_.empty()) q_dense_.assign(static_cast<size_t>(vocab_size_), 0.0f);
+  if (q.empty()) {
+    q_dense_[static_cast<size_t>(draft)] = 1.0f;
+  } else {
+    for (const Candidate& c : q) q_dense_[static_cast<size_t>(c.token)] = c.prob;
+  }
+  size_t at = n;
+  for (size_t i = 0; i < n; ++i) {
+    if (candidates_[i].token == draft) at = i;
+  }
+  // p(i) = candidates_[i].prob / total. Accept with min(1, p / q), i.e. when u * q < p; a
+  // draft p rules out is rejected without spending a random number.
+  const double p_draft = at < n ? candidates_[at].prob / total : 0.0;
+  const double q_draft = q_dense_[static_cast<size_t>(draft)];
+  size_t chosen = at;
+  if (p_draft <= 0.0 || (q_draft > 0.0 && uniform01(rng_) * q_draft >= p_draft)) {
+    // Rejected: draw from max(0, p - q), in the candidates' weight units (p * total).
+    const auto residual = [&](size_t i) {
+      const double qi = q_dense_[static_cast<size_t>(candidates_[i].token)];
+      return std::max(0.0, static_cast<double>(candidates_[i].prob) - qi * total);
+    };
+    double residual_total = 0.0;
+    for (size_t i = 0; i < n; ++i) residual_total += residual(i);
+    // p <= q everywhere only up to rounding (a rejection then has probability ~0): draw
+    // from p rather than from nothing.
+    chosen = residual_total > 0.0
+                 ? draw_index(n, residual_total, residual)
+                 : draw_index(n, total, [&](size_t i) { return candidates_[i].prob; });
+  }
+  if (q.empty()) {
+    q_dense_[static_cast<size_t>(draft)] = 0.0f;
+  } else {
+    for (const Candidate& c : q) q_dense_[static_cast<size_t>(c.token)] = 0.0f;
+  }
+  return chosen;
 }
 
 }  // namespace rapide

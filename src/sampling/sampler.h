@@ -56,12 +56,19 @@ class Sampler {
   SampleResult sample(std::span<float> logits, std::span<const int32_t> history_tokens);
   // Speculative decoding: decides whether the target accepts a proposed token (`draft`) at
   // this position, and returns the token to emit. Greedy: the argmax, accepted when equal.
-  // Sampling: accepted with probability p(draft) under the distribution sample() would draw
-  // from; on rejection the token is drawn from p with the draft excluded (renormalized).
-  // For a deterministic proposer (one-hot q) this is Leviathan et al.'s rule, so the emitted
-  // tokens are distributed exactly as sample()'s.
+  // Sampling, with p the distribution sample() would draw from and q the proposer's
+  // (Leviathan et al. 2023, Chen et al. 2023): the draft is accepted with probability
+  // min(1, p(draft) / q(draft)); on rejection the token is drawn from max(0, p - q),
+  // renormalized. `draft_distribution` is q as the draft's own sampler left it
+  // (last_distribution(): tokens and probabilities); empty means a deterministic proposer,
+  // q one-hot on the draft (accepted with p(draft), else drawn from p without it). Either
+  // way the emitted tokens are distributed exactly as sample()'s.
   SampleResult verify(std::span<float> logits, std::span<const int32_t> history_tokens,
-                      int32_t draft);
+                      int32_t draft, std::span<const Candidate> draft_distribution = {});
+
+  // A draft model's sampler proposes for the target's position: min_tokens' bans follow the
+  // target's count of sampled tokens, not the draft's own.
+  void set_num_sampled(int32_t sampled) { num_sampled_ = sampled; }
 
   // The distribution the last token was drawn from: surviving tokens with their processed
   // logits (before temperature) and final probabilities (summing to 1). Sorted best first
@@ -80,9 +87,16 @@ class Sampler {
   void apply_processors(std::span<float> logits, std::span<const int32_t> history_tokens);
   // Truncation, temperature and the draw; returns the token and sets *logprob.
   // With draft >= 0: the rejection rule of verify() instead of a plain draw.
-  int32_t draw(std::span<const float> logits, float* logprob, int32_t draft = -1);
+  int32_t draw(std::span<const float> logits, float* logprob, int32_t draft = -1,
+               std::span<const Candidate> q = {});
+  // verify()'s rule for the `n` candidates weighted by candidates_[i].prob (summing to
+  // `total`): the index of the token to emit.
+  size_t accept_or_resample(size_t n, double total, int32_t draft, std::span<const Candidate> q);
+  // One draw over candidates_[0, n) with weights weight(i) (summing to `total` > 0).
+  template <typename Weight>
+  size_t draw_index(size_t n, double total, Weight weight);
   SampleResult sample_or_verify(std::span<float> logits, std::span<const int32_t> history_tokens,
-                                int32_t draft);
+                                int32_t draft, std::span<const Candidate> q);
 
   SamplingParams params_;
   int vocab_size_;
@@ -98,6 +112,7 @@ class Sampler {
   std::vector<TokenLogprob> alternatives_;
   std::vector<Candidate> candidates_;
   size_t num_candidates_ = 0;
+  std::vector<float> q_dense_;  // verify(): q by token id, zero outside the draft's support
 };
 
 }  // namespace rapide

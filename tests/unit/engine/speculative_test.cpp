@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -388,6 +389,123 @@ TEST_F(SpeculativeTest, DraftModelIsLosslessWithAQuantizedKvCache) {
     EXPECT_GT(engine.stats().spec.accepted, 0u);
     expect_no_leak(engine);
   }
+}
+
+// Sampled speculation (temperature > 0 with a draft model): the draft samples its guesses
+// from its own processed distribution q and the target accepts with min(1, p / q).
+class SampledDraftTest : public SpeculativeTest {
+ protected:
+  static constexpr const char* kDraft = "models/tinystories-656k/TinyStories-656K-Q8_0.gguf";
+
+  // `seeds` requests of the same prompt, seeds 1.., all at once; their tokens.
+  std::vector<std::vector<int32_t>> sample(Engine& engine, int seeds, int max_tokens,
+                                           const SamplingParams& sampling) {
+    std::vector<Request> requests;
+    std::vector<std::shared_ptr<EventQueue>> queues;
+    for (int i = 0; i < seeds; ++i) {
+      queues.push_back(std::make_shared<EventQueue>());
+      Request r = request(kPrompts[2], max_tokens, queues.back(), {}, /*ignore_eos=*/true);
+      r.sampling = sampling;
+      r.sampling.max_tokens = max_tokens;
+      r.sampling.ignore_eos = true;
+      r.sampling.seed = static_cast<uint64_t>(i + 1);
+      requests.push_back(std::move(r));
+    }
+    engine.submit_all(std::move(requests));
+    std::vector<std::vector<int32_t>> out;
+    for (auto& q : queues) out.push_back(collect(*q).tokens);
+    return out;
+  }
+
+  static SamplingParams sampling(float temperature) {
+    SamplingParams p;
+    p.temperature = temperature;
+    p.top_k = 0;
+    p.top_p = 1.0f;
+    p.min_p = 0.0f;
+    return p;
+  }
+};
+
+// The target as its own (sampled) draft: q equals p exactly (batch-invariant logits, the same
+// processors), so min(1, p / q) = 1 and every guess is accepted; and a fixed k with fixed
+// seeds gives the same tokens run after run.
+TEST_F(SampledDraftTest, ATargetDraftingForItselfIsAlwaysAcceptedAndSeedsRepeat) {
+  LoadedForTest self = load_for_test(shared_path(kModel));
+  const DraftModel same{*self.model, *self.tokenizer};
+  EngineOptions o = options(SpecMode::kDraft, 4);
+  std::vector<std::vector<int32_t>> first;
+  for (int run = 0; run < 2; ++run) {
+    Engine engine(*loaded_.model, *loaded_.tokenizer, o, &same);
+    const auto tokens = sample(engine, 8, 40, sampling(0.8f));
+    const SpecStats st = engine.stats().spec;
+    EXPECT_GT(st.proposed, 100u);
+    EXPECT_EQ(st.accepted, st.proposed) << "a guess drawn from p itself was rejected";
+    if (run == 0) {
+      first = tokens;
+    } else {
+      EXPECT_EQ(tokens, first) << "the same seeds and k gave other tokens";
+    }
+    expect_no_leak(engine);
+  }
+}
+
+// The output distribution with sampled drafts from a different model (the Q8_0 copy) is the
+// target's: the 4th generated token (after speculative steps) over 400 seeds, with and
+// without speculation, in a two-sample chi-square test at significance 0.001 (the nine most
+// frequent tokens and the rest pooled). Deterministic: the seeds are fixed.
+TEST_F(SampledDraftTest, SampledDraftsKeepTheTargetsDistribution) {
+  RAPIDE_REQUIRE_SHARED(kDraft);
+  LoadedForTest q8 = load_for_test(shared_path(kDraft));
+  const DraftModel draft{*q8.model, *q8.tokenizer};
+  constexpr int kSeeds = 400, kTokens = 4;
+  std::vector<std::vector<int32_t>> plain, spec;
+  {
+    Engine engine(*loaded_.model, *loaded_.tokenizer, options(SpecMode::kOff));
+    plain = sample(engine, kSeeds, kTokens, sampling(1.0f));
+  }
+  EngineOptions o = options(SpecMode::kDraft, 3);
+  o.spec.draft_min_confidence = 0.0;
+  Engine engine(*loaded_.model, *loaded_.tokenizer, o, &draft);
+  spec = sample(engine, kSeeds, kTokens, sampling(1.0f));
+  const SpecStats st = engine.stats().spec;
+  EXPECT_GT(st.proposed, static_cast<uint64_t>(kSeeds));
+  EXPECT_GT(st.accepted, 0u);
+  EXPECT_LT(st.accepted, st.proposed) << "the draft was meant to differ from the target";
+  expect_no_leak(engine);
+
+  std::map<int32_t, std::array<int, 2>> counts;
+  for (int arm = 0; arm < 2; ++arm) {
+    for (const auto& tokens : arm == 0 ? plain : spec) {
+      ASSERT_EQ(tokens.size(), static_cast<size_t>(kTokens));
+      counts[tokens[kTokens - 1]][static_cast<size_t>(arm)]++;
+    }
+  }
+  std::vector<std::array<int, 2>> cells;
+  for (const auto& [token, c] : counts) cells.push_back(c);
+  std::sort(cells.begin(), cells.end(),
+            [](const auto& a, const auto& b) { return a[0] + a[1] > b[0] + b[1]; });
+  std::vector<std::array<int, 2>> table(cells.begin(),
+                                        cells.begin() + std::min<size_t>(9, cells.size()));
+  std::array<int, 2> rest = {0, 0};
+  for (size_t i = table.size(); i < cells.size(); ++i) {
+    rest[0] += cells[i][0];
+    rest[1] += cells[i][1];
+  }
+  if (rest[0] + rest[1] > 0) table.push_back(rest);
+  ASSERT_GE(table.size(), 3u) << "too few distinct tokens for a test";
+  // Chi-square critical values at p = 0.001 for 1..9 degrees of freedom.
+  constexpr double kCritical[] = {0,      10.828, 13.816, 16.266, 18.467,
+                                  20.515, 22.458, 24.322, 26.124, 27.877};
+  double chi2 = 0.0;
+  for (const auto& c : table) {
+    const double expected = (c[0] + c[1]) / 2.0;  // both arms have kSeeds samples
+    for (int arm = 0; arm < 2; ++arm) {
+      const double d = c[static_cast<size_t>(arm)] - expected;
+      chi2 += d * d / expected;
+    }
+  }
+  EXPECT_LT(chi2, kCritical[table.size() - 1]) << "acceptance " << st.acceptance_rate();
 }
 
 // The draft path feeds the draft the right tokens at the right positions and counts
