@@ -13,6 +13,7 @@
 #include "base/fp16.h"
 #include "base/thread_pool.h"
 #include "kernels/matmul.h"
+#include "kernels/rowquant.h"
 #include "weight_matrix_data.h"
 
 namespace rapide {
@@ -211,6 +212,33 @@ TEST(RowQuant, SimdVariantsMatchReference) {
                                     << rows << " rows n" << n << " i" << i;
           }
         }
+      }
+    }
+  }
+}
+
+// Q4_K, Q5_K and Q6_K are repacked into panels at prepare() (kernels/kpanel.h); their
+// reference must still give llama.cpp's vec_dot result bit for bit: the row-wise dot
+// product over the file's own blocks, activations converted to Q8_K.
+TEST(RowQuant, PanelPackedKQuantsEqualRowDot) {
+  for (TensorType type : {TensorType::kQ4_K, TensorType::kQ5_K, TensorType::kQ6_K}) {
+    const int64_t cols = 768, rows = 19, n = 3;
+    const Matrix m = random_blocks(type, rows, cols, 11);
+    const WeightMatrix w = WeightMatrix::prepare(m.view);
+    const std::vector<float> x = random_activations(n * cols, 5);
+    std::vector<float> y(static_cast<size_t>(n * rows));
+    w.multiply_reference(x.data(), n, y.data());
+    std::vector<int8_t> q(cols);
+    std::vector<float> d(cols / kSuperBlock);
+    std::vector<int16_t> bsums(cols / 16);
+    const matmul::RowDot dot = matmul::scalar::row_dot(type);
+    for (int64_t t = 0; t < n; ++t) {
+      matmul::quantize_q8_k(x.data() + t * cols, cols, q.data(), d.data(), bsums.data());
+      const matmul::ActRow act{q.data(), d.data(), nullptr, bsums.data()};
+      for (int64_t r = 0; r < rows; ++r) {
+        const float expect =
+            dot(m.bytes.data() + r * tensor_row_bytes(type, cols), cols / kSuperBlock, act);
+        ASSERT_EQ(y[t * rows + r], expect) << tensor_type_name(type) << " t" << t << " r" << r;
       }
     }
   }

@@ -1,0 +1,198 @@
+// AVX-512 VNNI kernel for the k-quant panels (kernels/kpanel.h) times Q8_K activations.
+//
+// Each 64-byte load of a chunk is 4 columns of 16 rows in two nibbles: masked and shifted
+// into two vpdpbusd operands (the unsigned weights), the high bits merged in with one shift
+// and one vpternlogd each; every activation quad is broadcast from memory to all 16 rows.
+// A sub-block's sum is exact in 32 bits, multiplied by the rows' expanded scales (vpmulld)
+// and summed per super-block; the mins' products with the activations' pair sums take one
+// vpdpwssd per two sub-blocks. The float part is kquant_combine in 16 lanes, one per row:
+// bit-identical to the scalar reference.
+#include <cstring>
+
+#include "kernels/avx512_common.h"
+#include "kernels/matmul_drive.h"
+#include "kernels/matmul_internal.h"
+
+namespace rapide::matmul::avx512 {
+
+namespace {
+
+inline __m512i broadcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+inline __m512i load512(const uint8_t* p) {
+  return _mm512_loadu_si512(p);
+}
+
+// Bits 4-5 (mask) of each byte from bits `from`.. of the same byte of h: a 16-bit shift
+// moves no wanted bit across a byte boundary for from in 0..7 (Q5_K) or 0, 2, 4, 6 (Q6_K).
+template <int kFrom>
+inline __m512i high_bits(__m512i h) {
+  if constexpr (kFrom < 4) return _mm512_slli_epi16(h, 4 - kFrom);
+  if constexpr (kFrom > 4) return _mm512_srli_epi16(h, kFrom - 4);
+  return h;
+}
+
+// low | (high & mask) in one instruction.
+inline __m512i merge_high(__m512i low, __m512i high, __m512i mask) {
+  return _mm512_ternarylogic_epi32(low, high, mask, 0xf8);
+}
+
+// One chunk's 8 weight vectors v = 2g + h for group g, with the high bits merged.
+template <TensorType kType, int kG>
+inline void chunk_vectors(const uint8_t* ch, __m512i& lo, __m512i& hi) {
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  const __m512i v = load512(ch + 64 * kG);
+  lo = _mm512_and_si512(v, m4);
+  hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+  if constexpr (kType == TensorType::kQ5_K) {
+    const __m512i h = load512(ch + 256);
+    const __m512i m = _mm512_set1_epi8(0x10);
+    lo = merge_high(lo, high_bits<2 * kG>(h), m);
+    hi = merge_high(hi, high_bits<2 * kG + 1>(h), m);
+  } else if constexpr (kType == TensorType::kQ6_K) {
+    const __m512i h = load512(ch + 256 + 64 * (kG / 2));
+    const __m512i m = _mm512_set1_epi8(0x30);
+    lo = merge_high(lo, high_bits<2 * ((2 * kG) % 4)>(h), m);
+    hi = merge_high(hi, high_bits<2 * ((2 * kG + 1) % 4)>(h), m);
+  }
+}
+
+// Panel p x tokens [t, t + T).
+template <TensorType kType, int T>
+void kpanel_tile(const PackedWeights& w, const Activations& a, int64_t p, int64_t t, float* y) {
+  constexpr KPanelLayout kL = kpanel_layout(kType);
+  constexpr bool kSix = kType == TensorType::kQ6_K;
+  const int64_t blocks = w.cols / kSuperBlock;
+  const uint8_t* panel = w.panel(p);
+  __m512 acc[T], accm[T];
+  const int8_t* xq[T];
+  const int16_t* xb[T];
+  const float* xd[T];
+  for (int i = 0; i < T; ++i) {
+    acc[i] = _mm512_setzero_ps();
+    accm[i] = _mm512_setzero_ps();
+    xq[i] = a.q + (t + i) * a.stride;
+    xb[i] = a.bsums + (t + i) * blocks * 16;
+    xd[i] = a.d + (t + i) * blocks;
+  }
+  for (int64_t b = 0; b < blocks; ++b) {
+    const uint8_t* blk = panel + b * kL.block();
+    __m512i isum[T], msum[T];
+    for (int i = 0; i < T; ++i) {
+      isum[i] = _mm512_setzero_si512();
+      msum[i] = _mm512_setzero_si512();
+    }
+    if constexpr (!kSix) {
+      for (int k = 0; k < 4; ++k) {
+        const __m512i mn = _mm512_cvtepu8_epi16(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + kKpMins + 32 * k)));
+        for (int i = 0; i < T; ++i) {
+          const int16_t* bs = xb[i] + b * 16 + 4 * k;
+          // The two 32-weight sub-blocks' activation sums (|sum| <= 32 * 127: int16).
+          const uint32_t pair = static_cast<uint16_t>(bs[0] + bs[1]) |
+                                static_cast<uint32_t>(static_cast<uint16_t>(bs[2] + bs[3])) << 16;
+          msum[i] = _mm512_dpwssd_epi32(msum[i], mn, _mm512_set1_epi32(static_cast<int>(pair)));
+        }
+      }
+    }
+    for (int c = 0; c < 8; ++c) {
+      const uint8_t* ch = blk + kL.header + c * kL.chunk;
+      __m512i s0[T], s1[T];  // columns 0-15 and 16-31 of the chunk
+      for (int i = 0; i < T; ++i) {
+        if constexpr (kSix) {  // start at -32 * sum(q): the weights are stored + 32
+          s0[i] = _mm512_set1_epi32(-32 * xb[i][b * 16 + 2 * c]);
+          s1[i] = _mm512_set1_epi32(-32 * xb[i][b * 16 + 2 * c + 1]);
+        } else {
+          s0[i] = _mm512_setzero_si512();
+          s1[i] = _mm512_setzero_si512();
+        }
+      }
+      auto group = [&]<int kG>() {
+        __m512i lo, hi;
+        chunk_vectors<kType, kG>(ch, lo, hi);
+        for (int i = 0; i < T; ++i) {
+          const int8_t* q = xq[i] + b * kSuperBlock + 32 * c + 4 * kG;
+          s0[i] = _mm512_dpbusd_epi32(s0[i], lo, broadcast4(q));
+          s1[i] = _mm512_dpbusd_epi32(s1[i], hi, broadcast4(q + 16));
+        }
+      };
+      group.template operator()<0>();
+      group.template operator()<1>();
+      group.template operator()<2>();
+      group.template operator()<3>();
+      if constexpr (kSix) {
+        const __m512i sc0 = _mm512_cvtepi8_epi32(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kKpScales6 + 32 * c)));
+        const __m512i sc1 = _mm512_cvtepi8_epi32(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kKpScales6 + 32 * c + 16)));
+        for (int i = 0; i < T; ++i) {
+          isum[i] = _mm512_add_epi32(isum[i], _mm512_mullo_epi32(s0[i], sc0));
+          isum[i] = _mm512_add_epi32(isum[i], _mm512_mullo_epi32(s1[i], sc1));
+        }
+      } else {
+        const __m512i sc = _mm512_cvtepu8_epi32(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + kKpScales + 16 * c)));
+        for (int i = 0; i < T; ++i) {
+          isum[i] =
+              _mm512_add_epi32(isum[i], _mm512_mullo_epi32(_mm512_add_epi32(s0[i], s1[i]), sc));
+        }
+      }
+    }
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
+    const __m512 dmin =
+        kSix ? _mm512_setzero_ps()
+             : _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + kKpDmin)));
+    for (int i = 0; i < T; ++i) {
+      const __m512 da = _mm512_set1_ps(xd[i][b]);
+      acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(da, dw), _mm512_cvtepi32_ps(isum[i]), acc[i]);
+      if constexpr (!kSix) {
+        accm[i] = _mm512_fmadd_ps(_mm512_mul_ps(da, dmin), _mm512_cvtepi32_ps(msum[i]), accm[i]);
+      }
+    }
+  }
+  const uint32_t mask = row_mask(w, p);
+  for (int i = 0; i < T; ++i) store_tile(y, w.rows, p, t + i, mask, _mm512_sub_ps(acc[i], accm[i]));
+}
+
+template <TensorType kType>
+struct KTiles {
+  template <int R, int T>
+  struct Tile {
+    static_assert(R == 1, "one panel per tile: the weights' unpacking is shared by the tokens");
+    static void run(const PackedWeights& w, const Activations& a, int64_t p, int64_t t, float* y) {
+      kpanel_tile<kType, T>(w, a, p, t, y);
+    }
+  };
+};
+
+// Decode streams one panel at a time (as matmul_quant_avx512.cpp's run_tiles, for the same
+// reason); prefill shares each panel's unpacked vectors among 4 tokens.
+template <TensorType kType>
+void run(const PackedWeights& w, const Activations& a, int64_t p0, int64_t p1, int64_t t0,
+         int64_t t1, float* y) {
+  if (t1 - t0 <= 2) {
+    drive<1, 2, KTiles<kType>::template Tile>(w, a, p0, p1, t0, t1, y, a.stride);
+  } else {
+    drive<1, 4, KTiles<kType>::template Tile>(w, a, p0, p1, t0, t1, y, a.stride);
+  }
+}
+
+}  // namespace
+
+void kpanel(const PackedWeights& w, const Activations& a, int64_t p0, int64_t p1, int64_t t0,
+            int64_t t1, float* y) {
+  switch (w.type) {
+    case TensorType::kQ4_K:
+      return run<TensorType::kQ4_K>(w, a, p0, p1, t0, t1, y);
+    case TensorType::kQ5_K:
+      return run<TensorType::kQ5_K>(w, a, p0, p1, t0, t1, y);
+    default:
+      return run<TensorType::kQ6_K>(w, a, p0, p1, t0, t1, y);
+  }
+}
+
+}  // namespace rapide::matmul::avx512
