@@ -60,6 +60,8 @@ inline __m256i load_bytes8(const uint8_t* p) {
   return _mm256_castsi128_si256(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
 }
 
+constexpr int kPrefetchBlocks = 2;
+
 // Half `half` of panel p x tokens [t, t + T).
 template <TensorType kType, int T>
 void kpanel_half(const PackedWeights& w, const Activations& a, int64_t p, int half, int64_t t,
@@ -95,6 +97,12 @@ void kpanel_half(const PackedWeights& w, const Activations& a, int64_t p, int ha
     }
     for (int c = 0; c < 8; ++c) {
       const uint8_t* ch = blk + kL.header + c * kL.chunk;
+      if (half == 0) {  // the first pass over the panel streams it (see kpanel_avx512.cpp)
+        const uint8_t* ahead = blk + kPrefetchBlocks * kL.block() + c * (kL.block() / 8);
+        for (int l = 0; l < kL.block() / 8; l += 64) {
+          _mm_prefetch(reinterpret_cast<const char*>(ahead + l), _MM_HINT_T0);
+        }
+      }
       __m256i s0[T], s1[T];
       for (int i = 0; i < T; ++i) {
         const int16_t* bs = a.bsums + ((t + i) * blocks + b) * 16 + 2 * c;
