@@ -3,7 +3,9 @@
 //
 // Unlike Q8_0/Q4_0 these are not repacked into column-interleaved panels: a panel is 16
 // whole GGUF rows back to back, and a kernel takes one row's dot product with one token's
-// converted activations (llama.cpp's vec_dot structure). The activations are converted as
+// converted activations (llama.cpp's vec_dot structure). Exception: Q4_K, Q5_K and Q6_K
+// are repacked (kernels/kpanel.h); their scalar dot product here stays the definition
+// their panel kernels reproduce. The activations are converted as
 // llama.cpp's CPU backend converts them (its vec_dot_type), so logits match its own:
 //   Q5_0, IQ4_NL            -> Q8_0: 32 int8 per block, f16-rounded scale d
 //   Q4_1, Q5_1              -> Q8_1: Q8_0 plus s = f16(d * sum q) with the unrounded d
