@@ -4,11 +4,19 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/matmul_internal.h"
 
 namespace rapide::matmul::avx2 {
 namespace {
+
+// 4 activation bytes broadcast to every 32-bit lane.
+inline __m256i broadcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
 
 // Stores half h (8 rows) of panel p for token t, only the valid rows in the last panel.
 inline void store_half(float* y, int64_t rows, int64_t p, int h, int64_t t, uint32_t mask,

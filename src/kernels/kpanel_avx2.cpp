@@ -7,18 +7,12 @@
 #include <cstring>
 
 #include "kernels/avx2_common.h"
-#include "kernels/matmul_drive.h"
+#include "kernels/kpanel_drive.h"
 #include "kernels/matmul_internal.h"
 
 namespace rapide::matmul::avx2 {
 
 namespace {
-
-inline __m256i broadcast4(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
 
 inline __m256i load256(const uint8_t* p) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
@@ -159,36 +153,19 @@ void kpanel_half(const PackedWeights& w, const Activations& a, int64_t p, int ha
   }
 }
 
-template <TensorType kType>
-struct KTiles {
-  template <int R, int T>
-  struct Tile {
-    static_assert(R == 1, "one panel per tile");
-    static void run(const PackedWeights& w, const Activations& a, int64_t p, int64_t t, float* y) {
-      kpanel_half<kType, T>(w, a, p, 0, t, y);
-      kpanel_half<kType, T>(w, a, p, 1, t, y);
-    }
-  };
+template <TensorType kType, int T>
+struct Tile {
+  static void run(const PackedWeights& w, const Activations& a, int64_t p, int64_t t, float* y) {
+    kpanel_half<kType, T>(w, a, p, 0, t, y);
+    kpanel_half<kType, T>(w, a, p, 1, t, y);
+  }
 };
-
-template <TensorType kType>
-void run(const PackedWeights& w, const Activations& a, int64_t p0, int64_t p1, int64_t t0,
-         int64_t t1, float* y) {
-  drive<1, 4, KTiles<kType>::template Tile>(w, a, p0, p1, t0, t1, y, a.stride);
-}
 
 }  // namespace
 
 void kpanel(const PackedWeights& w, const Activations& a, int64_t p0, int64_t p1, int64_t t0,
             int64_t t1, float* y) {
-  switch (w.type) {
-    case TensorType::kQ4_K:
-      return run<TensorType::kQ4_K>(w, a, p0, p1, t0, t1, y);
-    case TensorType::kQ5_K:
-      return run<TensorType::kQ5_K>(w, a, p0, p1, t0, t1, y);
-    default:
-      return run<TensorType::kQ6_K>(w, a, p0, p1, t0, t1, y);
-  }
+  kpanel_drive<Tile, 4, 4>(w, a, p0, p1, t0, t1, y);
 }
 
 }  // namespace rapide::matmul::avx2

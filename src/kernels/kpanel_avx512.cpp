@@ -10,18 +10,12 @@
 #include <cstring>
 
 #include "kernels/avx512_common.h"
-#include "kernels/matmul_drive.h"
+#include "kernels/kpanel_drive.h"
 #include "kernels/matmul_internal.h"
 
 namespace rapide::matmul::avx512 {
 
 namespace {
-
-inline __m512i broadcast4(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
-}
 
 inline __m512i load512(const uint8_t* p) {
   return _mm512_loadu_si512(p);
@@ -183,42 +177,21 @@ void kpanel_tile(const PackedWeights& w, const Activations& a, int64_t p, int64_
   for (int i = 0; i < T; ++i) store_tile(y, w.rows, p, t + i, mask, _mm512_sub_ps(acc[i], accm[i]));
 }
 
-template <TensorType kType>
-struct KTiles {
-  template <int R, int T>
-  struct Tile {
-    static_assert(R == 1, "one panel per tile: the weights' unpacking is shared by the tokens");
-    static void run(const PackedWeights& w, const Activations& a, int64_t p, int64_t t, float* y) {
-      kpanel_tile<kType, T>(w, a, p, t, y);
-    }
-  };
-};
-
 // Decode streams one panel at a time (as matmul_quant_avx512.cpp's run_tiles, for the same
 // reason); prefill shares each panel's unpacked vectors among 6 tokens (measured on Zen 4,
 // 1 thread, matmul_bench n = 128: 4 tokens gave Q6_K ~25 % less, 8 no more).
-template <TensorType kType>
-void run(const PackedWeights& w, const Activations& a, int64_t p0, int64_t p1, int64_t t0,
-         int64_t t1, float* y) {
-  if (t1 - t0 <= 2) {
-    drive<1, 2, KTiles<kType>::template Tile>(w, a, p0, p1, t0, t1, y, a.stride);
-  } else {
-    drive<1, 6, KTiles<kType>::template Tile>(w, a, p0, p1, t0, t1, y, a.stride);
+template <TensorType kType, int T>
+struct Tile {
+  static void run(const PackedWeights& w, const Activations& a, int64_t p, int64_t t, float* y) {
+    kpanel_tile<kType, T>(w, a, p, t, y);
   }
-}
+};
 
 }  // namespace
 
 void kpanel(const PackedWeights& w, const Activations& a, int64_t p0, int64_t p1, int64_t t0,
             int64_t t1, float* y) {
-  switch (w.type) {
-    case TensorType::kQ4_K:
-      return run<TensorType::kQ4_K>(w, a, p0, p1, t0, t1, y);
-    case TensorType::kQ5_K:
-      return run<TensorType::kQ5_K>(w, a, p0, p1, t0, t1, y);
-    default:
-      return run<TensorType::kQ6_K>(w, a, p0, p1, t0, t1, y);
-  }
+  kpanel_drive<Tile, 2, 6>(w, a, p0, p1, t0, t1, y);
 }
 
 }  // namespace rapide::matmul::avx512

@@ -18,12 +18,6 @@ namespace rapide::matmul::avx2 {
 
 namespace {
 
-inline __m256i broadcast4(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm256_set1_epi32(v);
-}
-
 // H halves (8 rows each) of R = H / 2 panels.
 template <typename Weights, int R, int T>
 void quant_tile(const PackedWeights& w, const Activations& a, int64_t p, int64_t t, float* y) {

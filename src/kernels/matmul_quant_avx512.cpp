@@ -18,12 +18,6 @@ namespace rapide::matmul::avx512 {
 
 namespace {
 
-inline __m512i broadcast4(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
-}
-
 // Shared by both types: Weights::dot(iacc, block, xs, b) adds one block's integer products.
 template <typename Weights, int R, int T>
 void quant_tile(const PackedWeights& w, const Activations& a, int64_t p, int64_t t, float* y) {
