@@ -138,12 +138,13 @@ BENCHMARK(BM_CachedMatvec)
     ->Arg(static_cast<int64_t>(TensorType::kQ4_0))
     ->Arg(static_cast<int64_t>(TensorType::kBF16))
     ->Arg(static_cast<int64_t>(TensorType::kQ4_K))
+    ->Arg(static_cast<int64_t>(TensorType::kQ5_K))
     ->Arg(static_cast<int64_t>(TensorType::kQ6_K))
     ->UseRealTime();
 
 void model_args(benchmark::internal::Benchmark* b) {
   for (TensorType t : {TensorType::kF16, TensorType::kQ8_0, TensorType::kQ4_0, TensorType::kBF16,
-                       TensorType::kQ4_K, TensorType::kQ6_K}) {
+                       TensorType::kQ4_K, TensorType::kQ5_K, TensorType::kQ6_K}) {
     for (int64_t n : {1, 32, 128}) b->Args({static_cast<int64_t>(t), n});
   }
 }

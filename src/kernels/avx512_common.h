@@ -11,11 +11,19 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/matmul_internal.h"
 
 namespace rapide::matmul::avx512 {
 namespace {
+
+// 4 activation bytes broadcast to every 32-bit lane: vpdpbusd's signed operand.
+inline __m512i broadcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
 
 // Stores the 16 rows of panel p for token t, only the valid ones in the last panel.
 inline void store_tile(float* y, int64_t rows, int64_t p, int64_t t, uint32_t mask, __m512 v) {

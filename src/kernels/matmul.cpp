@@ -27,20 +27,40 @@ namespace matmul {
 // Tables of function pointers only: built at the baseline ISA, and a SIMD function is
 // called only once active_isa_level() has confirmed the CPU runs it.
 const KernelSet& avx2_kernels() {
-  static const KernelSet set{
-      avx2::round_f16, avx2::to_bf16, avx2::quantize_q8, avx2::f32, avx2::f16,
-      avx2::bf16,      avx2::q8_0,    avx2::q4_0,        0,  // sign trick: no offset to correct
-      avx2::row_dot,   avx2::row_dot_tokens, avx2::row_dot_rows, avx2::dot_f32, avx2::dequant_row};
+  static const KernelSet set{avx2::round_f16,
+                             avx2::to_bf16,
+                             avx2::quantize_q8,
+                             avx2::f32,
+                             avx2::f16,
+                             avx2::bf16,
+                             avx2::q8_0,
+                             avx2::q4_0,
+                             0,  // sign trick: no offset to correct
+                             avx2::row_dot,
+                             avx2::row_dot_tokens,
+                             avx2::row_dot_rows,
+                             avx2::dot_f32,
+                             avx2::dequant_row,
+                             avx2::kpanel};
   return set;
 }
 
 const KernelSet& avx512_kernels() {
-  static const KernelSet set{avx512::round_f16, avx512::to_bf16, avx512::quantize_q8,
-                             avx512::f32,       avx512::f16,     avx512::bf16,
-                             avx512::q8_0,      avx512::q4_0,    128,  // weights + 128
-                             avx512::row_dot,   avx512::row_dot_tokens,
-                             avx512::row_dot_rows, avx512::dot_f32,
-                             avx512::dequant_row};
+  static const KernelSet set{avx512::round_f16,
+                             avx512::to_bf16,
+                             avx512::quantize_q8,
+                             avx512::f32,
+                             avx512::f16,
+                             avx512::bf16,
+                             avx512::q8_0,
+                             avx512::q4_0,
+                             128,  // weights + 128
+                             avx512::row_dot,
+                             avx512::row_dot_tokens,
+                             avx512::row_dot_rows,
+                             avx512::dot_f32,
+                             avx512::dequant_row,
+                             avx512::kpanel};
   return set;
 }
 
@@ -85,6 +105,17 @@ void pack(const TensorView& view, int64_t row_begin, int64_t row_end, PackedWeig
       const int64_t n = std::min<int64_t>(kPanel, rows - p * kPanel);
       std::memset(panel, 0, static_cast<size_t>(out.panel_bytes));
       std::memcpy(panel, src + p * kPanel * row_bytes, static_cast<size_t>(n * row_bytes));
+    }
+    return;
+  }
+  if (out.kpanel()) {
+    for (int64_t p = 0; p < out.panels; ++p) {
+      const int n = static_cast<int>(std::min<int64_t>(kPanel, rows - p * kPanel));
+      const int64_t block_bytes = matmul::kpanel_layout(out.type).block();
+      for (int64_t b = 0; b < cols / kSuperBlock; ++b) {
+        matmul::kpanel_pack(out.type, src + p * kPanel * row_bytes, row_bytes, n, b,
+                            out.data.data() + p * out.panel_bytes + b * block_bytes);
+      }
     }
     return;
   }
@@ -145,6 +176,7 @@ void pack(const TensorView& view, int64_t row_begin, int64_t row_end, PackedWeig
 
 int64_t panel_bytes(TensorType type, int64_t cols, bool float_act) {
   if (float_act) return kPanel * tensor_row_bytes(type, cols);
+  if (matmul::is_kpanel_type(type)) return cols / kSuperBlock * matmul::kpanel_layout(type).block();
   switch (type) {
     case TensorType::kF32:
       return cols * kPanel * 4;
@@ -292,6 +324,10 @@ matmul::PanelKernel panel_kernel(const KernelSet& ks, TensorType type) {
       return ks.q8_0;
     case TensorType::kQ4_0:
       return ks.q4_0;
+    case TensorType::kQ4_K:
+    case TensorType::kQ5_K:
+    case TensorType::kQ6_K:
+      return ks.kpanel;
     default:
       return nullptr;  // row-wise types: run_kernel() below
   }
@@ -419,7 +455,7 @@ void WeightMatrix::multiply_same_shape(IsaLevel level, std::span<const WeightMat
         pool.parallel_for(n, 1, [&](int64_t t0, int64_t t1, int) { convert(t0, t1); });
       });
   const matmul::PanelKernel kernel = panel_kernel(ks, first.type);
-  const bool row_type = !first.float_act && matmul::is_row_type(first.type);
+  const bool row_type = !first.float_act && !first.kpanel() && matmul::is_row_type(first.type);
   const matmul::RowKernels row_kernels =
       row_type ? matmul::row_kernels(ks, first.type) : matmul::RowKernels{};
   // Panels [p0, p1) of the matrices laid end to end.
@@ -466,7 +502,7 @@ void WeightMatrix::multiply_reference(const float* x, int64_t n, float* y) const
   const Activations a = convert_activations(ks, w.type, w.float_act, x, n, w.cols, thread_scratch(),
                                             [&](auto&& convert) { convert(int64_t{0}, n); });
   if (w.float_act) return matmul::dequant_panels(ks, w, a, 0, w.panels, 0, n, y);
-  if (matmul::is_row_type(w.type)) {
+  if (!w.kpanel() && matmul::is_row_type(w.type)) {
     return matmul::row_panels(matmul::row_kernels(ks, w.type), w, a, 0, w.panels, 0, n, y);
   }
   panel_kernel(ks, w.type)(w, a, 0, w.panels, 0, n, y);
@@ -482,6 +518,15 @@ void WeightMatrix::dequantize_row(int64_t r, float* out) const {
   if (w.raw_rows()) {
     const int64_t row_bytes = w.panel_bytes / kPanel;
     return rapide::dequantize_row(w.type, panel + pr * row_bytes, out, w.cols);
+  }
+  if (w.kpanel()) {
+    const int64_t block_bytes = matmul::kpanel_layout(w.type).block();
+    matmul::Unpacked256 u;
+    for (int64_t b = 0; b < w.cols / kSuperBlock; ++b) {
+      matmul::kpanel_unpack(w.type, panel + b * block_bytes, pr, u);
+      matmul::unpacked256_to_f32(u, fp16_to_fp32(u.d), fp16_to_fp32(u.dmin), out + b * kSuperBlock);
+    }
+    return;
   }
   switch (w.type) {
     case TensorType::kF32:

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "base/fp16.h"
+#include "kernels/avx2_common.h"
 #include "kernels/matmul_drive.h"
 #include "kernels/matmul_internal.h"
 
@@ -16,21 +17,6 @@ namespace rapide::matmul::avx2 {
 namespace {
 
 constexpr int64_t kPrefetchBytes = 1024;
-
-inline void store_half(float* y, int64_t rows, int64_t p, int h, int64_t t, uint32_t mask,
-                       __m256 v) {
-  float* dst = y + t * rows + p * kPanel + h * 8;
-  const uint32_t m = (mask >> (h * 8)) & 0xff;
-  if (m == 0xff) {
-    _mm256_storeu_ps(dst, v);
-  } else if (m != 0) {
-    alignas(32) float tmp[8];
-    _mm256_store_ps(tmp, v);
-    for (int j = 0; j < 8; ++j) {
-      if (m & (1u << j)) dst[j] = tmp[j];
-    }
-  }
-}
 
 struct LoadF32 {
   static constexpr int kBytes = 4;

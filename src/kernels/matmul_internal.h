@@ -16,13 +16,15 @@
 //         byte j of group g holds col 4g+j in its low nibble, col 16+4g+j in its high one,
 //         so one load yields two 64-byte operands for VNNI after masking/shifting.
 // Groups of 4 columns match vpdpbusd, which sums 4 byte products into each 32-bit lane.
-//   Row-wise types (kernels/rowquant.h): [16 rows][GGUF row bytes], the rows as in the file.
+//   Q4_K / Q5_K / Q6_K: per 256-column super-block, kernels/kpanel.h's block.
+//   Other row-wise types (kernels/rowquant.h): [16 rows][GGUF row bytes], as in the file.
 //   Any quantized type with ActQuant::kOff (float_act): the same, read by dequant_panels.
 #pragma once
 
 #include <cstdint>
 
 #include "formats/tensor_type.h"
+#include "kernels/kpanel.h"
 #include "kernels/rowquant.h"
 #include "kernels/weight_memory.h"
 
@@ -42,7 +44,9 @@ struct PackedWeights {
   bool float_act = false;  // ActQuant::kOff on a quantized type: f32 activations
 
   // Whether panels hold whole GGUF rows (row-wise types, and every float_act matrix).
-  bool raw_rows() const { return float_act || is_row_type(type); }
+  bool raw_rows() const { return float_act || (is_row_type(type) && !is_kpanel_type(type)); }
+  // Whether panels hold kernels/kpanel.h's k-quant blocks.
+  bool kpanel() const { return !float_act && is_kpanel_type(type); }
 
   const uint8_t* panel(int64_t p) const { return data.data() + p * panel_bytes; }
   int64_t blocks() const { return cols / kQuantBlock; }
@@ -60,8 +64,8 @@ struct Activations {
   const int8_t* q = nullptr;
   const float* d = nullptr;
   const int32_t* bias = nullptr;
-  const float* s = nullptr;         // row-wise types with Q8_1 activations, per block
-  const int16_t* bsums = nullptr;   // row-wise types with Q8_K activations, 16 per block
+  const float* s = nullptr;        // row-wise types with Q8_1 activations, per block
+  const int16_t* bsums = nullptr;  // row-wise types with Q8_K activations, 16 per block
   int64_t stride = 0;
   int64_t blocks = 0;
 };
@@ -87,12 +91,13 @@ struct KernelSet {
   Bf16Kernel to_bf16;
   QuantizeKernel quantize_q8;
   PanelKernel f32, f16, bf16, q8_0, q4_0;
-  int q8_bias_offset;  // what q8_0 expects in Activations::bias (q4_0 always wants 8)
-  RowDot (*row_dot)(TensorType);               // the row-wise types' dot products
+  int q8_bias_offset;             // what q8_0 expects in Activations::bias (q4_0 always wants 8)
+  RowDot (*row_dot)(TensorType);  // the row-wise types' dot products
   RowDotTokens (*row_dot_tokens)(TensorType);  // of this ISA (see kernels/rowquant.h)
   RowDotRows (*row_dot_rows)(TensorType);
   FloatDot dot_f32;
   DequantRow dequant_row;
+  PanelKernel kpanel;  // Q4_K, Q5_K, Q6_K panels (kernels/kpanel.h), any of the three
 };
 
 // One row-wise type's kernels: `dot` always; `tokens` (kRowTokens tokens x 1 row) and
@@ -133,6 +138,7 @@ void f16(const PackedWeights&, const Activations&, int64_t, int64_t, int64_t, in
 void bf16(const PackedWeights&, const Activations&, int64_t, int64_t, int64_t, int64_t, float*);
 void q8_0(const PackedWeights&, const Activations&, int64_t, int64_t, int64_t, int64_t, float*);
 void q4_0(const PackedWeights&, const Activations&, int64_t, int64_t, int64_t, int64_t, float*);
+void kpanel(const PackedWeights&, const Activations&, int64_t, int64_t, int64_t, int64_t, float*);
 }  // namespace scalar
 
 #define RAPIDE_DECLARE_KERNELS(ns)                                                                 \
@@ -148,6 +154,8 @@ void q4_0(const PackedWeights&, const Activations&, int64_t, int64_t, int64_t, i
   void bf16(const PackedWeights&, const Activations&, int64_t, int64_t, int64_t, int64_t, float*); \
   void q8_0(const PackedWeights&, const Activations&, int64_t, int64_t, int64_t, int64_t, float*); \
   void q4_0(const PackedWeights&, const Activations&, int64_t, int64_t, int64_t, int64_t, float*); \
+  void kpanel(const PackedWeights&, const Activations&, int64_t, int64_t, int64_t, int64_t,        \
+              float*);                                                                             \
   }
 RAPIDE_DECLARE_KERNELS(avx2)
 RAPIDE_DECLARE_KERNELS(avx512)

@@ -18,12 +18,6 @@ namespace rapide::matmul::avx512 {
 
 namespace {
 
-inline __m512i broadcast4(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
-}
-
 // Blocks ahead of the current one at which the multi-panel (batched) tiles prefetch their
 // panels. A batch of 32 decode rows reuses each panel from cache for only ~6 token tiles
 // (a 128-token prefill for ~22), so the first tile's wait for DRAM weighed ~4x more per

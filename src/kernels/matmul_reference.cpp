@@ -188,7 +188,7 @@ const KernelSet& reference_kernels() {
                              scalar::q8_0,      scalar::q4_0,    0,
                              scalar::row_dot,   scalar::row_dot_tokens,
                              scalar::row_dot_rows, scalar::dot_f32,
-                             scalar::dequant_row};
+                             scalar::dequant_row, scalar::kpanel};
   return set;
 }
 

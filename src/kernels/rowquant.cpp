@@ -109,15 +109,8 @@ float dot256(const uint8_t* row, int64_t blocks, const ActRow& x) {
   Unpacked256 u;
   for (int64_t i = 0; i < blocks; ++i) {
     unpack256(kType, row + i * kBytes, u);
-    const int8_t* q = x.q + i * kSuperBlock;
-    const int16_t* bsums = x.bsums + i * 16;
-    int32_t isum = 0, msum = 0;
-    for (int j = 0; j < 16; ++j) {
-      int32_t s = 0;
-      for (int l = 0; l < 16; ++l) s += u.w[16 * j + l] * q[16 * j + l];
-      isum += u.scale[j] * s;
-      msum += u.min[j] * bsums[j];
-    }
+    int32_t isum, msum;
+    unpacked256_sums(u, x.q + i * kSuperBlock, x.bsums + i * 16, isum, msum);
     kquant_combine(x.d[i], u.d, u.dmin, isum, msum, acc, accm);
   }
   return acc - accm;
@@ -192,13 +185,7 @@ void dequantize_row_blocks(TensorType type, const void* in, float* out, int64_t 
     Unpacked256 u;
     for (int64_t b = 0; b < n / block; ++b) {
       unpack256(type, p + b * bytes, u);
-      const float d = fp16_to_fp32(u.d), dmin = fp16_to_fp32(u.dmin);
-      float* o = out + b * block;
-      for (int j = 0; j < 16; ++j) {
-        const float dl = d * static_cast<float>(u.scale[j]);
-        const float ml = dmin * static_cast<float>(u.min[j]);
-        for (int l = 0; l < 16; ++l) o[16 * j + l] = dl * static_cast<float>(u.w[16 * j + l]) - ml;
-      }
+      unpacked256_to_f32(u, fp16_to_fp32(u.d), fp16_to_fp32(u.dmin), out + b * block);
     }
     return;
   }

@@ -3,7 +3,9 @@
 //
 // Unlike Q8_0/Q4_0 these are not repacked into column-interleaved panels: a panel is 16
 // whole GGUF rows back to back, and a kernel takes one row's dot product with one token's
-// converted activations (llama.cpp's vec_dot structure). The activations are converted as
+// converted activations (llama.cpp's vec_dot structure). Exception: Q4_K, Q5_K and Q6_K
+// are repacked (kernels/kpanel.h); their scalar dot product here stays the definition
+// their panel kernels reproduce. The activations are converted as
 // llama.cpp's CPU backend converts them (its vec_dot_type), so logits match its own:
 //   Q5_0, IQ4_NL            -> Q8_0: 32 int8 per block, f16-rounded scale d
 //   Q4_1, Q5_1              -> Q8_1: Q8_0 plus s = f16(d * sum q) with the unrounded d
@@ -50,8 +52,8 @@ constexpr int kRowTokens = 4;
 using RowDotTokens = void (*)(const uint8_t* row, int64_t blocks, const ActRow* xs, float* out);
 // The same for kRowTile rows (row_bytes apart) and one token (decode): out[r] for row r.
 constexpr int kRowTile = 4;
-using RowDotRows = void (*)(const uint8_t* rows, int64_t row_bytes, int64_t blocks,
-                            const ActRow& x, float* out);
+using RowDotRows = void (*)(const uint8_t* rows, int64_t row_bytes, int64_t blocks, const ActRow& x,
+                            float* out);
 
 // Activation conversions (llama.cpp's quantize_row_q8_1 on x86, quantize_row_q8_K_ref).
 void quantize_q8_1(const float* x, int64_t cols, int8_t* q, float* d, float* s);
@@ -77,7 +79,15 @@ RowDotRows row_dot_rows(TensorType type);
 
 // Whole-row conversions for these types (the public quantize_row / dequantize_row).
 void dequantize_row_blocks(TensorType type, const void* in, float* out, int64_t n);
-void quantize_row_blocks(TensorType type, const float* in, void* out, int64_t n);
+// How the asymmetric k-quants (Q2_K, Q4_K, Q5_K) choose each group's scale and min.
+// kRoundToNearest maps the group's [min(0, lo), hi] onto the levels. kSearch is llama.cpp's
+// make_qkx2_quants: a grid of scales around that one, each with the importance-weighted
+// least-squares scale and min for its rounding, keeping the best fit (importance as
+// llama.cpp's reference quantizers: |x| plus the group's RMS for Q4_K / Q5_K, |x| for Q2_K;
+// the seam where calibrated importance plugs in). Other types ignore it.
+enum class ScaleSearch { kRoundToNearest, kSearch };
+void quantize_row_blocks(TensorType type, const float* in, void* out, int64_t n,
+                         ScaleSearch search = ScaleSearch::kSearch);
 
 // A super-block's share of a k-quant row: weight scale dw (and dmin) from the block, the
 // activation scale da, isum = sum over sub-blocks of scale * (w . q), msum = sum of

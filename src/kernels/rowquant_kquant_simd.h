@@ -1,4 +1,5 @@
-// The k-quant (Q2_K..Q6_K, IQ4_XS) dot products against Q8_K activations, shared by the
+// The row-wise k-quant (Q2_K, Q3_K, IQ4_XS) dot products against Q8_K activations (Q4_K,
+// Q5_K and Q6_K are repacked into panels instead: kernels/kpanel.h), shared by the
 // AVX2 and AVX-512 kernel files (compiled with each file's flags; the anonymous namespace
 // keeps the two instantiations apart). Included only by rowquant_dot_avx2.cpp and
 // rowquant_dot_avx512.cpp. IQ4_XS's signed table values (|w| <= 127) go through vpsignb.
@@ -87,7 +88,7 @@ struct SuperBlock {
 };
 
 // Per type: whether weights are signed (IQ4_XS), and the offset subtracted from the
-// unsigned stored weights (Q3_K: 4, Q6_K: 32), applied through bsums.
+// unsigned stored weights (Q3_K: 4), applied through bsums.
 template <TensorType kType>
 struct KTraits;
 template <>
@@ -101,24 +102,6 @@ struct KTraits<TensorType::kQ3_K> {
   using Block = BlockQ3K;
   static constexpr bool kSigned = false;
   static constexpr int kOffset = 4;
-};
-template <>
-struct KTraits<TensorType::kQ4_K> {
-  using Block = BlockQ4K;
-  static constexpr bool kSigned = false;
-  static constexpr int kOffset = 0;
-};
-template <>
-struct KTraits<TensorType::kQ5_K> {
-  using Block = BlockQ5K;
-  static constexpr bool kSigned = false;
-  static constexpr int kOffset = 0;
-};
-template <>
-struct KTraits<TensorType::kQ6_K> {
-  using Block = BlockQ6K;
-  static constexpr bool kSigned = false;
-  static constexpr int kOffset = 32;
 };
 template <>
 struct KTraits<TensorType::kIQ4_XS> {
@@ -139,22 +122,6 @@ inline void scales_per16(__m256i sc16, __m256i* s) {
 inline void scales_per32(__m256i sc8, __m256i* s) {
   const __m256i both = _mm256_permute4x64_epi64(sc8, 0x44);
   for (int c = 0; c < 8; ++c) s[c] = shuffle_with(both, kPer32Masks, c);
-}
-
-// kquant_scale_min for all 8 sub-blocks at once: scales to bytes 0-7, mins to bytes 8-15.
-// With the 12 packed bytes as 32-bit words u0 u1 u2: scales 0-3 = u0 & 0x3f.., scales 4-7 =
-// (u2 & 0x0f..) | ((u0 >> 6) & 3..) << 4, mins 0-3 = u1 & 0x3f.., mins 4-7 = ((u2 >> 4) &
-// 0x0f..) | ((u1 >> 6) & 3..) << 4. `packed` may be read 16 bytes wide (qs follows it).
-inline __m128i q45_scales_mins(const uint8_t* packed) {
-  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(packed));
-  const __m128i a = _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0));  // u0 u2 u1 u2
-  const __m128i b = _mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0));  // u0 u0 u1 u1
-  const __m128i low6 = _mm_and_si128(a, _mm_set1_epi32(0x3f3f3f3f));
-  const __m128i nib =
-      _mm_and_si128(_mm_srlv_epi32(a, _mm_setr_epi32(0, 0, 0, 4)), _mm_set1_epi32(0x0f0f0f0f));
-  const __m128i top =
-      _mm_slli_epi32(_mm_and_si128(_mm_srli_epi32(b, 6), _mm_set1_epi32(0x03030303)), 4);
-  return _mm_blend_epi32(low6, _mm_or_si128(nib, top), 0b1010);
 }
 
 template <TensorType kType>
@@ -210,67 +177,6 @@ inline void unpack<TensorType::kQ3_K>(const uint8_t* p, SuperBlock& u) {
   u.dminw = 0.0f;
 }
 
-template <bool kFive>
-inline void unpack_q45(const uint8_t* p, SuperBlock& u) {
-  const __m256i m4 = _mm256_set1_epi8(0x0f);
-  const __m256i m1 = _mm256_set1_epi8(0x01);
-  uint16_t d, dmin;
-  std::memcpy(&d, p, 2);
-  std::memcpy(&dmin, p + 2, 2);
-  const uint8_t* qs = p + (kFive ? 48 : 16);
-  const __m256i qh = kFive ? load256(p + 16) : _mm256_setzero_si256();
-  for (int k = 0; k < 4; ++k) {
-    const __m256i q = load256(qs + 32 * k);
-    u.w[2 * k] = _mm256_and_si256(q, m4);
-    u.w[2 * k + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-    if (kFive) {
-      for (int h = 0; h < 2; ++h) {
-        const __m256i bit =
-            _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * k + h)), m1);
-        u.w[2 * k + h] = _mm256_or_si256(u.w[2 * k + h], _mm256_slli_epi16(bit, 4));
-      }
-    }
-  }
-  const __m128i sm = q45_scales_mins(p + 4);
-  scales_per32(_mm256_cvtepu8_epi16(sm), u.s);
-  u.m = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm));  // m0 m0 m1 m1 ...: one per 16
-  u.dw = _cvtsh_ss(d);
-  u.dminw = _cvtsh_ss(dmin);
-}
-
-template <>
-inline void unpack<TensorType::kQ4_K>(const uint8_t* p, SuperBlock& u) {
-  unpack_q45<false>(p, u);
-}
-template <>
-inline void unpack<TensorType::kQ5_K>(const uint8_t* p, SuperBlock& u) {
-  unpack_q45<true>(p, u);
-}
-
-template <>
-inline void unpack<TensorType::kQ6_K>(const uint8_t* p, SuperBlock& u) {
-  const auto* b = reinterpret_cast<const BlockQ6K*>(p);
-  const __m256i m4 = _mm256_set1_epi8(0x0f);
-  const __m256i m3 = _mm256_set1_epi8(0x03);
-  for (int n = 0; n < 2; ++n) {
-    const __m256i ql0 = load256(b->ql + 64 * n);
-    const __m256i ql1 = load256(b->ql + 64 * n + 32);
-    const __m256i qh = load256(b->qh + 32 * n);
-    for (int k = 0; k < 4; ++k) {
-      const __m256i l = k & 1 ? ql1 : ql0;
-      const __m256i low =
-          k < 2 ? _mm256_and_si256(l, m4) : _mm256_and_si256(_mm256_srli_epi16(l, 4), m4);
-      const __m256i high = _mm256_slli_epi16(
-          _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * k)), m3), 4);
-      u.w[4 * n + k] = _mm256_or_si256(low, high);  // stored + 32: 0..63
-    }
-  }
-  u.m = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b->scales)));
-  scales_per16(u.m, u.s);
-  u.dw = _cvtsh_ss(b->d);
-  u.dminw = 0.0f;
-}
-
 template <>
 inline void unpack<TensorType::kIQ4_XS>(const uint8_t* p, SuperBlock& u) {
   const auto* b = reinterpret_cast<const BlockIq4Xs*>(p);
@@ -319,7 +225,7 @@ inline void reduce4(const __m256i* iv, const __m256i* mv, __m128i& is, __m128i& 
   is = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
   ms = _mm_add_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256(b, 1));
   if constexpr (kOffset != 0) {
-    is = _mm_sub_epi32(is, _mm_slli_epi32(ms, kOffset == 32 ? 5 : 2));
+    is = _mm_sub_epi32(is, _mm_slli_epi32(ms, 2));
     ms = _mm_setzero_si128();
   }
 }
@@ -330,7 +236,7 @@ inline void reduce4(const __m256i* iv, const __m256i* mv, __m128i& is, __m128i& 
 template <TensorType kType, int T>
 void kquant_tokens(const uint8_t* row, int64_t blocks, const ActRow* xs, float* out) {
   using Traits = KTraits<kType>;
-  static_assert(Traits::kOffset == 0 || Traits::kOffset == 4 || Traits::kOffset == 32);
+  static_assert(Traits::kOffset == 0 || Traits::kOffset == 4);
   float acc[T] = {}, accm[T] = {};
   __m128 acc4 = _mm_setzero_ps(), accm4 = _mm_setzero_ps();
   SuperBlock u;
@@ -380,7 +286,7 @@ template <TensorType kType>
 void kquant_rows4(const uint8_t* rows, int64_t row_bytes, int64_t blocks, const ActRow& x,
                   float* out) {
   using Traits = KTraits<kType>;
-  static_assert(Traits::kOffset == 0 || Traits::kOffset == 4 || Traits::kOffset == 32);
+  static_assert(Traits::kOffset == 0 || Traits::kOffset == 4);
   __m128 acc4 = _mm_setzero_ps(), accm4 = _mm_setzero_ps();
   for (int64_t i = 0; i < blocks; ++i) {
     __m256i iv[4], mv[4];
@@ -422,12 +328,6 @@ inline RowDot kquant_row_dot(TensorType type) {
       return kquant_dot<TensorType::kQ2_K>;
     case TensorType::kQ3_K:
       return kquant_dot<TensorType::kQ3_K>;
-    case TensorType::kQ4_K:
-      return kquant_dot<TensorType::kQ4_K>;
-    case TensorType::kQ5_K:
-      return kquant_dot<TensorType::kQ5_K>;
-    case TensorType::kQ6_K:
-      return kquant_dot<TensorType::kQ6_K>;
     case TensorType::kIQ4_XS:
       return kquant_dot<TensorType::kIQ4_XS>;
     default:
@@ -441,12 +341,6 @@ inline RowDotTokens kquant_row_dot_tokens(TensorType type) {
       return kquant_tokens<TensorType::kQ2_K, kRowTokens>;
     case TensorType::kQ3_K:
       return kquant_tokens<TensorType::kQ3_K, kRowTokens>;
-    case TensorType::kQ4_K:
-      return kquant_tokens<TensorType::kQ4_K, kRowTokens>;
-    case TensorType::kQ5_K:
-      return kquant_tokens<TensorType::kQ5_K, kRowTokens>;
-    case TensorType::kQ6_K:
-      return kquant_tokens<TensorType::kQ6_K, kRowTokens>;
     case TensorType::kIQ4_XS:
       return kquant_tokens<TensorType::kIQ4_XS, kRowTokens>;
     default:
@@ -460,15 +354,6 @@ inline RowDotRows kquant_row_dot_rows(TensorType type) {
       return kquant_rows4<TensorType::kQ2_K>;
     case TensorType::kQ3_K:
       return kquant_rows4<TensorType::kQ3_K>;
-    case TensorType::kQ4_K:
-      return kquant_rows4<TensorType::kQ4_K>;
-    case TensorType::kQ5_K:
-      return kquant_rows4<TensorType::kQ5_K>;
-    case TensorType::kQ6_K:
-      // Not Q6_K: measured on Zen 4, its 4-row tile streams an L3-sized matrix (32000 x 768)
-      // ~2.8x slower than one row at a time, though it is faster in L2; the other types gain
-      // 10-25 % at that size.
-      return nullptr;
     case TensorType::kIQ4_XS:
       return kquant_rows4<TensorType::kIQ4_XS>;
     default:

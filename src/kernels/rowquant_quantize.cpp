@@ -1,11 +1,12 @@
-// Round-to-nearest quantizers of the row-wise types, writing llama.cpp's block layouts.
+// Quantizers of the row-wise types, writing llama.cpp's block layouts.
 //
 // Q4_1, Q5_0 and Q5_1 are byte-exact with llama.cpp's reference quantizers
 // (quantize_row_*_ref). For the k-quants and IQ4 types llama.cpp's reference quantizers
-// search scales iteratively (make_qkx2_quants and kin); these use plain round-to-nearest
-// instead: each 16- or 32-weight group gets its own scale (and min), the group scales are
-// rounded to the super-block's integer levels, then every weight is rounded with its
-// group's final scale. Files they write load in llama.cpp like any other; the seam for a
+// search scales iteratively (make_qkx2_quants and kin). Q2_K, Q4_K and Q5_K search as its
+// make_qkx2_quants does (ScaleSearch in rowquant.h); Q3_K, Q6_K and IQ4_XS use plain
+// round-to-nearest: each 16- or 32-weight group gets its own scale (and min), the group
+// scales are rounded to the super-block's integer levels, then every weight is rounded
+// with its group's final scale. Files they write load in llama.cpp like any other; the seam for a
 // better (searched or calibrated) quantizer is group_scales() / the Group* helpers below.
 #include <algorithm>
 #include <cfloat>
@@ -31,19 +32,104 @@ struct Plan {
   uint16_t d = 0, dmin = 0;
 };
 
+// make_qkx2_quants' parameters per type: the grid of inverse scales (levels + rmin +
+// rdelta * i) / range for i in [0, steps], the error measure (absolute or squared) and
+// whether each weight's importance gets the group's RMS added to its |x|.
+struct Search {
+  float rmin, rdelta;
+  int steps;
+  bool abs_error, rms_floor;
+};
+
+// One group's scale s and min m (weight = s * l - m, l in [0, levels]) by llama.cpp's
+// make_qkx2_quants (see ScaleSearch); importance w.
+void search_group(const float* x, const float* w, int n, int levels, const Search& sp, float& s,
+                  float& m) {
+  float lo = x[0], hi = x[0], sum_w = w[0], sum_x = w[0] * x[0];
+  for (int i = 1; i < n; ++i) {
+    lo = std::min(lo, x[i]);
+    hi = std::max(hi, x[i]);
+    sum_w += w[i];
+    sum_x += w[i] * x[i];
+  }
+  lo = std::min(lo, 0.0f);
+  if (hi == lo) {
+    s = 0.0f;
+    m = -lo;
+    return;
+  }
+  auto error = [&](float scale, float min, const int* l) {
+    float e = 0.0f;
+    for (int i = 0; i < n; ++i) {
+      const float diff = scale * static_cast<float>(l[i]) + min - x[i];
+      e += w[i] * (sp.abs_error ? std::fabs(diff) : diff * diff);
+    }
+    return e;
+  };
+  auto round_levels = [&](float iscale, int* l) {
+    for (int i = 0; i < n; ++i) l[i] = std::clamp(nearest(iscale * (x[i] - lo)), 0, levels);
+  };
+  int l[32];
+  const float range = hi - lo;
+  round_levels(static_cast<float>(levels) / range, l);
+  float best_s = range / static_cast<float>(levels), best_min = lo;
+  float best = error(best_s, best_min, l);
+  for (int step = 0; step <= sp.steps; ++step) {
+    round_levels(
+        (sp.rmin + sp.rdelta * static_cast<float>(step) + static_cast<float>(levels)) / range, l);
+    float sum_l = 0.0f, sum_l2 = 0.0f, sum_xl = 0.0f;
+    for (int i = 0; i < n; ++i) {
+      const float li = static_cast<float>(l[i]);
+      sum_l += w[i] * li;
+      sum_l2 += w[i] * li * li;
+      sum_xl += w[i] * li * x[i];
+    }
+    const float det = sum_w * sum_l2 - sum_l * sum_l;
+    if (det <= 0.0f) continue;
+    float scale = (sum_w * sum_xl - sum_x * sum_l) / det;
+    float min = (sum_l2 * sum_x - sum_l * sum_xl) / det;
+    if (min > 0.0f) {  // the min must stay at or below 0: refit the scale alone
+      min = 0.0f;
+      scale = sum_xl / sum_l2;
+    }
+    const float e = error(scale, min, l);
+    if (e < best) {
+      best = e;
+      best_s = scale;
+      best_min = min;
+    }
+  }
+  s = best_s;
+  m = -best_min;
+}
+
 // Asymmetric groups: weight = d * ls * w - dmin * lm with w in [0, levels], ls and lm in
-// [0, scale_max] (Q2_K, Q4_K, Q5_K).
-void plan_asymmetric(const float* x, int group, int levels, int scale_max, Plan& p) {
+// [0, scale_max] (Q2_K, Q4_K, Q5_K). Each group's scale and min come from `search`, or
+// without one from its range.
+void plan_asymmetric(const float* x, int group, int levels, int scale_max, const Search* search,
+                     Plan& p) {
   const int groups = 256 / group;
   float s[16], m[16], max_s = 0.0f, max_m = 0.0f;
   for (int g = 0; g < groups; ++g) {
-    float lo = 0.0f, hi = -FLT_MAX;
-    for (int i = 0; i < group; ++i) {
-      lo = std::min(lo, x[g * group + i]);
-      hi = std::max(hi, x[g * group + i]);
+    const float* xg = x + g * group;
+    if (search != nullptr) {
+      float rms = 0.0f;
+      if (search->rms_floor) {
+        for (int i = 0; i < group; ++i) rms += xg[i] * xg[i];
+        rms = std::sqrt(rms / static_cast<float>(group));
+      }
+      float w[32];
+      for (int i = 0; i < group; ++i) w[i] = rms + std::fabs(xg[i]);
+      search_group(xg, w, group, levels, *search, s[g], m[g]);
+    } else {
+      float lo = 0.0f, hi = -FLT_MAX;
+      for (int i = 0; i < group; ++i) {
+        lo = std::min(lo, xg[i]);
+        hi = std::max(hi, xg[i]);
+      }
+      s[g] = std::max(hi - lo, 0.0f) / static_cast<float>(levels);
+      m[g] = -lo;
     }
-    s[g] = std::max(hi - lo, 0.0f) / static_cast<float>(levels);
-    m[g] = -lo;
     max_s = std::max(max_s, s[g]);
     max_m = std::max(max_m, m[g]);
   }
@@ -126,9 +212,14 @@ void pack_scale_min(const Plan& p, uint8_t* q) {
   }
 }
 
-void quantize_q2_k(const float* x, BlockQ2K& b) {
+// llama.cpp's make_qkx2_quants arguments in quantize_row_q2_K_ref / q4_K / q5_K.
+constexpr Search kSearchQ2{-0.5f, 0.1f, 15, true, false};
+constexpr Search kSearchQ4{-1.0f, 0.1f, 20, false, true};
+constexpr Search kSearchQ5{-0.5f, 0.1f, 15, false, true};
+
+void quantize_q2_k(const float* x, ScaleSearch search, BlockQ2K& b) {
   Plan p;
-  plan_asymmetric(x, 16, 3, 15, p);
+  plan_asymmetric(x, 16, 3, 15, search == ScaleSearch::kSearch ? &kSearchQ2 : nullptr, p);
   std::memset(&b, 0, sizeof(b));
   b.d = p.d;
   b.dmin = p.dmin;
@@ -161,9 +252,10 @@ void quantize_q3_k(const float* x, BlockQ3K& b) {
   }
 }
 
-void quantize_q45_k(const float* x, bool five, uint8_t* out) {
+void quantize_q45_k(const float* x, bool five, ScaleSearch search, uint8_t* out) {
   Plan p;
-  plan_asymmetric(x, 32, five ? 31 : 15, 63, p);
+  const Search* sp = search != ScaleSearch::kSearch ? nullptr : five ? &kSearchQ5 : &kSearchQ4;
+  plan_asymmetric(x, 32, five ? 31 : 15, 63, sp, p);
   std::memcpy(out, &p.d, 2);
   std::memcpy(out + 2, &p.dmin, 2);
   pack_scale_min(p, out + 4);
@@ -288,7 +380,8 @@ void quantize_iq4_nl(const float* x, BlockIq4Nl& b) {
 
 }  // namespace
 
-void quantize_row_blocks(TensorType type, const float* in, void* out, int64_t n) {
+void quantize_row_blocks(TensorType type, const float* in, void* out, int64_t n,
+                         ScaleSearch search) {
   auto* o = static_cast<uint8_t*>(out);
   const int64_t block = tensor_type_block_size(type);
   const int64_t bytes = tensor_type_block_bytes(type);
@@ -323,7 +416,7 @@ void quantize_row_blocks(TensorType type, const float* in, void* out, int64_t n)
       }
       case TensorType::kQ2_K: {
         BlockQ2K k;
-        quantize_q2_k(x, k);
+        quantize_q2_k(x, search, k);
         std::memcpy(dst, &k, sizeof(k));
         break;
       }
@@ -334,10 +427,10 @@ void quantize_row_blocks(TensorType type, const float* in, void* out, int64_t n)
         break;
       }
       case TensorType::kQ4_K:
-        quantize_q45_k(x, false, dst);
+        quantize_q45_k(x, false, search, dst);
         break;
       case TensorType::kQ5_K:
-        quantize_q45_k(x, true, dst);
+        quantize_q45_k(x, true, search, dst);
         break;
       case TensorType::kQ6_K: {
         BlockQ6K k;

@@ -149,6 +149,29 @@ inline void unpack256(TensorType type, const uint8_t* p, Unpacked256& u) {
   }
 }
 
+// The integer part of one unpacked super-block's dot product with Q8_K activations q (256)
+// and bsums (16): isum = sum of scale * (w . q) per 16 weights, msum = sum of min * bsum.
+inline void unpacked256_sums(const Unpacked256& u, const int8_t* q, const int16_t* bsums,
+                             int32_t& isum, int32_t& msum) {
+  isum = 0;
+  msum = 0;
+  for (int j = 0; j < 16; ++j) {
+    int32_t s = 0;
+    for (int l = 0; l < 16; ++l) s += u.w[16 * j + l] * q[16 * j + l];
+    isum += u.scale[j] * s;
+    msum += u.min[j] * bsums[j];
+  }
+}
+
+// One unpacked super-block to 256 floats (dequantize_row).
+inline void unpacked256_to_f32(const Unpacked256& u, float d, float dmin, float* o) {
+  for (int j = 0; j < 16; ++j) {
+    const float dl = d * static_cast<float>(u.scale[j]);
+    const float ml = dmin * static_cast<float>(u.min[j]);
+    for (int l = 0; l < 16; ++l) o[16 * j + l] = dl * static_cast<float>(u.w[16 * j + l]) - ml;
+  }
+}
+
 struct Unpacked32 {
   int8_t w[32];
   uint16_t d, m;  // f16 bits; m only for Q4_1 / Q5_1

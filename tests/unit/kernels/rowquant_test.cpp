@@ -13,6 +13,7 @@
 #include "base/fp16.h"
 #include "base/thread_pool.h"
 #include "kernels/matmul.h"
+#include "kernels/rowquant.h"
 #include "weight_matrix_data.h"
 
 namespace rapide {
@@ -216,6 +217,33 @@ TEST(RowQuant, SimdVariantsMatchReference) {
   }
 }
 
+// Q4_K, Q5_K and Q6_K are repacked into panels at prepare() (kernels/kpanel.h); their
+// reference must still give llama.cpp's vec_dot result bit for bit: the row-wise dot
+// product over the file's own blocks, activations converted to Q8_K.
+TEST(RowQuant, PanelPackedKQuantsEqualRowDot) {
+  for (TensorType type : {TensorType::kQ4_K, TensorType::kQ5_K, TensorType::kQ6_K}) {
+    const int64_t cols = 768, rows = 19, n = 3;
+    const Matrix m = random_blocks(type, rows, cols, 11);
+    const WeightMatrix w = WeightMatrix::prepare(m.view);
+    const std::vector<float> x = random_activations(n * cols, 5);
+    std::vector<float> y(static_cast<size_t>(n * rows));
+    w.multiply_reference(x.data(), n, y.data());
+    std::vector<int8_t> q(cols);
+    std::vector<float> d(cols / kSuperBlock);
+    std::vector<int16_t> bsums(cols / 16);
+    const matmul::RowDot dot = matmul::scalar::row_dot(type);
+    for (int64_t t = 0; t < n; ++t) {
+      matmul::quantize_q8_k(x.data() + t * cols, cols, q.data(), d.data(), bsums.data());
+      const matmul::ActRow act{q.data(), d.data(), nullptr, bsums.data()};
+      for (int64_t r = 0; r < rows; ++r) {
+        const float expect =
+            dot(m.bytes.data() + r * tensor_row_bytes(type, cols), cols / kSuperBlock, act);
+        ASSERT_EQ(y[t * rows + r], expect) << tensor_type_name(type) << " t" << t << " r" << r;
+      }
+    }
+  }
+}
+
 // Q/K/V-style groups of one row-wise type share one activation conversion: each output
 // must equal the matrix's own multiply, whatever the thread count and token count; a
 // Q4_K_M-style mix (Q4_K with Q6_K) falls back to one multiply per matrix.
@@ -317,6 +345,39 @@ TEST(RowQuant, QuantizeRoundTrips) {
     quantize_row(c.type, zeros.data(), q.data(), n);
     dequantize_row(c.type, q.data(), out.data(), n);
     for (float v : out) ASSERT_EQ(v, 0.0f) << tensor_type_name(c.type);
+  }
+}
+
+// The searched scales (llama.cpp's make_qkx2_quants) must fit weights better than the
+// round-to-nearest ranges they replace: lower RMS error on Gaussian weights, as a trained
+// model's are, and on the heavy-tailed activations-like data of random_activations.
+TEST(RowQuant, SearchedScalesLowerTheError) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> gauss(0.0f, 0.02f);
+  std::vector<float> normal(16 * 1024);
+  for (float& v : normal) v = gauss(rng);
+  const std::vector<float> other = random_activations(16 * 1024, 3);
+  for (TensorType type : {TensorType::kQ2_K, TensorType::kQ4_K, TensorType::kQ5_K}) {
+    for (const std::vector<float>* x :
+         std::initializer_list<const std::vector<float>*>{&normal, &other}) {
+      const int64_t n = static_cast<int64_t>(x->size());
+      auto rms_error = [&](matmul::ScaleSearch search) {
+        std::vector<uint8_t> q(static_cast<size_t>(tensor_row_bytes(type, n)));
+        matmul::quantize_row_blocks(type, x->data(), q.data(), n, search);
+        std::vector<float> back(static_cast<size_t>(n));
+        dequantize_row(type, q.data(), back.data(), n);
+        double sum = 0;
+        for (int64_t i = 0; i < n; ++i) sum += std::pow(static_cast<double>(back[i]) - (*x)[i], 2);
+        return std::sqrt(sum / static_cast<double>(n));
+      };
+      const double rtn = rms_error(matmul::ScaleSearch::kRoundToNearest);
+      const double searched = rms_error(matmul::ScaleSearch::kSearch);
+      std::printf("%-5s %s: RMS error round-to-nearest %.3g, searched %.3g (%.1f %% lower)\n",
+                  std::string(tensor_type_name(type)).c_str(),
+                  x == &normal ? "gaussian" : "mixed   ", rtn, searched,
+                  100.0 * (1.0 - searched / rtn));
+      EXPECT_LT(searched, 0.97 * rtn) << tensor_type_name(type);
+    }
   }
 }
 
