@@ -1,5 +1,7 @@
 #include "apps/rapide/model_options.h"
 
+#include <cstdlib>
+
 #include "base/clock.h"
 #include "base/cpu_features.h"
 #include "base/error.h"
@@ -21,6 +23,10 @@ void add_model_options(CLI::App& command, ModelOptions& options) {
                   "activations of quantized matrix products: int8 (integer dot products, as "
                   "llama.cpp) or off (f32 activations against dequantized weights)")
       ->check(CLI::IsMember({"int8", "off"}));
+  command
+      .add_option("--tp", options.tp,
+                  "tensor parallelism over N MPI ranks: launch as mpirun -np N rapide ... --tp N")
+      ->check(CLI::Range(1, 4096));
 }
 
 LoadedModel load_for_inference(const ModelOptions& options) {
@@ -29,11 +35,21 @@ LoadedModel load_for_inference(const ModelOptions& options) {
   load_options.tokenizer_path = options.tokenizer_path;
   LoadedModel loaded;
   loaded.file = std::make_shared<const ModelFile>(load_model(options.model_path, load_options));
+  if (options.tp > 1) loaded.tp_job = join_tensor_parallel(options.tp);
   loaded.model = std::make_unique<Model>(
-      loaded.file, options.act_quant == "off" ? ActQuant::kOff : ActQuant::kInt8);
+      loaded.file, options.act_quant == "off" ? ActQuant::kOff : ActQuant::kInt8,
+      loaded.tp_job ? &loaded.tp_job->group() : nullptr);
   loaded.tokenizer = Tokenizer::create(loaded.file->tokenizer);
   const int threads = options.threads > 0 ? options.threads : physical_core_count();
   loaded.pool = std::make_unique<ThreadPool>(threads);
+  if (loaded.tp_job && !loaded.tp_job->leader()) {
+    spdlog::info("tensor-parallel rank {} of {}: {:.1f} MiB of weights, serving rank 0's passes",
+                 loaded.tp_job->group().rank(), options.tp,
+                 loaded.model->weight_bytes() / 1048576.0);
+    loaded.tp_job->serve_followers(*loaded.model, *loaded.pool);
+    // The command is the leader's alone; MPI is finalised by the exit handlers.
+    std::exit(0);
+  }
   const ModelConfig& c = loaded.model->config();
   spdlog::info("loaded {} ({}, {} layers, dim {}, vocab {}, {:.1f} MiB of weights) in {:.0f} ms",
                options.model_path, loaded.file->format, c.n_layers, c.dim, c.vocab_size,

@@ -47,14 +47,33 @@ WeightMatrix load_matrix_rows(const ModelFile& file, const std::string& name, in
   return WeightMatrix::prepare_rows(view, begin, end, act);
 }
 
+// Columns [begin, end) of a [cols, rows] matrix: a row-parallel shard (all of it when the
+// range is whole).
+WeightMatrix load_matrix_columns(const ModelFile& file, const std::string& name, int64_t cols,
+                                 int64_t rows, SliceRange range, ActQuant act) {
+  if (range.begin == 0 && range.end == cols) return load_matrix(file, name, cols, rows, act);
+  const TensorView& view = file.get(name);
+  if (view.shape.size() != 2 || view.shape[0] != cols || view.shape[1] != rows) {
+    fail(ErrorCode::kCorrupt, "tensor '{}' has the wrong shape: expected [{}, {}]", name, cols,
+         rows);
+  }
+  return prepare_columns(view, range.begin, range.end, act);
+}
+
+// Elements [begin, end) of a vector of `total` (a bias of this rank's heads).
+std::vector<float> load_vector_slice(const TensorView& view, int64_t total, SliceRange range) {
+  std::vector<float> all = load_vector(view, total);
+  return std::vector<float>(all.begin() + range.begin, all.begin() + range.end);
+}
+
 std::string layer_name(int layer, const char* what) {
   return "blk." + std::to_string(layer) + "." + what;
 }
 
 }  // namespace
 
-Model::Model(std::shared_ptr<const ModelFile> file, ActQuant act)
-    : file_(std::move(file)), config_(file_->config) {
+Model::Model(std::shared_ptr<const ModelFile> file, ActQuant act, TensorParallel* tp)
+    : file_(std::move(file)), config_(file_->config), tp_(tp) {
   const ModelConfig& c = config_;
   // Other architectures may carry the same tensor names (gemma3 does) yet compute something
   // else: refuse them rather than run them as Llama.
@@ -73,28 +92,42 @@ Model::Model(std::shared_ptr<const ModelFile> file, ActQuant act)
          c.vocab_size);
   }
   const ModelFile& f = *file_;
-  token_embedding_ = load_matrix(f, "token_embd.weight", c.dim, c.vocab_size, act);
+  // This rank's shard (all of every tensor without tensor parallelism): q/kv rows of its
+  // heads, FFN rows of its slice, vocabulary rows of its slice (model/tensor_parallel.h).
+  const int parts = tp_ != nullptr ? tp_->size() : 1, rank = tp_ != nullptr ? tp_->rank() : 0;
+  check_tensor_split(f, parts);
+  const ModelConfig full = config_;
+  config_ = shard_config(full, parts);
+  const int64_t q_all = full.q_dim(), kv_all = full.kv_dim(), ffn_all = full.ffn_dim;
+  const SliceRange q_rows = slice_range(q_all, parts, rank);
+  const SliceRange kv_rows = slice_range(kv_all, parts, rank);
+  const SliceRange ffn_rows = slice_range(ffn_all, parts, rank);
+  vocab_slice_ = slice_range(c.vocab_size, parts, rank);
+  const auto shift = [](SliceRange r, int64_t by) { return SliceRange{r.begin + by, r.end + by}; };
+  token_embedding_ = load_matrix_rows(f, "token_embd.weight", c.dim, c.vocab_size,
+                                      vocab_slice_.begin, vocab_slice_.end, act);
   layers_.resize(c.n_layers);
   for (int l = 0; l < c.n_layers; ++l) {
     LayerWeights& w = layers_[l];
     w.attn_norm = load_vector(f.get(layer_name(l, "attn_norm.weight")), c.dim);
     w.ffn_norm = load_vector(f.get(layer_name(l, "ffn_norm.weight")), c.dim);
-    const int64_t q = c.q_dim(), kv = c.kv_dim();
-    if (c.fused_qkv) {
-      const std::string name = layer_name(l, "attn_qkv.weight");
-      w.wq = load_matrix_rows(f, name, c.dim, q + 2 * kv, 0, q, act);
-      w.wk = load_matrix_rows(f, name, c.dim, q + 2 * kv, q, q + kv, act);
-      w.wv = load_matrix_rows(f, name, c.dim, q + 2 * kv, q + kv, q + 2 * kv, act);
-    } else {
-      w.wq = load_matrix(f, layer_name(l, "attn_q.weight"), c.dim, q, act);
-      w.wk = load_matrix(f, layer_name(l, "attn_k.weight"), c.dim, kv, act);
-      w.wv = load_matrix(f, layer_name(l, "attn_v.weight"), c.dim, kv, act);
-    }
-    w.wo = load_matrix(f, layer_name(l, "attn_output.weight"), q, c.dim, act);
+    // Q, K and V of one fused matrix sit at row offsets 0, q_all and q_all + kv_all.
+    const bool fused = c.fused_qkv;
+    const std::string qkv_name = layer_name(l, "attn_qkv.weight");
+    const int64_t qkv_rows = fused ? q_all + 2 * kv_all : 0;
+    const auto qkv_part = [&](const char* name, int64_t rows, SliceRange range, int64_t offset) {
+      const SliceRange r = shift(range, fused ? offset : 0);
+      return fused ? load_matrix_rows(f, qkv_name, c.dim, qkv_rows, r.begin, r.end, act)
+                   : load_matrix_rows(f, layer_name(l, name), c.dim, rows, r.begin, r.end, act);
+    };
+    w.wq = qkv_part("attn_q.weight", q_all, q_rows, 0);
+    w.wk = qkv_part("attn_k.weight", kv_all, kv_rows, q_all);
+    w.wv = qkv_part("attn_v.weight", kv_all, kv_rows, q_all + kv_all);
+    w.wo = load_matrix_columns(f, layer_name(l, "attn_output.weight"), q_all, c.dim, q_rows, act);
     if (c.qkv_bias) {
-      w.bq = load_vector(f.get(layer_name(l, "attn_q.bias")), q);
-      w.bk = load_vector(f.get(layer_name(l, "attn_k.bias")), kv);
-      w.bv = load_vector(f.get(layer_name(l, "attn_v.bias")), kv);
+      w.bq = load_vector_slice(f.get(layer_name(l, "attn_q.bias")), q_all, q_rows);
+      w.bk = load_vector_slice(f.get(layer_name(l, "attn_k.bias")), kv_all, kv_rows);
+      w.bv = load_vector_slice(f.get(layer_name(l, "attn_v.bias")), kv_all, kv_rows);
     }
     if (c.post_norms) {
       w.post_attn_norm = load_vector(f.get(layer_name(l, "post_attention_norm.weight")), c.dim);
@@ -127,15 +160,20 @@ Model::Model(std::shared_ptr<const ModelFile> file, ActQuant act)
         every_token.insert(every_token.end(), {&w.shared_gate, &w.shared_up, &w.shared_down});
       }
     } else {
+      const SliceRange fr = ffn_rows;
       if (c.fused_gate_up) {
         const std::string name = layer_name(l, "ffn_up.weight");
-        w.ffn_gate = load_matrix_rows(f, name, c.dim, 2 * c.ffn_dim, 0, c.ffn_dim, act);
-        w.ffn_up = load_matrix_rows(f, name, c.dim, 2 * c.ffn_dim, c.ffn_dim, 2 * c.ffn_dim, act);
+        const SliceRange up = shift(fr, ffn_all);
+        w.ffn_gate = load_matrix_rows(f, name, c.dim, 2 * ffn_all, fr.begin, fr.end, act);
+        w.ffn_up = load_matrix_rows(f, name, c.dim, 2 * ffn_all, up.begin, up.end, act);
       } else {
-        w.ffn_gate = load_matrix(f, layer_name(l, "ffn_gate.weight"), c.dim, c.ffn_dim, act);
-        w.ffn_up = load_matrix(f, layer_name(l, "ffn_up.weight"), c.dim, c.ffn_dim, act);
+        w.ffn_gate =
+            load_matrix_rows(f, layer_name(l, "ffn_gate.weight"), c.dim, ffn_all, fr.begin, fr.end, act);
+        w.ffn_up =
+            load_matrix_rows(f, layer_name(l, "ffn_up.weight"), c.dim, ffn_all, fr.begin, fr.end, act);
       }
-      w.ffn_down = load_matrix(f, layer_name(l, "ffn_down.weight"), c.ffn_dim, c.dim, act);
+      w.ffn_down =
+          load_matrix_columns(f, layer_name(l, "ffn_down.weight"), ffn_all, c.dim, fr, act);
       every_token.insert(every_token.end(), {&w.ffn_gate, &w.ffn_up, &w.ffn_down});
     }
     // weight_bytes_ counts every weight (what a large batch reads once per step); a token
@@ -155,7 +193,8 @@ Model::Model(std::shared_ptr<const ModelFile> file, ActQuant act)
   }
   output_norm_ = load_vector(f.get("output_norm.weight"), c.dim);
   const bool tied = c.tied_embeddings || f.find("output.weight") == nullptr;
-  output_ = load_matrix(f, tied ? "token_embd.weight" : "output.weight", c.dim, c.vocab_size, act);
+  output_ = load_matrix_rows(f, tied ? "token_embd.weight" : "output.weight", c.dim, c.vocab_size,
+                             vocab_slice_.begin, vocab_slice_.end, act);
   weight_bytes_ +=
       static_cast<uint64_t>(tensor_row_bytes(output_.type(), output_.cols())) * output_.rows();
   matmul_parameters_ += static_cast<uint64_t>(output_.cols()) * output_.rows();
@@ -205,11 +244,16 @@ void Model::embed(const Batch& batch) {
            config_.vocab_size - 1);
     }
     float* x = x_.data() + static_cast<size_t>(i) * config_.dim;
-    token_embedding_.dequantize_row(token, x);
+    if (token < vocab_slice_.begin || token >= vocab_slice_.end) {
+      std::fill(x, x + config_.dim, 0.0f);  // another rank's row: the all-reduce brings it
+      continue;
+    }
+    token_embedding_.dequantize_row(token - vocab_slice_.begin, x);
     if (config_.embedding_scale != 0.0f) {
       for (int d = 0; d < config_.dim; ++d) x[d] *= config_.embedding_scale;
     }
   }
+  reduce_partial(x_.data(), batch.size());
 }
 
 // Rotation angles as llama.cpp computes them (theta = pos * base^(-2i/d), the power taken
@@ -302,6 +346,7 @@ void Model::attention_block(int layer, const Batch& batch, KvStore& kv, ThreadPo
   // The output projection lands in xn_ (free now), then joins the residual stream.
   observe(layer, LinearInput::kAttnOut, att_.data(), n, c.q_dim());
   w.wo.multiply(att_.data(), n, xn_.data(), pool);
+  reduce_partial(xn_.data(), n);  // row-parallel: each rank summed over its heads only
 }
 
 void Model::gated_ffn(const WeightMatrix& gate, const WeightMatrix& up, const WeightMatrix& down,
@@ -403,6 +448,7 @@ void Model::ffn_block(int layer, int n, ThreadPool& pool) {
   } else {
     observe(layer, LinearInput::kFfnIn, xn_.data(), n, c.dim);
     gated_ffn(w.ffn_gate, w.ffn_up, w.ffn_down, xn_.data(), n, c.ffn_dim, xn_.data(), pool, layer);
+    reduce_partial(xn_.data(), n);  // row-parallel: each rank summed over its FFN slice only
   }
   for_tokens(pool, n, c.dim, [&](int begin, int end) {
     if (c.post_norms) {
@@ -432,6 +478,7 @@ std::span<const float> Model::forward_hidden(const Batch& batch, KvStore& kv, Th
   const int n = batch.size();
   if (n == 0) return {};
   ensure_scratch(n, 0);
+  if (tp_ != nullptr) tp_->begin_forward(batch, kv, true);
   last_forward_expert_runs_ = 0;
   last_forward_weight_bytes_ = weight_bytes_ - all_expert_bytes_;
   run_layers(batch, kv, pool);
@@ -449,6 +496,7 @@ std::span<const float> Model::forward(const Batch& batch, KvStore& kv, ThreadPoo
   if (n == 0) return {};
   const int n_logits = batch.logits_count();
   ensure_scratch(n, n_logits);
+  if (tp_ != nullptr) tp_->begin_forward(batch, kv, false);
   last_forward_expert_runs_ = 0;
   last_forward_weight_bytes_ = weight_bytes_ - all_expert_bytes_;  // experts add as they run
   run_layers(batch, kv, pool);
@@ -463,10 +511,20 @@ std::span<const float> Model::forward(const Batch& batch, KvStore& kv, ThreadPoo
     ++row;
   }
   observe(-1, LinearInput::kOutput, logits_in_.data(), n_logits, dim);
-  output_.multiply(logits_in_.data(), n_logits, logits_.data(), pool);
+  // Vocabulary-parallel: each rank scores its slice, the leader gathers whole rows.
+  float* scores = logits_.data();
+  if (tp_ != nullptr) {
+    logits_slice_.resize(static_cast<size_t>(n_logits) * vocab_slice_.size());
+    scores = logits_slice_.data();
+  }
+  output_.multiply(logits_in_.data(), n_logits, scores, pool);
   if (config_.final_softcap > 0.0f) {
-    soft_cap(logits_.data(), static_cast<int64_t>(n_logits) * config_.vocab_size,
-             config_.final_softcap);
+    soft_cap(scores, static_cast<int64_t>(n_logits) * vocab_slice_.size(), config_.final_softcap);
+  }
+  if (tp_ != nullptr) {
+    const bool leader = tp_->rank() == 0;
+    tp_->gather_columns(scores, n_logits, config_.vocab_size, leader ? logits_.data() : nullptr);
+    if (!leader) return {};
   }
   return {logits_.data(), static_cast<size_t>(n_logits) * config_.vocab_size};
 }
