@@ -27,6 +27,15 @@ void add_model_options(CLI::App& command, ModelOptions& options) {
       .add_option("--tp", options.tp,
                   "tensor parallelism over N MPI ranks: launch as mpirun -np N rapide ... --tp N")
       ->check(CLI::Range(1, 4096));
+  command
+      .add_option("--pp", options.pp,
+                  "pipeline parallelism over N MPI ranks (layers split in N stages): launch as "
+                  "mpirun -np N rapide ... --pp N")
+      ->check(CLI::Range(1, 4096));
+  command
+      .add_option("--pp-micro-batches", options.pp_micro_batches,
+                  "micro-batches a pipelined forward pass is cut into (default: one per stage)")
+      ->check(CLI::Range(0, 4096));
 }
 
 LoadedModel load_for_inference(const ModelOptions& options) {
@@ -35,18 +44,22 @@ LoadedModel load_for_inference(const ModelOptions& options) {
   load_options.tokenizer_path = options.tokenizer_path;
   LoadedModel loaded;
   loaded.file = std::make_shared<const ModelFile>(load_model(options.model_path, load_options));
-  if (options.tp > 1) loaded.tp_job = join_tensor_parallel(options.tp);
+  if (options.tp > 1 || options.pp > 1) {
+    loaded.parallel = join_parallel_job(options.tp, options.pp, options.pp_micro_batches);
+  }
+  TensorParallelJob* job = loaded.parallel.get();
   loaded.model = std::make_unique<Model>(
       loaded.file, options.act_quant == "off" ? ActQuant::kOff : ActQuant::kInt8,
-      loaded.tp_job ? &loaded.tp_job->group() : nullptr);
+      job ? job->tensor_parallel() : nullptr, job ? job->pipeline_parallel() : nullptr);
   loaded.tokenizer = Tokenizer::create(loaded.file->tokenizer);
   const int threads = options.threads > 0 ? options.threads : physical_core_count();
   loaded.pool = std::make_unique<ThreadPool>(threads);
-  if (loaded.tp_job && !loaded.tp_job->leader()) {
-    spdlog::info("tensor-parallel rank {} of {}: {:.1f} MiB of weights, serving rank 0's passes",
-                 loaded.tp_job->group().rank(), options.tp,
-                 loaded.model->weight_bytes() / 1048576.0);
-    loaded.tp_job->serve_followers(*loaded.model, *loaded.pool);
+  if (job != nullptr && !job->leader()) {
+    spdlog::info("rank {} of {}: {:.1f} MiB of weights (layers {}..{}), serving rank 0's passes",
+                 job->rank(), job->size(), loaded.model->weight_bytes() / 1048576.0,
+                 loaded.model->first_layer(),
+                 loaded.model->first_layer() + loaded.model->config().n_layers - 1);
+    job->serve_followers(*loaded.model, *loaded.pool);
     // The command is the leader's alone; MPI is finalised by the exit handlers.
     std::exit(0);
   }

@@ -22,22 +22,25 @@ struct ModelOptions {
   int threads = 0;  // 0 = physical cores
   std::string act_quant = "int8";  // --act-quant: int8 | off (kernels/matmul.h ActQuant)
   int tp = 1;                      // --tp: tensor-parallel ranks (mpirun -np N)
+  int pp = 1;                      // --pp: pipeline stages (mpirun -np N)
+  int pp_micro_batches = 0;        // --pp-micro-batches (0: one per stage)
 };
 
 void add_model_options(CLI::App& command, ModelOptions& options);
 
 struct LoadedModel {
   // First, so it goes last: the model calls it until then, and its end releases followers.
-  std::unique_ptr<TensorParallelJob> tp_job;
+  std::unique_ptr<TensorParallelJob> parallel;  // --tp / --pp only
   std::shared_ptr<const ModelFile> file;
   std::unique_ptr<Model> model;
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<ThreadPool> pool;
 };
 
-// Loads and prepares the model, logging what was loaded and how long it took. With --tp N
-// (under mpirun -np N) only rank 0 returns: the other ranks load their shard, serve the
-// leader's forward passes (dist/tensor_parallel_job.h) and exit when it is done.
+// Loads and prepares the model, logging what was loaded and how long it took. With --tp N or
+// --pp N (under mpirun -np N) only rank 0 returns: the other ranks load their shard or
+// stage, serve the leader's forward passes (dist/tensor_parallel_job.h) and exit when it
+// is done.
 LoadedModel load_for_inference(const ModelOptions& options);
 
 // --draft-model, loaded when given: the Engine's draft argument points into it.

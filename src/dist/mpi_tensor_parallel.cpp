@@ -1,4 +1,5 @@
-// TensorParallelJob over Open MPI (dist/tensor_parallel_job.h).
+// TensorParallelJob over Open MPI (dist/tensor_parallel_job.h): tensor or pipeline
+// parallelism over MPI_COMM_WORLD.
 //
 // Errors: MPI_COMM_WORLD's handler is MPI_ERRORS_RETURN, so a failed call becomes an
 // Error(kUnavailable) naming the call instead of an abort deep inside the library; a rank
@@ -11,6 +12,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
 #include <thread>
 
 #include "base/clock.h"
@@ -29,16 +31,22 @@ void check(int rc, const char* call) {
   char text[MPI_MAX_ERROR_STRING];
   int length = 0;
   MPI_Error_string(rc, text, &length);
-  fail(ErrorCode::kUnavailable, "tensor parallelism: {} failed: {}", call,
+  fail(ErrorCode::kUnavailable, "MPI job: {} failed: {}", call,
        std::string(text, static_cast<size_t>(length)));
+}
+
+// The size of the next pass (0: the job ends). Followers wait for it with MPI_Ibcast, and a
+// non-blocking collective only matches a non-blocking one, so the leader sends it the same way.
+int broadcast_pass_size(int32_t words) {
+  MPI_Request request;
+  int rc = MPI_Ibcast(&words, 1, MPI_INT32_T, 0, MPI_COMM_WORLD, &request);
+  if (rc == MPI_SUCCESS) rc = MPI_Wait(&request, MPI_STATUS_IGNORE);
+  return rc;
 }
 
 // The leader's end of a job: an empty pass tells the followers to leave their loop. Sent by
 // the job's destructor, or at exit when the command left without unwinding (exit()).
-void release_followers() {
-  int32_t words = 0;
-  MPI_Bcast(&words, 1, MPI_INT32_T, 0, MPI_COMM_WORLD);
-}
+void release_followers() { broadcast_pass_size(0); }
 const void* live_leader = nullptr;
 
 // MPI_Init_thread once per process, MPI_Finalize at exit. SERIALIZED: the leader calls MPI
@@ -69,9 +77,9 @@ class MpiRuntime {
   }
 };
 
-class MpiJob : public TensorParallelJob, public TensorParallel {
+class MpiJob : public TensorParallelJob, public TensorParallel, public PipelineParallel {
  public:
-  MpiJob() {
+  MpiJob(bool pipeline, int micro_batches) : pipeline_(pipeline), micro_batches_(micro_batches) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
     if (rank_ == 0) live_leader = this;
@@ -83,18 +91,25 @@ class MpiJob : public TensorParallelJob, public TensorParallel {
     }
   }
 
-  TensorParallel& group() override { return *this; }
+  TensorParallel* tensor_parallel() override { return pipeline_ ? nullptr : this; }
+  PipelineParallel* pipeline_parallel() override { return pipeline_ ? this : nullptr; }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  int stage() const override { return rank_; }
+  int stages() const override { return size_; }
   uint64_t passes() const override { return passes_; }
   double communication_seconds() const override { return comm_seconds_; }
+  double idle_fraction() const override {
+    return pass_seconds_ > 0.0 ? wait_seconds_ / pass_seconds_ : 0.0;
+  }
 
   void begin_forward(const Batch& batch, const KvStore& kv, bool hidden_only) override {
+    pass_start_ = Clock::now();
     if (rank_ != 0) return;
     const TimePoint start = Clock::now();
     std::vector<int32_t> words = encode_pass(make_pass_message(batch, kv, hidden_only));
-    int32_t count = static_cast<int32_t>(words.size());
-    check(MPI_Bcast(&count, 1, MPI_INT32_T, 0, MPI_COMM_WORLD), "MPI_Bcast (pass size)");
+    const int32_t count = static_cast<int32_t>(words.size());
+    check(broadcast_pass_size(count), "MPI_Ibcast (pass size)");
     check(MPI_Bcast(words.data(), count, MPI_INT32_T, 0, MPI_COMM_WORLD), "MPI_Bcast (pass)");
     ++passes_;
     comm_seconds_ += seconds_between(start, Clock::now());
@@ -133,6 +148,27 @@ class MpiJob : public TensorParallelJob, public TensorParallel {
     comm_seconds_ += seconds_between(start, Clock::now());
   }
 
+  int micro_batches(int n_tokens) const override {
+    return std::min(n_tokens, micro_batches_ > 0 ? micro_batches_ : size_);
+  }
+  void send_next(const float* data, size_t count) override { send(data, count, rank_ + 1, 1); }
+  void receive_previous(float* data, size_t count) override { receive(data, count, rank_ - 1, 1); }
+  void send_output(const float* data, size_t count) override { send(data, count, 0, 2); }
+  void receive_output(float* data, size_t count) override { receive(data, count, size_ - 1, 2); }
+  void end_forward() override {
+    const TimePoint start = Clock::now();
+    if (!sends_.empty()) {
+      check(MPI_Waitall(static_cast<int>(sends_.size()), sends_.data(), MPI_STATUSES_IGNORE),
+            "MPI_Waitall");
+    }
+    sends_.clear();
+    send_buffers_.clear();
+    const TimePoint end = Clock::now();
+    comm_seconds_ += seconds_between(start, end);
+    wait_seconds_ += seconds_between(start, end);
+    pass_seconds_ += seconds_between(pass_start_, end);
+  }
+
   void serve_followers(Model& model, ThreadPool& pool) override {
     FollowerKvStore kv;
     std::vector<int32_t> words;
@@ -141,7 +177,9 @@ class MpiJob : public TensorParallelJob, public TensorParallel {
       if (count == 0) break;
       words.resize(static_cast<size_t>(count));
       check(MPI_Bcast(words.data(), count, MPI_INT32_T, 0, MPI_COMM_WORLD), "MPI_Bcast (pass)");
-      const PassMessage pass = decode_pass(words);
+      PassMessage pass = decode_pass(words);
+      // A pipeline stage's KV holds its own layers, which may be fewer than the leader's.
+      pass.layout.n_layers = model.config().n_layers;
       kv.apply(pass);
       if (pass.hidden_only) {
         model.forward_hidden(pass.batch, kv, pool);
@@ -150,11 +188,35 @@ class MpiJob : public TensorParallelJob, public TensorParallel {
       }
       ++passes_;
     }
-    spdlog::info("tensor-parallel rank {}: {} passes, {:.1f} MiB of KV held", rank_, passes_,
-                 kv.resident_bytes() / 1048576.0);
+    spdlog::info(
+        "{} rank {}: {} passes, {:.3f} s in MPI calls, idle {:.1f} % of pass time, {:.1f} MiB "
+        "of KV held",
+        pipeline_ ? "pipeline" : "tensor-parallel", rank_, passes_, comm_seconds_,
+        100.0 * idle_fraction(), kv.resident_bytes() / 1048576.0);
   }
 
  private:
+  // Non-blocking: the copy stays in send_buffers_ until end_forward() has waited for it, so
+  // a stage goes on with its next micro-batch while the data travels.
+  void send(const float* data, size_t count, int to, int tag) {
+    const TimePoint start = Clock::now();
+    send_buffers_.emplace_back(data, data + count);
+    sends_.emplace_back();
+    check(MPI_Isend(send_buffers_.back().data(), static_cast<int>(count), MPI_FLOAT, to, tag,
+                    MPI_COMM_WORLD, &sends_.back()),
+          "MPI_Isend");
+    comm_seconds_ += seconds_between(start, Clock::now());
+  }
+  void receive(float* data, size_t count, int from, int tag) {
+    const TimePoint start = Clock::now();
+    check(MPI_Recv(data, static_cast<int>(count), MPI_FLOAT, from, tag, MPI_COMM_WORLD,
+                   MPI_STATUS_IGNORE),
+          "MPI_Recv");
+    const double waited = seconds_between(start, Clock::now());
+    comm_seconds_ += waited;
+    wait_seconds_ += waited;
+  }
+
   int32_t wait_for_pass_size() {
     int32_t count = 0;
     MPI_Request request;
@@ -169,8 +231,15 @@ class MpiJob : public TensorParallelJob, public TensorParallel {
     }
   }
 
+  bool pipeline_ = false;
+  int micro_batches_ = 0;
   int rank_ = 0;
   int size_ = 1;
+  std::deque<std::vector<float>> send_buffers_;
+  std::vector<MPI_Request> sends_;
+  TimePoint pass_start_;
+  double wait_seconds_ = 0.0;
+  double pass_seconds_ = 0.0;
   uint64_t passes_ = 0;
   double comm_seconds_ = 0.0;
   std::vector<float> gathered_;
@@ -178,16 +247,21 @@ class MpiJob : public TensorParallelJob, public TensorParallel {
 
 }  // namespace
 
-std::unique_ptr<TensorParallelJob> join_tensor_parallel(int size) {
+std::unique_ptr<TensorParallelJob> join_parallel_job(int tp, int pp, int micro_batches) {
+  if (tp > 1 && pp > 1) {
+    fail(ErrorCode::kInvalidArgument, "--tp and --pp together are not supported yet");
+  }
   MpiRuntime::get();
+  const int size = std::max(tp, pp);
+  const char* flag = pp > 1 ? "--pp" : "--tp";
   int ranks = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
   if (ranks != size) {  // before the job exists: no rank waits for a stop message
     fail(ErrorCode::kInvalidArgument,
-         "--tp {} needs exactly {} MPI ranks, this job has {} (launch with mpirun -np {})", size,
-         size, ranks, size);
+         "{} {} needs exactly {} MPI ranks, this job has {} (launch with mpirun -np {})", flag,
+         size, size, ranks, size);
   }
-  return std::make_unique<MpiJob>();
+  return std::make_unique<MpiJob>(pp > 1, micro_batches);
 }
 
 }  // namespace rapide

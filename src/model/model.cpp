@@ -72,8 +72,9 @@ std::string layer_name(int layer, const char* what) {
 
 }  // namespace
 
-Model::Model(std::shared_ptr<const ModelFile> file, ActQuant act, TensorParallel* tp)
-    : file_(std::move(file)), config_(file_->config), tp_(tp) {
+Model::Model(std::shared_ptr<const ModelFile> file, ActQuant act, TensorParallel* tp,
+             PipelineParallel* pp)
+    : file_(std::move(file)), config_(file_->config), tp_(tp), pp_(pp) {
   const ModelConfig& c = config_;
   // Other architectures may carry the same tensor names (gemma3 does) yet compute something
   // else: refuse them rather than run them as Llama.
@@ -98,17 +99,34 @@ Model::Model(std::shared_ptr<const ModelFile> file, ActQuant act, TensorParallel
   check_tensor_split(f, parts);
   const ModelConfig full = config_;
   config_ = shard_config(full, parts);
+  // This stage's layers (all of them without pipeline parallelism).
+  const int stages = pp_ != nullptr ? pp_->stages() : 1, stage = pp_ != nullptr ? pp_->stage() : 0;
+  if (tp_ != nullptr && pp_ != nullptr) {
+    fail(ErrorCode::kInvalidArgument, "--tp and --pp together are not supported yet");
+  }
+  if (stages > full.n_layers) {
+    fail(ErrorCode::kInvalidArgument, "cannot split the {} layers of '{}' over {} pipeline stages",
+         full.n_layers, f.path, stages);
+  }
+  const SliceRange stage_layers = slice_range(full.n_layers, stages, stage);
+  first_layer_ = static_cast<int>(stage_layers.begin);
+  config_.n_layers = static_cast<int>(stage_layers.size());
+  has_input_ = stage == 0;
+  has_output_ = stage == stages - 1;
   const int64_t q_all = full.q_dim(), kv_all = full.kv_dim(), ffn_all = full.ffn_dim;
   const SliceRange q_rows = slice_range(q_all, parts, rank);
   const SliceRange kv_rows = slice_range(kv_all, parts, rank);
   const SliceRange ffn_rows = slice_range(ffn_all, parts, rank);
   vocab_slice_ = slice_range(c.vocab_size, parts, rank);
   const auto shift = [](SliceRange r, int64_t by) { return SliceRange{r.begin + by, r.end + by}; };
-  token_embedding_ = load_matrix_rows(f, "token_embd.weight", c.dim, c.vocab_size,
-                                      vocab_slice_.begin, vocab_slice_.end, act);
+  if (has_input_) {
+    token_embedding_ = load_matrix_rows(f, "token_embd.weight", c.dim, c.vocab_size,
+                                        vocab_slice_.begin, vocab_slice_.end, act);
+  }
   layers_.resize(c.n_layers);
-  for (int l = 0; l < c.n_layers; ++l) {
-    LayerWeights& w = layers_[l];
+  for (int i = 0; i < c.n_layers; ++i) {
+    const int l = first_layer_ + i;  // the file's layer
+    LayerWeights& w = layers_[i];
     w.attn_norm = load_vector(f.get(layer_name(l, "attn_norm.weight")), c.dim);
     w.ffn_norm = load_vector(f.get(layer_name(l, "ffn_norm.weight")), c.dim);
     // Q, K and V of one fused matrix sit at row offsets 0, q_all and q_all + kv_all.
@@ -191,6 +209,7 @@ Model::Model(std::shared_ptr<const ModelFile> file, ActQuant act, TensorParallel
           static_cast<uint64_t>(m->cols()) * m->rows() * c.n_experts_used / c.n_experts;
     }
   }
+  if (!has_output_) return;
   output_norm_ = load_vector(f.get("output_norm.weight"), c.dim);
   const bool tied = c.tied_embeddings || f.find("output.weight") == nullptr;
   output_ = load_matrix_rows(f, tied ? "token_embd.weight" : "output.weight", c.dim, c.vocab_size,
@@ -236,13 +255,20 @@ void Model::ensure_scratch(int n_tokens, int n_logits) {
   }
 }
 
-void Model::embed(const Batch& batch) {
-  for (int i = 0; i < batch.size(); ++i) {
-    const int32_t token = batch.tokens[i];
+// Before a pass is published to other ranks: a bad token fails the leader's pass alone,
+// never a follower's (which would leave the others waiting for it).
+void Model::check_tokens(const Batch& batch) const {
+  for (const int32_t token : batch.tokens) {
     if (token < 0 || token >= config_.vocab_size) {
       fail(ErrorCode::kInvalidArgument, "token id {} is outside the vocabulary (0..{})", token,
            config_.vocab_size - 1);
     }
+  }
+}
+
+void Model::embed(const Batch& batch) {
+  for (int i = 0; i < batch.size(); ++i) {
+    const int32_t token = batch.tokens[i];
     float* x = x_.data() + static_cast<size_t>(i) * config_.dim;
     if (token < vocab_slice_.begin || token >= vocab_slice_.end) {
       std::fill(x, x + config_.dim, 0.0f);  // another rank's row: the all-reduce brings it
@@ -341,7 +367,7 @@ void Model::attention_block(int layer, const Batch& batch, KvStore& kv, ThreadPo
   AttentionScores shape;
   shape.scale = c.scale_query_first ? 1.0f : c.query_scale;  // 0: 1/sqrt(head_dim)
   shape.softcap = c.attn_softcap;
-  shape.window = c.windowed(layer) ? c.sliding_window : 0;
+  shape.window = c.windowed(first_layer_ + layer) ? c.sliding_window : 0;
   attention_.attend_planned(kv, layer, batch, q_.data(), c.n_heads, att_.data(), pool, shape);
   // The output projection lands in xn_ (free now), then joins the residual stream.
   observe(layer, LinearInput::kAttnOut, att_.data(), n, c.q_dim());
@@ -464,6 +490,10 @@ void Model::ffn_block(int layer, int n, ThreadPool& pool) {
 
 void Model::run_layers(const Batch& batch, KvStore& kv, ThreadPool& pool) {
   embed(batch);
+  run_stage_layers(batch, kv, pool);
+}
+
+void Model::run_stage_layers(const Batch& batch, KvStore& kv, ThreadPool& pool) {
   prepare_rope(batch);
   // Every layer's attention runs the same jobs. Blocks are in place: the caller made the
   // block tables cover every position the batch writes.
@@ -474,14 +504,7 @@ void Model::run_layers(const Batch& batch, KvStore& kv, ThreadPool& pool) {
   }
 }
 
-std::span<const float> Model::forward_hidden(const Batch& batch, KvStore& kv, ThreadPool& pool) {
-  const int n = batch.size();
-  if (n == 0) return {};
-  ensure_scratch(n, 0);
-  if (tp_ != nullptr) tp_->begin_forward(batch, kv, true);
-  last_forward_expert_runs_ = 0;
-  last_forward_weight_bytes_ = weight_bytes_ - all_expert_bytes_;
-  run_layers(batch, kv, pool);
+std::span<const float> Model::final_hidden(int n) {
   const int dim = config_.dim;
   hidden_.resize(static_cast<size_t>(n) * dim);
   for (int i = 0; i < n; ++i) {
@@ -491,15 +514,35 @@ std::span<const float> Model::forward_hidden(const Batch& batch, KvStore& kv, Th
   return {hidden_.data(), hidden_.size()};
 }
 
+std::span<const float> Model::forward_hidden(const Batch& batch, KvStore& kv, ThreadPool& pool) {
+  const int n = batch.size();
+  if (n == 0) return {};
+  check_tokens(batch);
+  if (pp_ != nullptr) return forward_pipelined(batch, kv, pool, true);
+  ensure_scratch(n, 0);
+  if (tp_ != nullptr) tp_->begin_forward(batch, kv, true);
+  last_forward_expert_runs_ = 0;
+  last_forward_weight_bytes_ = weight_bytes_ - all_expert_bytes_;
+  run_layers(batch, kv, pool);
+  return final_hidden(n);
+}
+
 std::span<const float> Model::forward(const Batch& batch, KvStore& kv, ThreadPool& pool) {
   const int n = batch.size();
   if (n == 0) return {};
-  const int n_logits = batch.logits_count();
-  ensure_scratch(n, n_logits);
+  check_tokens(batch);
+  if (pp_ != nullptr) return forward_pipelined(batch, kv, pool, false);
+  ensure_scratch(n, batch.logits_count());
   if (tp_ != nullptr) tp_->begin_forward(batch, kv, false);
   last_forward_expert_runs_ = 0;
   last_forward_weight_bytes_ = weight_bytes_ - all_expert_bytes_;  // experts add as they run
   run_layers(batch, kv, pool);
+  return head(batch, pool);
+}
+
+std::span<const float> Model::head(const Batch& batch, ThreadPool& pool) {
+  const int n = batch.size();
+  const int n_logits = batch.logits_count();
   if (n_logits == 0) return {};
   // Only the rows that need logits pay for the final norm and the (large) output head.
   const int dim = config_.dim;
@@ -527,6 +570,58 @@ std::span<const float> Model::forward(const Batch& batch, KvStore& kv, ThreadPoo
     if (!leader) return {};
   }
   return {logits_.data(), static_cast<size_t>(n_logits) * config_.vocab_size};
+}
+
+// Micro-batches are consecutive token ranges: on every stage they run in order, so each
+// token finds its sequence's earlier positions in this stage's KV. Stage 0 keeps embedding
+// and running the next micro-batch while later stages run the earlier ones.
+std::span<const float> Model::forward_pipelined(const Batch& batch, KvStore& kv, ThreadPool& pool,
+                                                bool hidden_only) {
+  const int n = batch.size(), dim = config_.dim;
+  const int parts = std::clamp(pp_->micro_batches(n), 1, n);
+  ensure_scratch(static_cast<int>(slice_range(n, parts, 0).size()), batch.logits_count());
+  pp_->begin_forward(batch, kv, hidden_only);
+  last_forward_expert_runs_ = 0;
+  last_forward_weight_bytes_ = weight_bytes_ - all_expert_bytes_;
+  const int width = hidden_only ? dim : config_.vocab_size;
+  std::vector<int> out_rows(parts);
+  Batch part;
+  for (int m = 0; m < parts; ++m) {
+    const SliceRange r = slice_range(n, parts, m);
+    part.clear();
+    for (int64_t i = r.begin; i < r.end; ++i) {
+      part.add(batch.tokens[i], batch.seq_ids[i], batch.positions[i], batch.needs_logits[i] != 0);
+    }
+    const int pn = part.size();
+    out_rows[m] = hidden_only ? pn : part.logits_count();
+    if (has_input_) {
+      embed(part);
+    } else {
+      pp_->receive_previous(x_.data(), static_cast<size_t>(pn) * dim);
+    }
+    run_stage_layers(part, kv, pool);
+    if (!has_output_) {
+      pp_->send_next(x_.data(), static_cast<size_t>(pn) * dim);
+    } else if (out_rows[m] > 0) {
+      const std::span<const float> out = hidden_only ? final_hidden(pn) : head(part, pool);
+      pp_->send_output(out.data(), out.size());
+    }
+  }
+  if (!has_input_) {
+    pp_->end_forward();
+    return {};
+  }
+  std::vector<float>& out = hidden_only ? hidden_ : logits_;
+  if (hidden_only) hidden_.resize(static_cast<size_t>(n) * dim);  // logits_: ensure_scratch
+  size_t at = 0;
+  for (int m = 0; m < parts; ++m) {
+    const size_t count = static_cast<size_t>(out_rows[m]) * width;
+    if (count == 0) continue;
+    pp_->receive_output(out.data() + at, count);
+    at += count;
+  }
+  pp_->end_forward();
+  return {out.data(), at};
 }
 
 }  // namespace rapide

@@ -21,6 +21,7 @@
 #include "model/batch.h"
 #include "model/kv_store.h"
 #include "model/linear_observer.h"
+#include "model/pipeline_parallel.h"
 #include "model/tensor_parallel.h"
 
 namespace rapide {
@@ -46,12 +47,17 @@ class Model {
   // With `tp` (which must outlive the model) only this rank's shard is prepared and every
   // forward pass runs with the other ranks (model/tensor_parallel.h); config() is then the
   // shard's (its heads, kv heads and FFN width), and only the leader's forward() returns
-  // logits (a follower gets an empty span).
+  // logits (a follower gets an empty span). With `pp` only this stage's layers are prepared
+  // (model/pipeline_parallel.h) and config().n_layers counts them; only stage 0's forward()
+  // returns logits. tp and pp together are refused.
   explicit Model(std::shared_ptr<const ModelFile> file, ActQuant act = ActQuant::kInt8,
-                 TensorParallel* tp = nullptr);
+                 TensorParallel* tp = nullptr, PipelineParallel* pp = nullptr);
 
   const ModelConfig& config() const { return config_; }
   TensorParallel* tensor_parallel() const { return tp_; }
+  PipelineParallel* pipeline_parallel() const { return pp_; }
+  // Pipeline parallelism: the model-wide index of this stage's first layer (0 otherwise).
+  int first_layer() const { return first_layer_; }
   const ModelFile& file() const { return *file_; }
 
   // Runs every token of the batch through the network, storing their K/V, and returns the
@@ -83,8 +89,16 @@ class Model {
 
  private:
   void ensure_scratch(int n_tokens, int n_logits);
+  void check_tokens(const Batch& batch) const;  // kInvalidArgument outside the vocabulary
   void run_layers(const Batch& batch, KvStore& kv, ThreadPool& pool);  // embedding to last layer
+  void run_stage_layers(const Batch& batch, KvStore& kv, ThreadPool& pool);  // x_ through layers_
   void embed(const Batch& batch);
+  // x_ of the batch's rows to the logits of the rows flagged needs_logits (empty on a
+  // tensor-parallel follower), or to every row's final-norm hidden state.
+  std::span<const float> head(const Batch& batch, ThreadPool& pool);
+  std::span<const float> final_hidden(int n);
+  std::span<const float> forward_pipelined(const Batch& batch, KvStore& kv, ThreadPool& pool,
+                                           bool hidden_only);
   void attention_block(int layer, const Batch& batch, KvStore& kv, ThreadPool& pool);
   void ffn_block(int layer, int n, ThreadPool& pool);
   // xn_ [n][dim] -> xn_: the gated FFN of width `width`, dense or one expert's.
@@ -116,6 +130,10 @@ class Model {
   Attention attention_;
   LinearObserver* observer_ = nullptr;
   TensorParallel* tp_ = nullptr;
+  PipelineParallel* pp_ = nullptr;
+  int first_layer_ = 0;     // pipeline stage: model-wide index of layers_[0]
+  bool has_input_ = true;   // holds the token embedding (pipeline stage 0)
+  bool has_output_ = true;  // holds the final norm and the output head (last stage)
   SliceRange vocab_slice_;  // token_embd / output rows this rank holds (all without tp_)
 
   // Activations for the current batch, grown on demand (no allocation in steady state).

@@ -7,6 +7,9 @@
 
 #include <algorithm>
 #include <barrier>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
 #include <cmath>
 #include <cstdio>
 #include <thread>
@@ -16,6 +19,7 @@
 #include "dist/step_wire.h"
 #include "model/contiguous_kv_store.h"
 #include "model/model.h"
+#include "model/pipeline_parallel.h"
 #include "model/tensor_parallel.h"
 #include "test_paths.h"
 
@@ -66,6 +70,46 @@ class ThreadRank : public TensorParallel {
   std::vector<float> sum_;
 };
 
+// Two-stage pipelines in threads: a queue per direction (stage 0 -> 1 activations, stage
+// 1 -> 0 outputs), so micro-batches flow as they do between MPI ranks.
+struct Channel {
+  std::mutex mutex;
+  std::condition_variable ready;
+  std::deque<std::vector<float>> items;
+  void push(const float* data, size_t count) {
+    std::lock_guard<std::mutex> lock(mutex);
+    items.emplace_back(data, data + count);
+    ready.notify_all();
+  }
+  void pop(float* data, size_t count) {
+    std::unique_lock<std::mutex> lock(mutex);
+    ready.wait(lock, [&] { return !items.empty(); });
+    EXPECT_EQ(items.front().size(), count);
+    std::copy_n(items.front().begin(), std::min(count, items.front().size()), data);
+    items.pop_front();
+  }
+};
+
+class ThreadStage : public PipelineParallel {
+ public:
+  ThreadStage(std::vector<Channel>& links, Channel& outputs, int stage, int stages)
+      : links_(links), outputs_(outputs), stage_(stage), stages_(stages) {}
+  int stage() const override { return stage_; }
+  int stages() const override { return stages_; }
+  int micro_batches(int n) const override { return std::min(n, 3); }
+  void begin_forward(const Batch&, const KvStore&, bool) override {}
+  void send_next(const float* data, size_t count) override { links_[stage_].push(data, count); }
+  void receive_previous(float* data, size_t count) override { links_[stage_ - 1].pop(data, count); }
+  void send_output(const float* data, size_t count) override { outputs_.push(data, count); }
+  void receive_output(float* data, size_t count) override { outputs_.pop(data, count); }
+  void end_forward() override {}
+
+ private:
+  std::vector<Channel>& links_;
+  Channel& outputs_;
+  int stage_, stages_;
+};
+
 std::shared_ptr<const ModelFile> load(const std::string& relative) {
   return std::make_shared<const ModelFile>(load_model(testing::shared_path(relative)));
 }
@@ -83,20 +127,31 @@ struct Comparison {
   int argmax_mismatches = 0;
 };
 
-// Runs the same passes on the whole model and on `parts` shards; compares every logit row.
-Comparison compare_sharded(const std::shared_ptr<const ModelFile>& file, int parts) {
+// Runs the same passes on the whole model and on `parts` ranks (tensor-parallel shards, or
+// pipeline stages when `pipeline`); compares every logit row of rank 0 with the whole's.
+Comparison compare_sharded(const std::shared_ptr<const ModelFile>& file, int parts,
+                           bool pipeline = false) {
   const int ctx = 64;
   Model whole(file);
   ContiguousKvStore whole_kv(whole.config(), 1, ctx);
   ThreadPool pool(1);
   SharedGroup shared(parts);
+  std::vector<Channel> links(parts);
+  Channel outputs;
   std::vector<std::unique_ptr<ThreadRank>> ranks;
+  std::vector<std::unique_ptr<ThreadStage>> stages;
   std::vector<std::unique_ptr<Model>> shards;
   std::vector<std::unique_ptr<ContiguousKvStore>> kvs;
   std::vector<std::unique_ptr<ThreadPool>> pools;
   for (int r = 0; r < parts; ++r) {
-    ranks.push_back(std::make_unique<ThreadRank>(shared, r));
-    shards.push_back(std::make_unique<Model>(file, ActQuant::kInt8, ranks.back().get()));
+    if (pipeline) {
+      stages.push_back(std::make_unique<ThreadStage>(links, outputs, r, parts));
+      shards.push_back(
+          std::make_unique<Model>(file, ActQuant::kInt8, nullptr, stages.back().get()));
+    } else {
+      ranks.push_back(std::make_unique<ThreadRank>(shared, r));
+      shards.push_back(std::make_unique<Model>(file, ActQuant::kInt8, ranks.back().get()));
+    }
     kvs.push_back(std::make_unique<ContiguousKvStore>(shards.back()->config(), 1, ctx));
     pools.push_back(std::make_unique<ThreadPool>(1));
   }
@@ -139,8 +194,8 @@ Comparison compare_sharded(const std::shared_ptr<const ModelFile>& file, int par
     batch.clear();
     batch.add(next, 0, position, true);
   }
-  std::printf("%d shards: max |logit diff| %.3g, max |logit| %.3g, argmax mismatches %d\n",
-              parts, out.max_abs_diff, out.max_abs_logit, out.argmax_mismatches);
+  std::printf("%d %s: max |logit diff| %.3g, max |logit| %.3g, argmax mismatches %d\n",
+              parts, pipeline ? "stages" : "shards", out.max_abs_diff, out.max_abs_logit, out.argmax_mismatches);
   return out;
 }
 
@@ -148,27 +203,51 @@ Comparison compare_sharded(const std::shared_ptr<const ModelFile>& file, int par
 // all-reduce), so logits differ by rounding only: at most 1e-4 of the largest |logit| for f32
 // weights; with Q8_0 the int8 activations of the next layer may round a value the other way,
 // so 2e-2 there. Greedy choices must not change on these prompts.
-TEST(TensorParallelTest, TwoShardsMatchTheWholeModelF32) {
-  RAPIDE_REQUIRE_SHARED("models/stories260K/stories260K.gguf");
-  const Comparison c = compare_sharded(load("models/stories260K/stories260K.gguf"), 2);
-  EXPECT_LE(c.max_abs_diff, 1e-4 * c.max_abs_logit) << "max |logit| " << c.max_abs_logit;
+void expect_shards_match(const std::string& relative, int parts, double tolerance) {
+  RAPIDE_REQUIRE_SHARED(relative);
+  const Comparison c = compare_sharded(load(relative), parts);
+  EXPECT_LE(c.max_abs_diff, tolerance * c.max_abs_logit) << "max |logit| " << c.max_abs_logit;
   EXPECT_EQ(c.argmax_mismatches, 0);
+}
+
+TEST(TensorParallelTest, TwoShardsMatchTheWholeModelF32) {
+  expect_shards_match("models/stories260K/stories260K.gguf", 2, 1e-4);
 }
 
 TEST(TensorParallelTest, TwoShardsMatchTheWholeModelQ8_0) {
-  RAPIDE_REQUIRE_SHARED("models/tinystories-656k/TinyStories-656K-Q8_0.gguf");
-  const Comparison c =
-      compare_sharded(load("models/tinystories-656k/TinyStories-656K-Q8_0.gguf"), 2);
-  EXPECT_LE(c.max_abs_diff, 2e-2 * c.max_abs_logit) << "max |logit| " << c.max_abs_logit;
-  EXPECT_EQ(c.argmax_mismatches, 0);
+  expect_shards_match("models/tinystories-656k/TinyStories-656K-Q8_0.gguf", 2, 2e-2);
 }
 
 TEST(TensorParallelTest, FourShardsMatchTheWholeModelF16) {
-  RAPIDE_REQUIRE_SHARED("models/tinystories-656k/TinyStories-656K-F16.gguf");
-  const Comparison c =
-      compare_sharded(load("models/tinystories-656k/TinyStories-656K-F16.gguf"), 4);
-  EXPECT_LE(c.max_abs_diff, 1e-3 * c.max_abs_logit) << "max |logit| " << c.max_abs_logit;
+  expect_shards_match("models/tinystories-656k/TinyStories-656K-F16.gguf", 4, 1e-3);
+}
+
+// A pipeline computes exactly what one process does (the same sums in the same order, only
+// in other threads), micro-batch by micro-batch: logits equal bit for bit.
+TEST(PipelineParallelTest, TwoStagesMatchTheWholeModelExactly) {
+  RAPIDE_REQUIRE_SHARED("models/tinystories-656k/TinyStories-656K-Q8_0.gguf");
+  const auto file = load("models/tinystories-656k/TinyStories-656K-Q8_0.gguf");
+  const Comparison c = compare_sharded(file, 2, true);
+  EXPECT_EQ(c.max_abs_diff, 0.0);
   EXPECT_EQ(c.argmax_mismatches, 0);
+  Model stage0(file, ActQuant::kInt8, nullptr, nullptr);
+  EXPECT_EQ(stage0.config().n_layers, 2);
+}
+
+TEST(PipelineParallelTest, FiveLayersOverTwoStagesSplitThreeTwo) {
+  RAPIDE_REQUIRE_SHARED("models/stories260K/stories260K.gguf");
+  const auto file = load("models/stories260K/stories260K.gguf");
+  const Comparison c = compare_sharded(file, 2, true);
+  EXPECT_EQ(c.max_abs_diff, 0.0);
+  std::vector<Channel> links(2);
+  Channel outputs;
+  ThreadStage first(links, outputs, 0, 2), second(links, outputs, 1, 2);
+  Model a(file, ActQuant::kInt8, nullptr, &first), b(file, ActQuant::kInt8, nullptr, &second);
+  EXPECT_EQ(a.first_layer(), 0);
+  EXPECT_EQ(a.config().n_layers, 3);
+  EXPECT_EQ(b.first_layer(), 3);
+  EXPECT_EQ(b.config().n_layers, 2);
+  EXPECT_LT(a.weight_bytes() + b.weight_bytes(), 2 * Model(file).weight_bytes());
 }
 
 std::string split_error(const ModelFile& file, int parts) {
