@@ -72,6 +72,10 @@ LoadedModel load_for_inference(const ModelOptions& options) {
   return loaded;
 }
 
+bool is_follower_rank(const ModelOptions& options) {
+  return (options.tp > 1 || options.pp > 1) && parallel_job_rank() != 0;
+}
+
 std::unique_ptr<LoadedDraft> load_draft_model(const std::string& path) {
   if (path.empty()) return nullptr;
   ModelOptions options;

@@ -42,6 +42,9 @@ struct LoadedModel {
 // stage, serve the leader's forward passes (dist/tensor_parallel_job.h) and exit when it
 // is done.
 LoadedModel load_for_inference(const ModelOptions& options);
+// True on the ranks of a --tp / --pp job other than 0: they call load_for_inference (which
+// does not return there) before anything a front end would start, such as a listener.
+bool is_follower_rank(const ModelOptions& options);
 
 // --draft-model, loaded when given: the Engine's draft argument points into it.
 struct LoadedDraft {

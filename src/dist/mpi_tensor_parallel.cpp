@@ -247,6 +247,13 @@ class MpiJob : public TensorParallelJob, public TensorParallel, public PipelineP
 
 }  // namespace
 
+int parallel_job_rank() {
+  MpiRuntime::get();
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
 std::unique_ptr<TensorParallelJob> join_parallel_job(int tp, int pp, int micro_batches) {
   if (tp > 1 && pp > 1) {
     fail(ErrorCode::kInvalidArgument, "--tp and --pp together are not supported yet");

@@ -51,4 +51,7 @@ class TensorParallelJob {
 // MPI. `micro_batches`: how many micro-batches a pipelined pass is cut into (0: pp).
 std::unique_ptr<TensorParallelJob> join_parallel_job(int tp, int pp, int micro_batches = 0);
 
+// This process's rank in the MPI job (initialising MPI); 0 in a build without MPI.
+int parallel_job_rank();
+
 }  // namespace rapide

@@ -84,7 +84,7 @@ assert "--tp 4 needs exactly 4 MPI ranks, this job has 2" in out.stderr, out.std
 print("unsplittable shapes and a wrong rank count: refused with exit status 2")
 
 # serve: the OpenAI API unchanged, the same greedy text as one process.
-body = {"model": "m", "messages": [{"role": "user", "content": PROMPT}], "max_tokens": 32,
+body = {"model": "TinyStories-656K-F16", "messages": [{"role": "user", "content": PROMPT}], "max_tokens": 32,
         "temperature": 0}
 model_args = ["-m", os.path.join(shared, MODELS[1]), "-t", "1"]
 with RapideServer(binary, model_args) as server:
