@@ -19,7 +19,7 @@ model="${MODEL:-$(synth_model q8_0)}"
 tokens="${TOKENS:-128}"
 repeat="${REPEAT:-3}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-mpirun=(mpirun -np 2 --allow-run-as-root --oversubscribe --bind-to none)
+mpirun=(mpirun -np 2 --allow-run-as-root --oversubscribe)
 prompt="$(printf 'The quick brown fox jumps over the lazy dog and keeps running. %.0s' $(seq 1 16))"
 log=$(mktemp -t rapide-distributed-XXXXXX)
 trap 'rm -f "$log"' EXIT
@@ -39,9 +39,13 @@ figures() {
     prefill=$(echo "$line" | sed -n 's/.*prefill: \([0-9.]*\) tok\/s.*/\1/p')
     decode=$(echo "$line" | sed -n 's/.*decode: \([0-9.]*\) tok\/s.*/\1/p')
     local extra
-    extra=$(grep -E '^(tensor parallel|pipeline):' "$log" || true)
+    extra=$(grep -E '^(tensor parallel|pipeline):|(pipeline|tensor-parallel) rank [0-9]+:' "$log" |
+      sed 's/^\[[^]]*\] //' | paste -sd';' || true)
     local weights
-    weights=$(grep -o '[0-9.]* MiB of weights' "$log" | tr '\n' ' ')
+    # rank 0's load line, then each follower's "rank R of N: X MiB of weights" line.
+    weights=$( (grep -o 'loaded .*MiB of weights' "$log" | grep -o '[0-9.]* MiB' | head -1
+      grep -o 'rank [0-9]* of [0-9]*: [0-9.]* MiB' "$log" | grep -o '[0-9.]* MiB' || true) |
+      paste -sd/)
     runs+=("$decode|$prefill|$extra|$weights")
   done
   local median
@@ -60,9 +64,7 @@ figures "1 process, 2 threads" "$rapide" run -t 2
 one_decode=$last_decode
 one_prefill=$last_prefill
 figures "--tp 2 (2 ranks x 1 thread)" "${mpirun[@]}" "$rapide" run -t 1 --tp 2
-if "$rapide" run --help 2>/dev/null | grep -q -- '--pp'; then
-  figures "--pp 2 (2 ranks x 1 thread)" "${mpirun[@]}" "$rapide" run -t 1 --pp 2
-fi
+figures "--pp 2 (2 ranks x 1 thread)" "${mpirun[@]}" "$rapide" run -t 1 --pp 2
 
 echo
 echo "== MPI on loopback (bench_mpi_link)"
