@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
   const double latency = ping_pong_seconds(rank, 8, 2000);
   const size_t big = 64u << 20;
   const double big_seconds = ping_pong_seconds(rank, big, 10);
-  const double reduce_dim = allreduce_seconds(768, 2000);        // one decode row of synth100m
+  const double reduce_dim = allreduce_seconds(768, 2000);       // one decode row of synth100m
   const double reduce_256 = allreduce_seconds(768 * 256, 100);  // a 256-token prefill chunk
   if (rank == 0) {
     std::printf(

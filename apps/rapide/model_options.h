@@ -19,7 +19,7 @@ namespace rapide::cli {
 struct ModelOptions {
   std::string model_path;
   std::string tokenizer_path;
-  int threads = 0;  // 0 = physical cores
+  int threads = 0;                 // 0 = physical cores
   std::string act_quant = "int8";  // --act-quant: int8 | off (kernels/matmul.h ActQuant)
   int tp = 1;                      // --tp: tensor-parallel ranks (mpirun -np N)
   int pp = 1;                      // --pp: pipeline stages (mpirun -np N)

@@ -46,7 +46,9 @@ int broadcast_pass_size(int32_t words) {
 
 // The leader's end of a job: an empty pass tells the followers to leave their loop. Sent by
 // the job's destructor, or at exit when the command left without unwinding (exit()).
-void release_followers() { broadcast_pass_size(0); }
+void release_followers() {
+  broadcast_pass_size(0);
+}
 const void* live_leader = nullptr;
 
 // MPI_Init_thread once per process, MPI_Finalize at exit. SERIALIZED: the leader calls MPI

@@ -11,6 +11,8 @@ std::unique_ptr<TensorParallelJob> join_parallel_job(int tp, int pp, int) {
        tp, pp);
 }
 
-int parallel_job_rank() { return 0; }
+int parallel_job_rank() {
+  return 0;
+}
 
 }  // namespace rapide

@@ -52,9 +52,9 @@ PassMessage make_pass_message(const Batch& batch, const KvStore& kv, bool hidden
 
 std::vector<int32_t> encode_pass(const PassMessage& m) {
   const KvLayout& l = m.layout;
-  std::vector<int32_t> w = {kMagic,       m.hidden_only ? 1 : 0, l.n_layers,
-                            l.n_kv_heads, l.head_dim,            l.block_size,
-                            static_cast<int32_t>(l.type), m.batch.size()};
+  std::vector<int32_t> w = {
+      kMagic,       m.hidden_only ? 1 : 0,        l.n_layers,    l.n_kv_heads, l.head_dim,
+      l.block_size, static_cast<int32_t>(l.type), m.batch.size()};
   w.insert(w.end(), m.batch.tokens.begin(), m.batch.tokens.end());
   w.insert(w.end(), m.batch.seq_ids.begin(), m.batch.seq_ids.end());
   w.insert(w.end(), m.batch.positions.begin(), m.batch.positions.end());

@@ -185,10 +185,10 @@ Model::Model(std::shared_ptr<const ModelFile> file, ActQuant act, TensorParallel
         w.ffn_gate = load_matrix_rows(f, name, c.dim, 2 * ffn_all, fr.begin, fr.end, act);
         w.ffn_up = load_matrix_rows(f, name, c.dim, 2 * ffn_all, up.begin, up.end, act);
       } else {
-        w.ffn_gate =
-            load_matrix_rows(f, layer_name(l, "ffn_gate.weight"), c.dim, ffn_all, fr.begin, fr.end, act);
-        w.ffn_up =
-            load_matrix_rows(f, layer_name(l, "ffn_up.weight"), c.dim, ffn_all, fr.begin, fr.end, act);
+        w.ffn_gate = load_matrix_rows(f, layer_name(l, "ffn_gate.weight"), c.dim, ffn_all, fr.begin,
+                                      fr.end, act);
+        w.ffn_up = load_matrix_rows(f, layer_name(l, "ffn_up.weight"), c.dim, ffn_all, fr.begin,
+                                    fr.end, act);
       }
       w.ffn_down =
           load_matrix_columns(f, layer_name(l, "ffn_down.weight"), ffn_all, c.dim, fr, act);

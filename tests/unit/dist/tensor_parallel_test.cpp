@@ -7,11 +7,11 @@
 
 #include <algorithm>
 #include <barrier>
+#include <cmath>
 #include <condition_variable>
+#include <cstdio>
 #include <deque>
 #include <mutex>
-#include <cmath>
-#include <cstdio>
 #include <thread>
 
 #include "base/error.h"
@@ -194,8 +194,9 @@ Comparison compare_sharded(const std::shared_ptr<const ModelFile>& file, int par
     batch.clear();
     batch.add(next, 0, position, true);
   }
-  std::printf("%d %s: max |logit diff| %.3g, max |logit| %.3g, argmax mismatches %d\n",
-              parts, pipeline ? "stages" : "shards", out.max_abs_diff, out.max_abs_logit, out.argmax_mismatches);
+  std::printf("%d %s: max |logit diff| %.3g, max |logit| %.3g, argmax mismatches %d\n", parts,
+              pipeline ? "stages" : "shards", out.max_abs_diff, out.max_abs_logit,
+              out.argmax_mismatches);
   return out;
 }
 
