@@ -69,7 +69,7 @@ void run(const RunOptions& options) {
   }
   if (event.finish_reason == FinishReason::kError) fail(ErrorCode::kInternal, "{}", event.error);
   print_figures(event);
-  if (const TensorParallelJob* job = loaded.parallel.get()) {
+  if (const ParallelJob* job = loaded.parallel.get()) {
     std::fprintf(stderr,
                  "%s: %d ranks, %.1f MiB of weights on rank 0, %llu passes, %.3f s in MPI calls, "
                  "idle %.1f %% of pass time on rank 0\n",

@@ -47,7 +47,7 @@ LoadedModel load_for_inference(const ModelOptions& options) {
   if (options.tp > 1 || options.pp > 1) {
     loaded.parallel = join_parallel_job(options.tp, options.pp, options.pp_micro_batches);
   }
-  TensorParallelJob* job = loaded.parallel.get();
+  ParallelJob* job = loaded.parallel.get();
   loaded.model = std::make_unique<Model>(
       loaded.file, options.act_quant == "off" ? ActQuant::kOff : ActQuant::kInt8,
       job ? job->tensor_parallel() : nullptr, job ? job->pipeline_parallel() : nullptr);

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "base/thread_pool.h"
-#include "dist/tensor_parallel_job.h"
+#include "dist/parallel_job.h"
 #include "engine/proposer.h"
 #include "formats/model_file.h"
 #include "model/model.h"
@@ -30,7 +30,7 @@ void add_model_options(CLI::App& command, ModelOptions& options);
 
 struct LoadedModel {
   // First, so it goes last: the model calls it until then, and its end releases followers.
-  std::unique_ptr<TensorParallelJob> parallel;  // --tp / --pp only
+  std::unique_ptr<ParallelJob> parallel;  // --tp / --pp only
   std::shared_ptr<const ModelFile> file;
   std::unique_ptr<Model> model;
   std::unique_ptr<Tokenizer> tokenizer;
@@ -39,7 +39,7 @@ struct LoadedModel {
 
 // Loads and prepares the model, logging what was loaded and how long it took. With --tp N or
 // --pp N (under mpirun -np N) only rank 0 returns: the other ranks load their shard or
-// stage, serve the leader's forward passes (dist/tensor_parallel_job.h) and exit when it
+// stage, serve the leader's forward passes (dist/parallel_job.h) and exit when it
 // is done.
 LoadedModel load_for_inference(const ModelOptions& options);
 // True on the ranks of a --tp / --pp job other than 0: they call load_for_inference (which

@@ -1,10 +1,10 @@
 // join_parallel_job in a build without MPI (RAPIDE_MPI off).
 #include "base/error.h"
-#include "dist/tensor_parallel_job.h"
+#include "dist/parallel_job.h"
 
 namespace rapide {
 
-std::unique_ptr<TensorParallelJob> join_parallel_job(int tp, int pp, int) {
+std::unique_ptr<ParallelJob> join_parallel_job(int tp, int pp, int) {
   fail(ErrorCode::kUnsupported,
        "--tp {} --pp {}: this rapide was built without MPI (install libopenmpi-dev and rebuild "
        "with -DRAPIDE_MPI=ON)",

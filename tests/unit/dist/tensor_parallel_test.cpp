@@ -2,7 +2,7 @@
 // this process, joined by an in-process group whose collectives are plain loops, and their
 // logits are compared with the unsharded model's (the oracle: the one-process forward pass
 // the golden tests check against llama.cpp). The MPI transport is tested end to end by
-// tests/e2e/mpi_tensor_parallel_test.sh; this test isolates the sharding arithmetic.
+// tests/e2e/mpi_tensor_parallel_test.py; this test isolates the sharding arithmetic.
 #include <gtest/gtest.h>
 
 #include <algorithm>

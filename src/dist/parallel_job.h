@@ -23,9 +23,9 @@
 
 namespace rapide {
 
-class TensorParallelJob {
+class ParallelJob {
  public:
-  virtual ~TensorParallelJob() = default;
+  virtual ~ParallelJob() = default;
   // What the model is built with: the tensor-parallel group (--tp) or the pipeline (--pp);
   // the other is nullptr.
   virtual TensorParallel* tensor_parallel() = 0;
@@ -34,9 +34,8 @@ class TensorParallelJob {
   virtual int size() const = 0;
   bool leader() const { return rank() == 0; }
   // Follower ranks: runs every pass the leader publishes, on `model` (built with this job's
-  // tensor_parallel() or pipeline_parallel())
-  // and a KV shard of its own, until the leader's job ends. Throws Error(kUnavailable) when
-  // MPI reports a failure.
+  // tensor_parallel() or pipeline_parallel()) and a KV shard of its own, until the leader's
+  // job ends. Throws Error(kUnavailable) when MPI reports a failure.
   virtual void serve_followers(Model& model, ThreadPool& pool) = 0;
   // Figures for benchmarks and logs, for this rank: passes run, seconds in MPI calls (for a
   // receive, including the wait for the sender), and for pipelines the idle fraction: the
@@ -49,7 +48,7 @@ class TensorParallelJob {
 // Initialises MPI (once per process) and checks that the job has exactly tp x pp ranks (one
 // of them 1). Throws Error(kInvalidArgument) when it does not, kUnsupported in a build without
 // MPI. `micro_batches`: how many micro-batches a pipelined pass is cut into (0: pp).
-std::unique_ptr<TensorParallelJob> join_parallel_job(int tp, int pp, int micro_batches = 0);
+std::unique_ptr<ParallelJob> join_parallel_job(int tp, int pp, int micro_batches = 0);
 
 // This process's rank in the MPI job (initialising MPI); 0 in a build without MPI.
 int parallel_job_rank();

@@ -1,4 +1,4 @@
-// TensorParallelJob over Open MPI (dist/tensor_parallel_job.h): tensor or pipeline
+// ParallelJob over Open MPI (dist/parallel_job.h): tensor or pipeline
 // parallelism over MPI_COMM_WORLD.
 //
 // Errors: MPI_COMM_WORLD's handler is MPI_ERRORS_RETURN, so a failed call becomes an
@@ -19,8 +19,8 @@
 #include "base/error.h"
 #include "base/logging.h"
 #include "dist/follower_kv_store.h"
+#include "dist/parallel_job.h"
 #include "dist/step_wire.h"
-#include "dist/tensor_parallel_job.h"
 
 namespace rapide {
 
@@ -79,7 +79,7 @@ class MpiRuntime {
   }
 };
 
-class MpiJob : public TensorParallelJob, public TensorParallel, public PipelineParallel {
+class MpiJob : public ParallelJob, public TensorParallel, public PipelineParallel {
  public:
   MpiJob(bool pipeline, int micro_batches) : pipeline_(pipeline), micro_batches_(micro_batches) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
@@ -256,7 +256,7 @@ int parallel_job_rank() {
   return rank;
 }
 
-std::unique_ptr<TensorParallelJob> join_parallel_job(int tp, int pp, int micro_batches) {
+std::unique_ptr<ParallelJob> join_parallel_job(int tp, int pp, int micro_batches) {
   if (tp > 1 && pp > 1) {
     fail(ErrorCode::kInvalidArgument, "--tp and --pp together are not supported yet");
   }
