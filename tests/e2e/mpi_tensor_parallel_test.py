@@ -87,20 +87,30 @@ print("unsplittable shapes and a wrong rank count: refused with exit status 2")
 body = {"model": "TinyStories-656K-F16", "messages": [{"role": "user", "content": PROMPT}], "max_tokens": 32,
         "temperature": 0}
 model_args = ["-m", os.path.join(shared, MODELS[1]), "-t", "1"]
+# Embeddings run the pass without the head (forward_hidden): the same vector, to rounding.
+embed = {"model": body["model"], "input": "Lily and Tom went to the park"}
+
+
+def ask(server):
+    status, _, chat = server.curl("/v1/chat/completions", body)
+    assert status == 200, chat
+    status, _, vector = server.curl("/v1/embeddings", embed)
+    assert status == 200, vector
+    return (json.loads(chat)["choices"][0]["message"]["content"],
+            json.loads(vector)["data"][0]["embedding"])
+
+
 with RapideServer(binary, model_args) as server:
-    status, _, alone = server.curl("/v1/chat/completions", body)
-    assert status == 200, alone
-alone = json.loads(alone)["choices"][0]["message"]["content"]
-with RapideServer(binary, model_args + ["--pp", "2"], launcher=MPIRUN) as server:
-    status, _, split = server.curl("/v1/chat/completions", body)
-    assert status == 200, split
-    assert json.loads(split)["choices"][0]["message"]["content"] == alone, (split, alone)
-    print("serve --pp 2 == one process:", alone[:60])
+    alone, alone_vector = ask(server)
+for flag in ("--pp", "--tp"):
+    with RapideServer(binary, model_args + [flag, "2"], launcher=MPIRUN) as server:
+        text, vector = ask(server)
+        assert text == alone, (flag, text, alone)
+        assert len(vector) == len(alone_vector)
+        assert max(abs(a - b) for a, b in zip(vector, alone_vector)) < 1e-4, flag
+        print(f"serve {flag} 2 == one process (chat and embeddings):", alone[:60])
 with RapideServer(binary, model_args + ["--tp", "2"], launcher=MPIRUN) as server:
-    status, _, split = server.curl("/v1/chat/completions", body)
-    assert status == 200, split
-    assert json.loads(split)["choices"][0]["message"]["content"] == alone, (split, alone)
-    print("serve --tp 2 == one process:", alone[:60])
+    ask(server)
 
     # A follower that dies ends the job with an error naming it, instead of a hang.
     ranks = run(["pgrep", "-f", "-P", str(server.proc.pid), "rapide"]).stdout.split()
