@@ -6,6 +6,7 @@
 #include "base/cpu_features.h"
 #include "base/error.h"
 #include "base/logging.h"
+#include "kv/memory_budget.h"
 
 namespace rapide::cli {
 
@@ -36,10 +37,46 @@ void add_model_options(CLI::App& command, ModelOptions& options) {
       .add_option("--pp-micro-batches", options.pp_micro_batches,
                   "micro-batches a pipelined forward pass is cut into (default: one per stage)")
       ->check(CLI::Range(0, 4096));
+  command.add_option("--memory-limit", options.memory_limit,
+                     "most weight memory one process (one rank under --tp / --pp) may hold, e.g. "
+                     "512MiB or 0.5 of free RAM; a larger model is refused: split it with --pp N "
+                     "or --tp N over more ranks");
 }
+
+namespace {
+
+// --memory-limit's size, in the forms --kv-memory takes (kv/memory_budget.h), whose message
+// speaks of the KV budget: say which option it was. Empty: no limit.
+uint64_t parse_memory_limit(const std::string& text) {
+  if (text.empty()) return UINT64_MAX;
+  try {
+    return parse_memory_budget(text);
+  } catch (const Error& e) {
+    fail(ErrorCode::kInvalidArgument, "--memory-limit takes the sizes --kv-memory takes: {}",
+         e.what());
+  }
+}
+
+// --memory-limit: each rank checks its own share, so a model too large for one process
+// serves once its layers are split over enough ranks (issue 21). Checked after the shard is
+// prepared, since only the model knows its repacked size; the mapped file itself costs page
+// cache, not the process's memory.
+void check_weights_fit(const Model& model, uint64_t limit, int rank) {
+  if (model.weight_bytes() <= limit) return;
+  const int first = model.first_layer();
+  fail(ErrorCode::kInvalidArgument,
+       "rank {}'s weights (layers {}..{}) take {}, over --memory-limit {}: split the model over "
+       "more processes with mpirun -np N rapide ... --pp N (or --tp N)",
+       rank, first, first + model.config().n_layers - 1, format_bytes(model.weight_bytes()),
+       format_bytes(limit));
+}
+
+}  // namespace
 
 LoadedModel load_for_inference(const ModelOptions& options) {
   const TimePoint start = Clock::now();
+  // Parsed first: a malformed size is refused before the model is read.
+  const uint64_t memory_limit = parse_memory_limit(options.memory_limit);
   LoadOptions load_options;
   load_options.tokenizer_path = options.tokenizer_path;
   LoadedModel loaded;
@@ -51,6 +88,7 @@ LoadedModel load_for_inference(const ModelOptions& options) {
   loaded.model = std::make_unique<Model>(
       loaded.file, options.act_quant == "off" ? ActQuant::kOff : ActQuant::kInt8,
       job ? job->tensor_parallel() : nullptr, job ? job->pipeline_parallel() : nullptr);
+  check_weights_fit(*loaded.model, memory_limit, job ? job->rank() : 0);
   loaded.tokenizer = Tokenizer::create(loaded.file->tokenizer);
   const int threads = options.threads > 0 ? options.threads : physical_core_count();
   loaded.pool = std::make_unique<ThreadPool>(threads);

@@ -24,6 +24,7 @@ struct ModelOptions {
   int tp = 1;                      // --tp: tensor-parallel ranks (mpirun -np N)
   int pp = 1;                      // --pp: pipeline stages (mpirun -np N)
   int pp_micro_batches = 0;        // --pp-micro-batches (0: one per stage)
+  std::string memory_limit;        // --memory-limit: weights one rank may hold (empty: any)
 };
 
 void add_model_options(CLI::App& command, ModelOptions& options);

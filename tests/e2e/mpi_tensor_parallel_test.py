@@ -8,6 +8,7 @@
 * `rapide serve --tp 2` answers a chat completion with the one-process server's greedy text.
 * An unsplittable request is refused with exit status 2 and a message: 3 ranks for 8 heads,
   and --tp differing from the job's rank count.
+* A model over --memory-limit is refused in one process and serves split over 2 stages.
 * A follower rank that dies takes the job down with mpirun's error naming the rank, within
   a timeout: no hang.
 
@@ -82,6 +83,17 @@ out = run(MPIRUN + [binary, "run", "-m", os.path.join(shared, MODELS[0]), "-p", 
 assert out.returncode == 2, (out.returncode, out.stderr)
 assert "--tp 4 needs exactly 4 MPI ranks, this job has 2" in out.stderr, out.stderr
 print("unsplittable shapes and a wrong rank count: refused with exit status 2")
+
+# --memory-limit between a stage's weights and the whole model's (stories260K: about 1.0 MiB,
+# 0.5 MiB per stage of 2): one process is refused, two pipeline stages serve the same text.
+limit = ["--memory-limit", "768KiB"]
+out = run([binary, "run", "-m", os.path.join(shared, MODELS[0]), "-p", PROMPT, "-n", "4", "-t", "1"]
+          + limit)
+assert out.returncode == 2, (out.returncode, out.stderr)
+assert "rank 0's weights (layers 0..4) take" in out.stderr and "over --memory-limit" in out.stderr, \
+    out.stderr
+assert generate(MODELS[0], MPIRUN, ["--pp", "2"] + limit) == generate(MODELS[0])
+print("--memory-limit 768KiB: one process refused, --pp 2 serves the same greedy text")
 
 # serve: the OpenAI API unchanged, the same greedy text as one process.
 body = {"model": "TinyStories-656K-F16", "messages": [{"role": "user", "content": PROMPT}], "max_tokens": 32,
