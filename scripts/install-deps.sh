@@ -13,6 +13,7 @@ packages=(
   libopenblas-dev liblapacke-dev    # Cholesky / products of rapide quantize --method gptq|awq
   libicu-dev                        # Unicode NFC in rapide advise --prompts
   libreadline-dev                   # line editing and history in `rapide chat`
+  openmpi-bin libopenmpi-dev        # --tp: tensor parallelism over MPI (mpirun, MPI_Allreduce)
   dpkg-dev                          # dpkg-shlibdeps: the .deb's dependencies (cpack)
   python3 python3-jinja2            # chat-template oracle in tests
   python3-jsonschema                # structured-output oracle in tests

@@ -69,6 +69,15 @@ void run(const RunOptions& options) {
   }
   if (event.finish_reason == FinishReason::kError) fail(ErrorCode::kInternal, "{}", event.error);
   print_figures(event);
+  if (const ParallelJob* job = loaded.parallel.get()) {
+    std::fprintf(stderr,
+                 "%s: %d ranks, %.1f MiB of weights on rank 0, %llu passes, %.3f s in MPI calls, "
+                 "idle %.1f %% of pass time on rank 0\n",
+                 loaded.model->pipeline_parallel() ? "pipeline" : "tensor parallel", job->size(),
+                 loaded.model->weight_bytes() / 1048576.0,
+                 static_cast<unsigned long long>(job->passes()), job->communication_seconds(),
+                 100.0 * job->idle_fraction());
+  }
   const EngineStats stats = engine.stats();
   if (stats.spec_enabled) {
     const SpecStats& sp = stats.spec;

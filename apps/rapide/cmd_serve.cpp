@@ -72,6 +72,7 @@ void serve_main(ServeOptions& o) {
   o.server.drain_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(o.drain_timeout_s * 1000.0));
   o.server.http.header_timeout = std::chrono::seconds(o.header_timeout_s);
+  if (is_follower_rank(o.model)) load_for_inference(o.model);  // rank 0's passes, then exit
   if (!o.compressor_model.empty()) {
     o.server.router.compressor_file =
         std::make_shared<const ModelFile>(load_model(o.compressor_model));

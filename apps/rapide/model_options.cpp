@@ -1,9 +1,12 @@
 #include "apps/rapide/model_options.h"
 
+#include <cstdlib>
+
 #include "base/clock.h"
 #include "base/cpu_features.h"
 #include "base/error.h"
 #include "base/logging.h"
+#include "kv/memory_budget.h"
 
 namespace rapide::cli {
 
@@ -22,18 +25,83 @@ void add_model_options(CLI::App& command, ModelOptions& options) {
                   "llama.cpp) or off (f32 activations against dequantized weights); bf16 also "
                   "runs F16 weights as BF16 (about 2x prefill with AVX512-BF16, bf16 rounding)")
       ->check(CLI::IsMember({"int8", "off", "bf16"}));
+  command
+      .add_option("--tp", options.tp,
+                  "tensor parallelism over N MPI ranks: launch as mpirun -np N rapide ... --tp N")
+      ->check(CLI::Range(1, 4096));
+  command
+      .add_option("--pp", options.pp,
+                  "pipeline parallelism over N MPI ranks (layers split in N stages): launch as "
+                  "mpirun -np N rapide ... --pp N")
+      ->check(CLI::Range(1, 4096));
+  command
+      .add_option("--pp-micro-batches", options.pp_micro_batches,
+                  "micro-batches a pipelined forward pass is cut into (default: one per stage)")
+      ->check(CLI::Range(0, 4096));
+  command.add_option("--memory-limit", options.memory_limit,
+                     "most weight memory one process (one rank under --tp / --pp) may hold, e.g. "
+                     "512MiB or 0.5 of free RAM; a larger model is refused: split it with --pp N "
+                     "or --tp N over more ranks");
 }
+
+namespace {
+
+// --memory-limit's size, in the forms --kv-memory takes (kv/memory_budget.h), whose message
+// speaks of the KV budget: say which option it was. Empty: no limit.
+uint64_t parse_memory_limit(const std::string& text) {
+  if (text.empty()) return UINT64_MAX;
+  try {
+    return parse_memory_budget(text);
+  } catch (const Error& e) {
+    fail(ErrorCode::kInvalidArgument, "--memory-limit takes the sizes --kv-memory takes: {}",
+         e.what());
+  }
+}
+
+// --memory-limit: each rank checks its own share, so a model too large for one process
+// serves once its layers are split over enough ranks (issue 21). Checked after the shard is
+// prepared, since only the model knows its repacked size; the mapped file itself costs page
+// cache, not the process's memory.
+void check_weights_fit(const Model& model, uint64_t limit, int rank) {
+  if (model.weight_bytes() <= limit) return;
+  const int first = model.first_layer();
+  fail(ErrorCode::kInvalidArgument,
+       "rank {}'s weights (layers {}..{}) take {}, over --memory-limit {}: split the model over "
+       "more processes with mpirun -np N rapide ... --pp N (or --tp N)",
+       rank, first, first + model.config().n_layers - 1, format_bytes(model.weight_bytes()),
+       format_bytes(limit));
+}
+
+}  // namespace
 
 LoadedModel load_for_inference(const ModelOptions& options) {
   const TimePoint start = Clock::now();
+  // Parsed first: a malformed size is refused before the model is read.
+  const uint64_t memory_limit = parse_memory_limit(options.memory_limit);
   LoadOptions load_options;
   load_options.tokenizer_path = options.tokenizer_path;
   LoadedModel loaded;
   loaded.file = std::make_shared<const ModelFile>(load_model(options.model_path, load_options));
-  loaded.model = std::make_unique<Model>(loaded.file, act_quant_from_name(options.act_quant));
+  if (options.tp > 1 || options.pp > 1) {
+    loaded.parallel = join_parallel_job(options.tp, options.pp, options.pp_micro_batches);
+  }
+  ParallelJob* job = loaded.parallel.get();
+  loaded.model = std::make_unique<Model>(
+      loaded.file, act_quant_from_name(options.act_quant),
+      job ? job->tensor_parallel() : nullptr, job ? job->pipeline_parallel() : nullptr);
+  check_weights_fit(*loaded.model, memory_limit, job ? job->rank() : 0);
   loaded.tokenizer = Tokenizer::create(loaded.file->tokenizer);
   const int threads = options.threads > 0 ? options.threads : physical_core_count();
   loaded.pool = std::make_unique<ThreadPool>(threads);
+  if (job != nullptr && !job->leader()) {
+    spdlog::info("rank {} of {}: {:.1f} MiB of weights (layers {}..{}), serving rank 0's passes",
+                 job->rank(), job->size(), loaded.model->weight_bytes() / 1048576.0,
+                 loaded.model->first_layer(),
+                 loaded.model->first_layer() + loaded.model->config().n_layers - 1);
+    job->serve_followers(*loaded.model, *loaded.pool);
+    // The command is the leader's alone; MPI is finalised by the exit handlers.
+    std::exit(0);
+  }
   const ModelConfig& c = loaded.model->config();
   spdlog::info("loaded {} ({}, {} layers, dim {}, vocab {}, {:.1f} MiB of weights) in {:.0f} ms",
                options.model_path, loaded.file->format, c.n_layers, c.dim, c.vocab_size,
@@ -41,6 +109,10 @@ LoadedModel load_for_inference(const ModelOptions& options) {
                seconds_between(start, Clock::now()) * 1e3);
   spdlog::info("{} threads, kernels: {}", threads, isa_level_name(active_isa_level()));
   return loaded;
+}
+
+bool is_follower_rank(const ModelOptions& options) {
+  return (options.tp > 1 || options.pp > 1) && parallel_job_rank() != 0;
 }
 
 std::unique_ptr<LoadedDraft> load_draft_model(const std::string& path) {

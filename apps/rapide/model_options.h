@@ -8,6 +8,7 @@
 #include <string>
 
 #include "base/thread_pool.h"
+#include "dist/parallel_job.h"
 #include "engine/proposer.h"
 #include "formats/model_file.h"
 #include "model/model.h"
@@ -18,21 +19,33 @@ namespace rapide::cli {
 struct ModelOptions {
   std::string model_path;
   std::string tokenizer_path;
-  int threads = 0;  // 0 = physical cores
+  int threads = 0;                 // 0 = physical cores
   std::string act_quant = "int8";  // --act-quant: int8 | off | bf16 (kernels/matmul.h ActQuant)
+  int tp = 1;                      // --tp: tensor-parallel ranks (mpirun -np N)
+  int pp = 1;                      // --pp: pipeline stages (mpirun -np N)
+  int pp_micro_batches = 0;        // --pp-micro-batches (0: one per stage)
+  std::string memory_limit;        // --memory-limit: weights one rank may hold (empty: any)
 };
 
 void add_model_options(CLI::App& command, ModelOptions& options);
 
 struct LoadedModel {
+  // First, so it goes last: the model calls it until then, and its end releases followers.
+  std::unique_ptr<ParallelJob> parallel;  // --tp / --pp only
   std::shared_ptr<const ModelFile> file;
   std::unique_ptr<Model> model;
   std::unique_ptr<Tokenizer> tokenizer;
   std::unique_ptr<ThreadPool> pool;
 };
 
-// Loads and prepares the model, logging what was loaded and how long it took.
+// Loads and prepares the model, logging what was loaded and how long it took. With --tp N or
+// --pp N (under mpirun -np N) only rank 0 returns: the other ranks load their shard or
+// stage, serve the leader's forward passes (dist/parallel_job.h) and exit when it
+// is done.
 LoadedModel load_for_inference(const ModelOptions& options);
+// True on the ranks of a --tp / --pp job other than 0: they call load_for_inference (which
+// does not return there) before anything a front end would start, such as a listener.
+bool is_follower_rank(const ModelOptions& options);
 
 // --draft-model, loaded when given: the Engine's draft argument points into it.
 struct LoadedDraft {

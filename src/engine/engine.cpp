@@ -91,6 +91,12 @@ std::unique_ptr<Proposer> Engine::make_proposer(const DraftModel* draft) {
 
 std::unique_ptr<PrefixCache> Engine::make_prefix_cache(const KvLayout& layout) {
   if (!options_.prefix_cache) return nullptr;
+  if (model_.tensor_parallel() != nullptr) {
+    // Tensor-parallel followers replay forward passes, not the block copies a prefix cache
+    // makes (copy-on-write, partial blocks, offload imports): their shards would go stale.
+    spdlog::info("engine: prefix caching is off: not supported with tensor parallelism yet");
+    return nullptr;
+  }
   if (options_.kv_layout != KvLayoutMode::kPaged) {
     spdlog::info("engine: prefix caching is off: it needs --kv-layout paged");
     return nullptr;

@@ -47,14 +47,34 @@ WeightMatrix load_matrix_rows(const ModelFile& file, const std::string& name, in
   return WeightMatrix::prepare_rows(view, begin, end, act);
 }
 
+// Columns [begin, end) of a [cols, rows] matrix: a row-parallel shard (all of it when the
+// range is whole).
+WeightMatrix load_matrix_columns(const ModelFile& file, const std::string& name, int64_t cols,
+                                 int64_t rows, SliceRange range, ActQuant act) {
+  if (range.begin == 0 && range.end == cols) return load_matrix(file, name, cols, rows, act);
+  const TensorView& view = file.get(name);
+  if (view.shape.size() != 2 || view.shape[0] != cols || view.shape[1] != rows) {
+    fail(ErrorCode::kCorrupt, "tensor '{}' has the wrong shape: expected [{}, {}]", name, cols,
+         rows);
+  }
+  return prepare_columns(view, range.begin, range.end, act);
+}
+
+// Elements [begin, end) of a vector of `total` (a bias of this rank's heads).
+std::vector<float> load_vector_slice(const TensorView& view, int64_t total, SliceRange range) {
+  std::vector<float> all = load_vector(view, total);
+  return std::vector<float>(all.begin() + range.begin, all.begin() + range.end);
+}
+
 std::string layer_name(int layer, const char* what) {
   return "blk." + std::to_string(layer) + "." + what;
 }
 
 }  // namespace
 
-Model::Model(std::shared_ptr<const ModelFile> file, ActQuant act)
-    : file_(std::move(file)), config_(file_->config) {
+Model::Model(std::shared_ptr<const ModelFile> file, ActQuant act, TensorParallel* tp,
+             PipelineParallel* pp)
+    : file_(std::move(file)), config_(file_->config), tp_(tp), pp_(pp) {
   const ModelConfig& c = config_;
   // Other architectures may carry the same tensor names (gemma3 does) yet compute something
   // else: refuse them rather than run them as Llama.
@@ -73,28 +93,59 @@ Model::Model(std::shared_ptr<const ModelFile> file, ActQuant act)
          c.vocab_size);
   }
   const ModelFile& f = *file_;
-  token_embedding_ = load_matrix(f, "token_embd.weight", c.dim, c.vocab_size, act);
+  // This rank's shard (all of every tensor without tensor parallelism): q/kv rows of its
+  // heads, FFN rows of its slice, vocabulary rows of its slice (model/tensor_parallel.h).
+  const int parts = tp_ != nullptr ? tp_->size() : 1, rank = tp_ != nullptr ? tp_->rank() : 0;
+  check_tensor_split(f, parts);
+  const ModelConfig full = config_;
+  config_ = shard_config(full, parts);
+  // This stage's layers (all of them without pipeline parallelism).
+  const int stages = pp_ != nullptr ? pp_->stages() : 1, stage = pp_ != nullptr ? pp_->stage() : 0;
+  if (tp_ != nullptr && pp_ != nullptr) {
+    fail(ErrorCode::kInvalidArgument, "--tp and --pp together are not supported yet");
+  }
+  if (stages > full.n_layers) {
+    fail(ErrorCode::kInvalidArgument, "cannot split the {} layers of '{}' over {} pipeline stages",
+         full.n_layers, f.path, stages);
+  }
+  const SliceRange stage_layers = slice_range(full.n_layers, stages, stage);
+  first_layer_ = static_cast<int>(stage_layers.begin);
+  config_.n_layers = static_cast<int>(stage_layers.size());
+  has_input_ = stage == 0;
+  has_output_ = stage == stages - 1;
+  const int64_t q_all = full.q_dim(), kv_all = full.kv_dim(), ffn_all = full.ffn_dim;
+  const SliceRange q_rows = slice_range(q_all, parts, rank);
+  const SliceRange kv_rows = slice_range(kv_all, parts, rank);
+  const SliceRange ffn_rows = slice_range(ffn_all, parts, rank);
+  vocab_slice_ = slice_range(c.vocab_size, parts, rank);
+  const auto shift = [](SliceRange r, int64_t by) { return SliceRange{r.begin + by, r.end + by}; };
+  if (has_input_) {
+    token_embedding_ = load_matrix_rows(f, "token_embd.weight", c.dim, c.vocab_size,
+                                        vocab_slice_.begin, vocab_slice_.end, act);
+  }
   layers_.resize(c.n_layers);
-  for (int l = 0; l < c.n_layers; ++l) {
-    LayerWeights& w = layers_[l];
+  for (int i = 0; i < c.n_layers; ++i) {
+    const int l = first_layer_ + i;  // the file's layer
+    LayerWeights& w = layers_[i];
     w.attn_norm = load_vector(f.get(layer_name(l, "attn_norm.weight")), c.dim);
     w.ffn_norm = load_vector(f.get(layer_name(l, "ffn_norm.weight")), c.dim);
-    const int64_t q = c.q_dim(), kv = c.kv_dim();
-    if (c.fused_qkv) {
-      const std::string name = layer_name(l, "attn_qkv.weight");
-      w.wq = load_matrix_rows(f, name, c.dim, q + 2 * kv, 0, q, act);
-      w.wk = load_matrix_rows(f, name, c.dim, q + 2 * kv, q, q + kv, act);
-      w.wv = load_matrix_rows(f, name, c.dim, q + 2 * kv, q + kv, q + 2 * kv, act);
-    } else {
-      w.wq = load_matrix(f, layer_name(l, "attn_q.weight"), c.dim, q, act);
-      w.wk = load_matrix(f, layer_name(l, "attn_k.weight"), c.dim, kv, act);
-      w.wv = load_matrix(f, layer_name(l, "attn_v.weight"), c.dim, kv, act);
-    }
-    w.wo = load_matrix(f, layer_name(l, "attn_output.weight"), q, c.dim, act);
+    // Q, K and V of one fused matrix sit at row offsets 0, q_all and q_all + kv_all.
+    const bool fused = c.fused_qkv;
+    const std::string qkv_name = layer_name(l, "attn_qkv.weight");
+    const int64_t qkv_rows = fused ? q_all + 2 * kv_all : 0;
+    const auto qkv_part = [&](const char* name, int64_t rows, SliceRange range, int64_t offset) {
+      const SliceRange r = shift(range, fused ? offset : 0);
+      return fused ? load_matrix_rows(f, qkv_name, c.dim, qkv_rows, r.begin, r.end, act)
+                   : load_matrix_rows(f, layer_name(l, name), c.dim, rows, r.begin, r.end, act);
+    };
+    w.wq = qkv_part("attn_q.weight", q_all, q_rows, 0);
+    w.wk = qkv_part("attn_k.weight", kv_all, kv_rows, q_all);
+    w.wv = qkv_part("attn_v.weight", kv_all, kv_rows, q_all + kv_all);
+    w.wo = load_matrix_columns(f, layer_name(l, "attn_output.weight"), q_all, c.dim, q_rows, act);
     if (c.qkv_bias) {
-      w.bq = load_vector(f.get(layer_name(l, "attn_q.bias")), q);
-      w.bk = load_vector(f.get(layer_name(l, "attn_k.bias")), kv);
-      w.bv = load_vector(f.get(layer_name(l, "attn_v.bias")), kv);
+      w.bq = load_vector_slice(f.get(layer_name(l, "attn_q.bias")), q_all, q_rows);
+      w.bk = load_vector_slice(f.get(layer_name(l, "attn_k.bias")), kv_all, kv_rows);
+      w.bv = load_vector_slice(f.get(layer_name(l, "attn_v.bias")), kv_all, kv_rows);
     }
     if (c.post_norms) {
       w.post_attn_norm = load_vector(f.get(layer_name(l, "post_attention_norm.weight")), c.dim);
@@ -127,15 +178,20 @@ Model::Model(std::shared_ptr<const ModelFile> file, ActQuant act)
         every_token.insert(every_token.end(), {&w.shared_gate, &w.shared_up, &w.shared_down});
       }
     } else {
+      const SliceRange fr = ffn_rows;
       if (c.fused_gate_up) {
         const std::string name = layer_name(l, "ffn_up.weight");
-        w.ffn_gate = load_matrix_rows(f, name, c.dim, 2 * c.ffn_dim, 0, c.ffn_dim, act);
-        w.ffn_up = load_matrix_rows(f, name, c.dim, 2 * c.ffn_dim, c.ffn_dim, 2 * c.ffn_dim, act);
+        const SliceRange up = shift(fr, ffn_all);
+        w.ffn_gate = load_matrix_rows(f, name, c.dim, 2 * ffn_all, fr.begin, fr.end, act);
+        w.ffn_up = load_matrix_rows(f, name, c.dim, 2 * ffn_all, up.begin, up.end, act);
       } else {
-        w.ffn_gate = load_matrix(f, layer_name(l, "ffn_gate.weight"), c.dim, c.ffn_dim, act);
-        w.ffn_up = load_matrix(f, layer_name(l, "ffn_up.weight"), c.dim, c.ffn_dim, act);
+        w.ffn_gate = load_matrix_rows(f, layer_name(l, "ffn_gate.weight"), c.dim, ffn_all, fr.begin,
+                                      fr.end, act);
+        w.ffn_up = load_matrix_rows(f, layer_name(l, "ffn_up.weight"), c.dim, ffn_all, fr.begin,
+                                    fr.end, act);
       }
-      w.ffn_down = load_matrix(f, layer_name(l, "ffn_down.weight"), c.ffn_dim, c.dim, act);
+      w.ffn_down =
+          load_matrix_columns(f, layer_name(l, "ffn_down.weight"), ffn_all, c.dim, fr, act);
       every_token.insert(every_token.end(), {&w.ffn_gate, &w.ffn_up, &w.ffn_down});
     }
     // weight_bytes_ counts every weight (what a large batch reads once per step); a token
@@ -153,9 +209,11 @@ Model::Model(std::shared_ptr<const ModelFile> file, ActQuant act)
           static_cast<uint64_t>(m->cols()) * m->rows() * c.n_experts_used / c.n_experts;
     }
   }
+  if (!has_output_) return;
   output_norm_ = load_vector(f.get("output_norm.weight"), c.dim);
   const bool tied = c.tied_embeddings || f.find("output.weight") == nullptr;
-  output_ = load_matrix(f, tied ? "token_embd.weight" : "output.weight", c.dim, c.vocab_size, act);
+  output_ = load_matrix_rows(f, tied ? "token_embd.weight" : "output.weight", c.dim, c.vocab_size,
+                             vocab_slice_.begin, vocab_slice_.end, act);
   weight_bytes_ +=
       static_cast<uint64_t>(tensor_row_bytes(output_.type(), output_.cols())) * output_.rows();
   matmul_parameters_ += static_cast<uint64_t>(output_.cols()) * output_.rows();
@@ -197,19 +255,31 @@ void Model::ensure_scratch(int n_tokens, int n_logits) {
   }
 }
 
-void Model::embed(const Batch& batch) {
-  for (int i = 0; i < batch.size(); ++i) {
-    const int32_t token = batch.tokens[i];
+// Before a pass is published to other ranks: a bad token fails the leader's pass alone,
+// never a follower's (which would leave the others waiting for it).
+void Model::check_tokens(const Batch& batch) const {
+  for (const int32_t token : batch.tokens) {
     if (token < 0 || token >= config_.vocab_size) {
       fail(ErrorCode::kInvalidArgument, "token id {} is outside the vocabulary (0..{})", token,
            config_.vocab_size - 1);
     }
+  }
+}
+
+void Model::embed(const Batch& batch) {
+  for (int i = 0; i < batch.size(); ++i) {
+    const int32_t token = batch.tokens[i];
     float* x = x_.data() + static_cast<size_t>(i) * config_.dim;
-    token_embedding_.dequantize_row(token, x);
+    if (token < vocab_slice_.begin || token >= vocab_slice_.end) {
+      std::fill(x, x + config_.dim, 0.0f);  // another rank's row: the all-reduce brings it
+      continue;
+    }
+    token_embedding_.dequantize_row(token - vocab_slice_.begin, x);
     if (config_.embedding_scale != 0.0f) {
       for (int d = 0; d < config_.dim; ++d) x[d] *= config_.embedding_scale;
     }
   }
+  reduce_partial(x_.data(), batch.size());
 }
 
 // Rotation angles as llama.cpp computes them (theta = pos * base^(-2i/d), the power taken
@@ -297,11 +367,12 @@ void Model::attention_block(int layer, const Batch& batch, KvStore& kv, ThreadPo
   AttentionScores shape;
   shape.scale = c.scale_query_first ? 1.0f : c.query_scale;  // 0: 1/sqrt(head_dim)
   shape.softcap = c.attn_softcap;
-  shape.window = c.windowed(layer) ? c.sliding_window : 0;
+  shape.window = c.windowed(first_layer_ + layer) ? c.sliding_window : 0;
   attention_.attend_planned(kv, layer, batch, q_.data(), c.n_heads, att_.data(), pool, shape);
   // The output projection lands in xn_ (free now), then joins the residual stream.
   observe(layer, LinearInput::kAttnOut, att_.data(), n, c.q_dim());
   w.wo.multiply(att_.data(), n, xn_.data(), pool);
+  reduce_partial(xn_.data(), n);  // row-parallel: each rank summed over its heads only
 }
 
 void Model::gated_ffn(const WeightMatrix& gate, const WeightMatrix& up, const WeightMatrix& down,
@@ -403,6 +474,7 @@ void Model::ffn_block(int layer, int n, ThreadPool& pool) {
   } else {
     observe(layer, LinearInput::kFfnIn, xn_.data(), n, c.dim);
     gated_ffn(w.ffn_gate, w.ffn_up, w.ffn_down, xn_.data(), n, c.ffn_dim, xn_.data(), pool, layer);
+    reduce_partial(xn_.data(), n);  // row-parallel: each rank summed over its FFN slice only
   }
   for_tokens(pool, n, c.dim, [&](int begin, int end) {
     if (c.post_norms) {
@@ -418,6 +490,10 @@ void Model::ffn_block(int layer, int n, ThreadPool& pool) {
 
 void Model::run_layers(const Batch& batch, KvStore& kv, ThreadPool& pool) {
   embed(batch);
+  run_stage_layers(batch, kv, pool);
+}
+
+void Model::run_stage_layers(const Batch& batch, KvStore& kv, ThreadPool& pool) {
   prepare_rope(batch);
   // Every layer's attention runs the same jobs. Blocks are in place: the caller made the
   // block tables cover every position the batch writes.
@@ -428,13 +504,7 @@ void Model::run_layers(const Batch& batch, KvStore& kv, ThreadPool& pool) {
   }
 }
 
-std::span<const float> Model::forward_hidden(const Batch& batch, KvStore& kv, ThreadPool& pool) {
-  const int n = batch.size();
-  if (n == 0) return {};
-  ensure_scratch(n, 0);
-  last_forward_expert_runs_ = 0;
-  last_forward_weight_bytes_ = weight_bytes_ - all_expert_bytes_;
-  run_layers(batch, kv, pool);
+std::span<const float> Model::final_hidden(int n) {
   const int dim = config_.dim;
   hidden_.resize(static_cast<size_t>(n) * dim);
   for (int i = 0; i < n; ++i) {
@@ -444,14 +514,35 @@ std::span<const float> Model::forward_hidden(const Batch& batch, KvStore& kv, Th
   return {hidden_.data(), hidden_.size()};
 }
 
+std::span<const float> Model::forward_hidden(const Batch& batch, KvStore& kv, ThreadPool& pool) {
+  const int n = batch.size();
+  if (n == 0) return {};
+  check_tokens(batch);
+  if (pp_ != nullptr) return forward_pipelined(batch, kv, pool, true);
+  ensure_scratch(n, 0);
+  if (tp_ != nullptr) tp_->begin_forward(batch, kv, true);
+  last_forward_expert_runs_ = 0;
+  last_forward_weight_bytes_ = weight_bytes_ - all_expert_bytes_;
+  run_layers(batch, kv, pool);
+  return final_hidden(n);
+}
+
 std::span<const float> Model::forward(const Batch& batch, KvStore& kv, ThreadPool& pool) {
   const int n = batch.size();
   if (n == 0) return {};
-  const int n_logits = batch.logits_count();
-  ensure_scratch(n, n_logits);
+  check_tokens(batch);
+  if (pp_ != nullptr) return forward_pipelined(batch, kv, pool, false);
+  ensure_scratch(n, batch.logits_count());
+  if (tp_ != nullptr) tp_->begin_forward(batch, kv, false);
   last_forward_expert_runs_ = 0;
   last_forward_weight_bytes_ = weight_bytes_ - all_expert_bytes_;  // experts add as they run
   run_layers(batch, kv, pool);
+  return head(batch, pool);
+}
+
+std::span<const float> Model::head(const Batch& batch, ThreadPool& pool) {
+  const int n = batch.size();
+  const int n_logits = batch.logits_count();
   if (n_logits == 0) return {};
   // Only the rows that need logits pay for the final norm and the (large) output head.
   const int dim = config_.dim;
@@ -463,12 +554,74 @@ std::span<const float> Model::forward(const Batch& batch, KvStore& kv, ThreadPoo
     ++row;
   }
   observe(-1, LinearInput::kOutput, logits_in_.data(), n_logits, dim);
-  output_.multiply(logits_in_.data(), n_logits, logits_.data(), pool);
+  // Vocabulary-parallel: each rank scores its slice, the leader gathers whole rows.
+  float* scores = logits_.data();
+  if (tp_ != nullptr) {
+    logits_slice_.resize(static_cast<size_t>(n_logits) * vocab_slice_.size());
+    scores = logits_slice_.data();
+  }
+  output_.multiply(logits_in_.data(), n_logits, scores, pool);
   if (config_.final_softcap > 0.0f) {
-    soft_cap(logits_.data(), static_cast<int64_t>(n_logits) * config_.vocab_size,
-             config_.final_softcap);
+    soft_cap(scores, static_cast<int64_t>(n_logits) * vocab_slice_.size(), config_.final_softcap);
+  }
+  if (tp_ != nullptr) {
+    const bool leader = tp_->rank() == 0;
+    tp_->gather_columns(scores, n_logits, config_.vocab_size, leader ? logits_.data() : nullptr);
+    if (!leader) return {};
   }
   return {logits_.data(), static_cast<size_t>(n_logits) * config_.vocab_size};
+}
+
+// Micro-batches are consecutive token ranges: on every stage they run in order, so each
+// token finds its sequence's earlier positions in this stage's KV. Stage 0 keeps embedding
+// and running the next micro-batch while later stages run the earlier ones.
+std::span<const float> Model::forward_pipelined(const Batch& batch, KvStore& kv, ThreadPool& pool,
+                                                bool hidden_only) {
+  const int n = batch.size(), dim = config_.dim;
+  const int parts = std::clamp(pp_->micro_batches(n), 1, n);
+  ensure_scratch(static_cast<int>(slice_range(n, parts, 0).size()), batch.logits_count());
+  pp_->begin_forward(batch, kv, hidden_only);
+  last_forward_expert_runs_ = 0;
+  last_forward_weight_bytes_ = weight_bytes_ - all_expert_bytes_;
+  const int width = hidden_only ? dim : config_.vocab_size;
+  std::vector<int> out_rows(parts);
+  Batch part;
+  for (int m = 0; m < parts; ++m) {
+    const SliceRange r = slice_range(n, parts, m);
+    part.clear();
+    for (int64_t i = r.begin; i < r.end; ++i) {
+      part.add(batch.tokens[i], batch.seq_ids[i], batch.positions[i], batch.needs_logits[i] != 0);
+    }
+    const int pn = part.size();
+    out_rows[m] = hidden_only ? pn : part.logits_count();
+    if (has_input_) {
+      embed(part);
+    } else {
+      pp_->receive_previous(x_.data(), static_cast<size_t>(pn) * dim);
+    }
+    run_stage_layers(part, kv, pool);
+    if (!has_output_) {
+      pp_->send_next(x_.data(), static_cast<size_t>(pn) * dim);
+    } else if (out_rows[m] > 0) {
+      const std::span<const float> out = hidden_only ? final_hidden(pn) : head(part, pool);
+      pp_->send_output(out.data(), out.size());
+    }
+  }
+  if (!has_input_) {
+    pp_->end_forward();
+    return {};
+  }
+  std::vector<float>& out = hidden_only ? hidden_ : logits_;
+  if (hidden_only) hidden_.resize(static_cast<size_t>(n) * dim);  // logits_: ensure_scratch
+  size_t at = 0;
+  for (int m = 0; m < parts; ++m) {
+    const size_t count = static_cast<size_t>(out_rows[m]) * width;
+    if (count == 0) continue;
+    pp_->receive_output(out.data() + at, count);
+    at += count;
+  }
+  pp_->end_forward();
+  return {out.data(), at};
 }
 
 }  // namespace rapide

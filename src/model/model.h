@@ -21,6 +21,8 @@
 #include "model/batch.h"
 #include "model/kv_store.h"
 #include "model/linear_observer.h"
+#include "model/pipeline_parallel.h"
+#include "model/tensor_parallel.h"
 
 namespace rapide {
 
@@ -42,9 +44,20 @@ class Model {
  public:
   // Prepares every weight matrix (kernels may repack them). The ModelFile is kept alive.
   // `act` picks the activation side of quantized products (kernels/matmul.h).
-  explicit Model(std::shared_ptr<const ModelFile> file, ActQuant act = ActQuant::kInt8);
+  // With `tp` (which must outlive the model) only this rank's shard is prepared and every
+  // forward pass runs with the other ranks (model/tensor_parallel.h); config() is then the
+  // shard's (its heads, kv heads and FFN width), and only the leader's forward() returns
+  // logits (a follower gets an empty span). With `pp` only this stage's layers are prepared
+  // (model/pipeline_parallel.h) and config().n_layers counts them; only stage 0's forward()
+  // returns logits. tp and pp together are refused.
+  explicit Model(std::shared_ptr<const ModelFile> file, ActQuant act = ActQuant::kInt8,
+                 TensorParallel* tp = nullptr, PipelineParallel* pp = nullptr);
 
   const ModelConfig& config() const { return config_; }
+  TensorParallel* tensor_parallel() const { return tp_; }
+  PipelineParallel* pipeline_parallel() const { return pp_; }
+  // Pipeline parallelism: the model-wide index of this stage's first layer (0 otherwise).
+  int first_layer() const { return first_layer_; }
   const ModelFile& file() const { return *file_; }
 
   // Runs every token of the batch through the network, storing their K/V, and returns the
@@ -76,8 +89,16 @@ class Model {
 
  private:
   void ensure_scratch(int n_tokens, int n_logits);
+  void check_tokens(const Batch& batch) const;  // kInvalidArgument outside the vocabulary
   void run_layers(const Batch& batch, KvStore& kv, ThreadPool& pool);  // embedding to last layer
+  void run_stage_layers(const Batch& batch, KvStore& kv, ThreadPool& pool);  // x_ through layers_
   void embed(const Batch& batch);
+  // x_ of the batch's rows to the logits of the rows flagged needs_logits (empty on a
+  // tensor-parallel follower), or to every row's final-norm hidden state.
+  std::span<const float> head(const Batch& batch, ThreadPool& pool);
+  std::span<const float> final_hidden(int n);
+  std::span<const float> forward_pipelined(const Batch& batch, KvStore& kv, ThreadPool& pool,
+                                           bool hidden_only);
   void attention_block(int layer, const Batch& batch, KvStore& kv, ThreadPool& pool);
   void ffn_block(int layer, int n, ThreadPool& pool);
   // xn_ [n][dim] -> xn_: the gated FFN of width `width`, dense or one expert's.
@@ -88,6 +109,10 @@ class Model {
     if (observer_ != nullptr) observer_->observe(layer, input, x, n, cols);
   }
   void moe_ffn(int layer, int n, ThreadPool& pool);
+  // Tensor parallelism: the sum of every rank's partial rows x dim floats, in place.
+  void reduce_partial(float* rows, int n) {
+    if (tp_ != nullptr) tp_->all_reduce_sum(rows, static_cast<size_t>(n) * config_.dim);
+  }
   void prepare_rope(const Batch& batch);  // this batch's rotation angles
   void apply_rope(int begin, int end);    // rotates q/k of tokens [begin, end)
 
@@ -104,12 +129,18 @@ class Model {
   int last_forward_expert_runs_ = 0;
   Attention attention_;
   LinearObserver* observer_ = nullptr;
+  TensorParallel* tp_ = nullptr;
+  PipelineParallel* pp_ = nullptr;
+  int first_layer_ = 0;     // pipeline stage: model-wide index of layers_[0]
+  bool has_input_ = true;   // holds the token embedding (pipeline stage 0)
+  bool has_output_ = true;  // holds the final norm and the output head (last stage)
+  SliceRange vocab_slice_;  // token_embd / output rows this rank holds (all without tp_)
 
   // Activations for the current batch, grown on demand (no allocation in steady state).
   int scratch_tokens_ = 0;
   int scratch_logits_ = 0;
   std::vector<float> x_, xn_, q_, k_, v_, att_, gate_, up_, rope_cos_, rope_sin_;
-  std::vector<float> logits_in_, logits_;
+  std::vector<float> logits_in_, logits_, logits_slice_;
   std::vector<float> hidden_;  // forward_hidden()'s rows
   // MoE scratch: router probabilities, each token's chosen experts and weights, the rows
   // gathered for one expert, and each (token, slot)'s weighted expert output.

@@ -14,8 +14,9 @@ import time
 
 
 class RapideServer:
-    def __init__(self, binary, args, startup_timeout=60.0):
+    def __init__(self, binary, args, startup_timeout=60.0, launcher=()):
         self.binary = binary
+        self.launcher = list(launcher)  # e.g. mpirun -np 2 ... (the job dies with the session)
         self.args = args
         self.startup_timeout = startup_timeout
         self.proc = None
@@ -27,7 +28,7 @@ class RapideServer:
         self.log_path = log.name
         # --port 0: the kernel picks a free port and the server logs it.
         self.proc = subprocess.Popen(
-            [self.binary, "serve", "--host", "127.0.0.1", "--port", "0"] + self.args,
+            self.launcher + [self.binary, "serve", "--host", "127.0.0.1", "--port", "0"] + self.args,
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.time() + self.startup_timeout
         while time.time() < deadline:

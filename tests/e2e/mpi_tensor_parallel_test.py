@@ -1,0 +1,144 @@
+"""Tensor and pipeline parallelism over Open MPI, end to end (issue 21):
+`mpirun -np 2 rapide ... --tp 2` and `--pp 2`.
+
+* `rapide run --tp 2` and `--pp 2` give the same greedy text as one process on the shared
+  models (f32, f16 and Q8_0 weights), and on stories260K the text llama2.c's run.c produced
+  (the shared reference). The logits tolerance is checked in-process by
+  dist_tensor_parallel_test.
+* `rapide serve --tp 2` answers a chat completion with the one-process server's greedy text.
+* An unsplittable request is refused with exit status 2 and a message: 3 ranks for 8 heads,
+  and --tp differing from the job's rank count.
+* A model over --memory-limit is refused in one process and serves split over 2 stages.
+* A follower rank that dies takes the job down with mpirun's error naming the rank, within
+  a timeout: no hang.
+
+Needs mpirun (openmpi-bin): without it the test fails under CI and skips elsewhere
+(tests/require_shared.py's rule). Runs as root with --allow-run-as-root --oversubscribe.
+usage: mpi_tensor_parallel_test.py RAPIDE_BINARY SHARED_DIR
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import require_shared  # noqa: E402
+from serve_fixture import RapideServer  # noqa: E402
+
+TEST = "e2e_mpi_tensor_parallel"
+binary = sys.argv[1]
+shared = require_shared.shared_dir(sys.argv[2])
+MODELS = [
+    "models/stories260K/stories260K.gguf",
+    "models/tinystories-656k/TinyStories-656K-F16.gguf",
+    "models/tinystories-656k/TinyStories-656K-Q8_0.gguf",
+]
+require_shared.require_shared(shared, *MODELS, "reference/greedy/stories260K__Once_upon_a_time.txt",
+                              test=TEST)
+if shutil.which("mpirun") is None:
+    require_shared.missing_prerequisite("mpirun not installed (apt-get install openmpi-bin)", TEST)
+
+MPIRUN = ["mpirun", "-np", "2", "--allow-run-as-root", "--oversubscribe"]
+# Open MPI refuses to run as root without these (mpirun's flag covers mpirun only).
+os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+PROMPT = "Once upon a time"
+
+
+def run(cmd, timeout=120):
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+def generate(model, launcher=(), extra=()):
+    out = run(list(launcher) + [binary, "run", "-m", os.path.join(shared, model), "-p", PROMPT,
+                                "-n", "48", "--temp", "0", "--no-print-prompt", "-t", "1"]
+              + list(extra))
+    assert out.returncode == 0, f"{launcher} run failed ({out.returncode}):\n{out.stderr}"
+    return out.stdout
+
+
+for model in MODELS:
+    alone = generate(model)
+    assert len(alone) > 40, alone
+    for flag in ("--tp", "--pp"):
+        split = generate(model, MPIRUN, [flag, "2"])
+        assert split == alone, f"{model}: {flag} 2 differs from one process:\n{split!r}\n{alone!r}"
+        print(f"{model}: {flag} 2 == one process: {split[:60]!r}...")
+    if "stories260K" in model:
+        with open(os.path.join(shared, "reference/greedy/stories260K__Once_upon_a_time.txt")) as f:
+            reference = f.read()
+        assert (PROMPT + split) in reference.replace("<s> ", ""), "not llama2.c's greedy text"
+
+# Refusals: a clear message and exit status 2, from every rank.
+out = run(["mpirun", "-np", "3", "--allow-run-as-root", "--oversubscribe", binary, "run", "-m",
+           os.path.join(shared, MODELS[0]), "-p", PROMPT, "-n", "4", "--tp", "3", "-t", "1"])
+assert out.returncode == 2, (out.returncode, out.stderr)
+assert "8 heads / 4 kv heads are not divisible by 3" in out.stderr, out.stderr
+out = run(MPIRUN + [binary, "run", "-m", os.path.join(shared, MODELS[0]), "-p", PROMPT, "-n", "4",
+                    "--tp", "4", "-t", "1"])
+assert out.returncode == 2, (out.returncode, out.stderr)
+assert "--tp 4 needs exactly 4 MPI ranks, this job has 2" in out.stderr, out.stderr
+print("unsplittable shapes and a wrong rank count: refused with exit status 2")
+
+# --memory-limit between a stage's weights and the whole model's (stories260K: about 1.0 MiB,
+# 0.5 MiB per stage of 2): one process is refused, two pipeline stages serve the same text.
+limit = ["--memory-limit", "768KiB"]
+out = run([binary, "run", "-m", os.path.join(shared, MODELS[0]), "-p", PROMPT, "-n", "4", "-t", "1"]
+          + limit)
+assert out.returncode == 2, (out.returncode, out.stderr)
+assert "rank 0's weights (layers 0..4) take" in out.stderr and "over --memory-limit" in out.stderr, \
+    out.stderr
+assert generate(MODELS[0], MPIRUN, ["--pp", "2"] + limit) == generate(MODELS[0])
+print("--memory-limit 768KiB: one process refused, --pp 2 serves the same greedy text")
+
+# serve: the OpenAI API unchanged, the same greedy text as one process.
+body = {"model": "TinyStories-656K-F16", "messages": [{"role": "user", "content": PROMPT}], "max_tokens": 32,
+        "temperature": 0}
+model_args = ["-m", os.path.join(shared, MODELS[1]), "-t", "1"]
+# Embeddings run the pass without the head (forward_hidden): the same vector, to rounding.
+embed = {"model": body["model"], "input": "Lily and Tom went to the park"}
+
+
+def ask(server):
+    status, _, chat = server.curl("/v1/chat/completions", body)
+    assert status == 200, chat
+    status, _, vector = server.curl("/v1/embeddings", embed)
+    assert status == 200, vector
+    return (json.loads(chat)["choices"][0]["message"]["content"],
+            json.loads(vector)["data"][0]["embedding"])
+
+
+with RapideServer(binary, model_args) as server:
+    alone, alone_vector = ask(server)
+for flag in ("--pp", "--tp"):
+    with RapideServer(binary, model_args + [flag, "2"], launcher=MPIRUN) as server:
+        text, vector = ask(server)
+        assert text == alone, (flag, text, alone)
+        assert len(vector) == len(alone_vector)
+        assert max(abs(a - b) for a, b in zip(vector, alone_vector)) < 1e-4, flag
+        print(f"serve {flag} 2 == one process (chat and embeddings):", alone[:60])
+with RapideServer(binary, model_args + ["--tp", "2"], launcher=MPIRUN) as server:
+    ask(server)
+
+    # A follower that dies ends the job with an error naming it, instead of a hang.
+    ranks = run(["pgrep", "-f", "-P", str(server.proc.pid), "rapide"]).stdout.split()
+    follower = None
+    for pid in ranks:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            if b"OMPI_COMM_WORLD_RANK=1\0" in f.read():
+                follower = int(pid)
+    assert follower is not None, f"no rank 1 among {ranks}"
+    os.kill(follower, signal.SIGKILL)
+    deadline = time.time() + 60
+    while server.proc.poll() is None and time.time() < deadline:
+        time.sleep(0.2)
+    assert server.proc.poll() is not None, "the job still runs 60 s after rank 1 died"
+    assert server.proc.returncode != 0
+    log = server.log()
+    assert "rank 1" in log and ("signal 9" in log or "Killed" in log), log[-2000:]
+    print("a dead follower ended the job:", server.proc.returncode)
+print("ok")
