@@ -149,12 +149,15 @@ struct Avx2 {
     return _mm256_cvtepi32_ps(_mm256_sub_epi32(acc, _mm256_set1_epi32(offset)));
   }
   static V abs(V v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
-  static int32_t store_weights(int8_t* dst, V x) {
-    const __m256i codes = _mm256_cvtps_epi32(x);
+  static VI add_i(VI a, VI b) { return _mm256_add_epi32(a, b); }
+  static VI round_to_int(V x) { return _mm256_cvtps_epi32(x); }
+  static void store_weights(int8_t* dst, VI codes) {
     const __m128i words =
         _mm_packs_epi32(_mm256_castsi256_si128(codes), _mm256_extracti128_si256(codes, 1));
     _mm_storel_epi64(reinterpret_cast<__m128i*>(dst), _mm_packs_epi16(words, words));
-    __m128i sum = _mm_add_epi32(_mm256_castsi256_si128(codes), _mm256_extracti128_si256(codes, 1));
+  }
+  static int32_t reduce_add_i(VI v) {
+    __m128i sum = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
     sum = _mm_hadd_epi32(sum, sum);
     sum = _mm_hadd_epi32(sum, sum);
     return _mm_cvtsi128_si32(sum);

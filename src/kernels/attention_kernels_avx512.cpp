@@ -117,11 +117,12 @@ struct Avx512 {
     return _mm512_cvtepi32_ps(_mm512_sub_epi32(acc, _mm512_set1_epi32(offset)));
   }
   static V abs(V v) { return _mm512_abs_ps(v); }
-  static int32_t store_weights(int8_t* dst, V x) {
-    const __m512i codes = _mm512_cvtps_epi32(x);
+  static VI add_i(VI a, VI b) { return _mm512_add_epi32(a, b); }
+  static VI round_to_int(V x) { return _mm512_cvtps_epi32(x); }
+  static void store_weights(int8_t* dst, VI codes) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), _mm512_cvtepi32_epi8(codes));
-    return _mm512_reduce_add_epi32(codes);
   }
+  static int32_t reduce_add_i(VI v) { return _mm512_reduce_add_epi32(v); }
 };
 
 }  // namespace

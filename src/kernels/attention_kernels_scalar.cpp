@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "base/fp16.h"
 #include "kernels/attention.h"
@@ -57,9 +58,10 @@ float key_dot(const KvLayout& layout, const uint8_t* k, int slot, const float* q
   return acc;
 }
 
-// out += the probabilities p[0, count) times the values at slots [slot, slot + count) of part
-// `v` (attention_value_weights.h), one group at a time.
-void weigh_value_chunk(const KvLayout& layout, const uint8_t* v, int slot, int count,
+// out += the probabilities p[0, count) times the values at positions [start, start + count)
+// (one chunk, attention_value_weights.h), whose V parts `part(pos)` returns (with the slot).
+template <typename Part>
+void weigh_value_chunk(const KvLayout& layout, int start, int count, const Part& part,
                        const float* p, float* out) {
   const int group = layout.group_size();
   const bool q4 = layout.type == KvType::kQ4_0;
@@ -67,7 +69,8 @@ void weigh_value_chunk(const KvLayout& layout, const uint8_t* v, int slot, int c
     float w[kValueChunk];
     float max_weight = 0.0f;
     for (int t = 0; t < count; ++t) {
-      w[t] = p[t] * load_scale(v, layout.value_scale_byte(slot + t, g));
+      const auto [v, slot] = part(start + t);
+      w[t] = p[t] * load_scale(v, layout.value_scale_byte(slot, g));
       max_weight = std::max(max_weight, std::fabs(w[t]));
     }
     const ValueWeightScale scale = value_weight_scale(max_weight);
@@ -78,8 +81,9 @@ void weigh_value_chunk(const KvLayout& layout, const uint8_t* v, int slot, int c
     for (int i = g * group; i < (g + 1) * group; ++i) {
       int32_t dot = 0;
       for (int t = 0; t < count; ++t) {
-        const int code = kv_code(v, layout.value_code_byte(slot + t, i), layout.value_code_high(i),
-                                 layout.type);
+        const auto [v, slot] = part(start + t);
+        const int code =
+            kv_code(v, layout.value_code_byte(slot, i), layout.value_code_high(i), layout.type);
         dot += wq[t] * (q4 ? code : code - layout.code_offset());
       }
       out[i] = std::fma(scale.step, static_cast<float>(dot - offset_sum), out[i]);
@@ -124,14 +128,15 @@ void attend_job_scalar(const AttentionJob& job) {
     std::fill(out, out + d, 0.0f);
     if (layout.quantized()) {
       for (int pos = first; pos < n; ++pos) scores[pos] *= inv_total;
-      // Chunks of each block from the first one the query sees (earlier ones weigh 0).
-      for (int start = first / block_size * block_size; start < n; start += block_size) {
-        const uint8_t* v = job.kv->block_data(job.query_blocks[j][start / block_size]) + v_offset;
-        const int in_block = std::min(block_size, n - start);
-        for (int slot = 0; slot < in_block; slot += kValueChunk) {
-          weigh_value_chunk(layout, v, slot, std::min(kValueChunk, in_block - slot),
-                            scores + start + slot, out);
-        }
+      // Chunks from the first one the query sees (earlier ones weigh 0).
+      auto part = [&](int pos) {
+        const uint8_t* block = job.kv->block_data(job.query_blocks[j][pos / block_size]);
+        return std::pair{block + v_offset, pos % block_size};
+      };
+      for (int start = value_chunk_start(first, block_size); start < n;) {
+        const int end = std::min(n, value_chunk_end(start, block_size));
+        weigh_value_chunk(layout, start, end - start, part, scores + start, out);
+        start = end;
       }
       continue;
     }

@@ -26,17 +26,18 @@
 // value_vectors(NQ): output vectors per query accumulated in registers in pass 3, and for
 // quantized caches dot_group<kQ4, NQ>(codes, word_row_bytes, q, group, count, out) (the
 // exact integer dot products, as floats, of NQ query groups with `count` keys' codes), an
-// integer vector type VI with zero_i(), load_value_quad<kQ4>(quad, dim) (kLanes dimensions
-// from dim of a quad's value codes, 4 positions per lane: q8_0 signed, q4_0 unsigned),
-// dot_quad<kQ4>(acc, codes, weights) (acc + the 4 weights' products with each lane's codes),
-// to_float(acc, offset) = float(acc - offset) and store_weights(dst, x) (x rounded to nearest
-// even, stored as kLanes int8, their sum returned).
+// integer vector type VI with zero_i(), add_i, load_value_quad<kQ4>(quad, dim) (kLanes
+// dimensions from dim of a quad's value codes, 4 positions per lane: q8_0 signed, q4_0
+// unsigned), dot_quad<kQ4>(acc, codes, weights) (acc + the 4 weights' products with each
+// lane's codes), to_float(acc, offset) = float(acc - offset), round_to_int(x) (to nearest
+// even), store_weights(dst, codes) (kLanes codes as int8) and reduce_add_i.
 #pragma once
 
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <utility>
 
 #include "base/fp16.h"
@@ -92,64 +93,120 @@ inline void load_value_row(const KvLayout& layout, const uint8_t* part, int slot
 }
 
 // The weight codes of one query's chunk of `count` positions in one group
-// (attention_value_weights.h): w = p * d, quantized by the chunk's largest |w|. Fills
-// `codes` to count rounded up to whole vectors (zeros past count) and returns the step;
-// `offset_sum` gets code_offset * sum(codes) for q4_0, 0 for q8_0.
+// (attention_value_weights.h): w = p * d (d: the chunk's value scales of the group, as
+// vectors), quantized by the chunk's largest |w|. Fills `codes` to count rounded up to whole
+// vectors (zeros past count) and returns the step; `offset_sum` gets code_offset * sum(codes)
+// for q4_0, 0 for q8_0.
 template <typename S, bool kQ4>
 inline float quantize_value_weights(const QuantGeometry& geo, const float* p,
-                                    const uint16_t* scales, int count, int8_t* codes,
+                                    const typename S::V* scales, int count, int8_t* codes,
                                     int32_t& offset_sum) {
   using V = typename S::V;
   constexpr int L = S::kLanes;
   V w[kValueChunk / L];
   V max_weight = S::zero();
-  for (int v = 0; v * L < count; ++v) {
-    const int n = std::min(L, count - v * L);
-    w[v] = S::mul(S::load_f32(p + v * L, n), S::load_f16(scales + v * L, n));
+  for (int v = 0; v < kValueChunk / L && v * L < count; ++v) {
+    w[v] = S::mul(S::load_f32(p + v * L, std::min(L, count - v * L)), scales[v]);
     max_weight = S::max(max_weight, S::abs(w[v]));
   }
   const ValueWeightScale scale = value_weight_scale(S::reduce_max(max_weight));
+  const V inverse = S::set1(scale.inverse);
   int32_t sum = 0;
-  for (int v = 0; v * L < count; ++v) {
-    sum += S::store_weights(codes + v * L, S::mul(w[v], S::set1(scale.inverse)));
+  for (int v = 0; v < kValueChunk / L && v * L < count; ++v) {
+    const typename S::VI rounded = S::round_to_int(S::mul(w[v], inverse));
+    S::store_weights(codes + v * L, rounded);
+    if constexpr (kQ4) sum += S::reduce_add_i(rounded);
   }
-  offset_sum = kQ4 ? geo.offset * sum : 0;
+  offset_sum = geo.offset * sum;
   return scale.step;
 }
 
-// out[j] += query j's probabilities p[j][0, count) times the values at slots [slot, slot +
-// count) of part `values` (slot a multiple of 4), for NQ queries sharing those positions.
-template <typename S, int NQ, bool kQ4>
-inline void weigh_value_chunk(const KvLayout& layout, const QuantGeometry& geo,
-                              const uint8_t* values, int slot, int count, const float* const* p,
-                              float* const* out) {
+// Where a chunk's value codes and scales are: its positions run through up to kValueChunk / 4
+// blocks (segments), each from a quad boundary; quad q's codes start at quad[q].
+struct ValueChunk {
+  int count = 0;
+  int quads = 0;
+  int segments = 0;
+  const uint8_t* quad[kValueChunk / 4];
+  const uint8_t* part[kValueChunk / 4];  // a segment's V part, its first slot and length
+  int slot[kValueChunk / 4];
+  int length[kValueChunk / 4];
+
+  ValueChunk(KvStore& kv, const QuantGeometry& geo, const int32_t* table, size_t v_offset,
+             int start, int n) : count(n) {
+    const int block_size = kv.layout().block_size;
+    for (int pos = start; pos < start + n; ++segments) {
+      const int first = pos % block_size;
+      const int len = std::min(start + n - pos, block_size - first);
+      part[segments] = kv.block_data(table[pos / block_size]) + v_offset;
+      slot[segments] = first;
+      length[segments] = len;
+      for (int q = 0; q * 4 < len; ++q) {
+        quad[quads++] = part[segments] + static_cast<size_t>(first / 4 + q) * geo.value_quad;
+      }
+      pos += len;
+    }
+  }
+};
+
+// out[j] += the integer sums of one group's dimensions over a chunk's quads (kQuads of them,
+// or chunk.quads when kQuads is 0), each query's weights in weights[j].
+template <typename S, int NQ, bool kQ4, int kQuads>
+inline void weigh_quads(const QuantGeometry& geo, const ValueChunk& chunk, int g,
+                        const int8_t (*weights)[kValueChunk], const float* step,
+                        const int32_t* offset_sum, float* const* out) {
   using VI = typename S::VI;
   constexpr int L = S::kLanes;
-  const int quads = (count + 3) / 4;
-  const uint8_t* codes = values + static_cast<size_t>(slot / 4) * geo.value_quad;
-  const auto* scales = reinterpret_cast<const uint16_t*>(values + geo.scales) + slot;
+  const int quads = kQuads > 0 ? kQuads : chunk.quads;
+  for (int dim = g * geo.group; dim < (g + 1) * geo.group; dim += L) {
+    VI codes[kValueChunk / 4];
+    for (int q = 0; q < quads; ++q) codes[q] = S::template load_value_quad<kQ4>(chunk.quad[q], dim);
+    for (int j = 0; j < NQ; ++j) {
+      // Two chains per query hide vpdpbusd's latency; integer sums are exact in any order.
+      VI even = S::zero_i(), odd = S::zero_i();
+      for (int q = 0; q + 1 < quads; q += 2) {
+        even = S::template dot_quad<kQ4>(even, codes[q], weights[j] + 4 * q);
+        odd = S::template dot_quad<kQ4>(odd, codes[q + 1], weights[j] + 4 * q + 4);
+      }
+      if (quads % 2 != 0) {
+        even = S::template dot_quad<kQ4>(even, codes[quads - 1], weights[j] + 4 * (quads - 1));
+      }
+      S::store(out[j] + dim, S::fmadd(S::set1(step[j]),
+                                      S::to_float(S::add_i(even, odd), offset_sum[j]),
+                                      S::load(out[j] + dim)));
+    }
+  }
+}
+
+// out[j] += query j's probabilities p[j][0, chunk.count) times the chunk's values, for NQ
+// queries sharing those positions.
+template <typename S, int NQ, bool kQ4>
+inline void weigh_value_chunk(const KvLayout& layout, const QuantGeometry& geo,
+                              const ValueChunk& chunk, const float* const* p, float* const* out) {
+  using V = typename S::V;
+  constexpr int L = S::kLanes;
   alignas(64) int8_t weights[NQ][kValueChunk];
+  alignas(64) uint16_t half_scales[kValueChunk];
   float step[NQ];
   int32_t offset_sum[NQ];
   for (int g = 0; g < geo.n_groups; ++g) {
-    for (int j = 0; j < NQ; ++j) {
-      step[j] = quantize_value_weights<S, kQ4>(
-          geo, p[j], scales + static_cast<size_t>(g) * layout.block_size, count, weights[j],
-          offset_sum[j]);
+    // The chunk's scales of group g, contiguous (a chunk may span blocks).
+    for (int s = 0, at = 0; s < chunk.segments; at += chunk.length[s++]) {
+      const size_t byte = layout.value_scale_byte(chunk.slot[s], g);
+      std::memcpy(half_scales + at, chunk.part[s] + byte, chunk.length[s] * sizeof(uint16_t));
     }
-    for (int dim = g * geo.group; dim < (g + 1) * geo.group; dim += L) {
-      VI quad_codes[kValueChunk / 4];
-      for (int q = 0; q < quads; ++q) {
-        quad_codes[q] = S::template load_value_quad<kQ4>(codes + q * geo.value_quad, dim);
-      }
-      for (int j = 0; j < NQ; ++j) {
-        VI acc = S::zero_i();
-        for (int q = 0; q < quads; ++q) {
-          acc = S::template dot_quad<kQ4>(acc, quad_codes[q], weights[j] + 4 * q);
-        }
-        S::store(out[j] + dim, S::fmadd(S::set1(step[j]), S::to_float(acc, offset_sum[j]),
-                                        S::load(out[j] + dim)));
-      }
+    V scales[kValueChunk / L];
+    for (int v = 0; v < kValueChunk / L && v * L < chunk.count; ++v) {
+      scales[v] = S::load_f16(half_scales + v * L, std::min(L, chunk.count - v * L));
+    }
+    for (int j = 0; j < NQ; ++j) {
+      step[j] = quantize_value_weights<S, kQ4>(geo, p[j], scales, chunk.count, weights[j],
+                                               offset_sum[j]);
+    }
+    if (chunk.quads == kValueChunk / 4) {
+      weigh_quads<S, NQ, kQ4, kValueChunk / 4>(geo, chunk, g, weights, step, offset_sum, out);
+    } else {
+      weigh_quads<S, NQ, kQ4, 0>(geo, chunk, g, weights, step, offset_sum, out);
     }
   }
 }
@@ -244,7 +301,10 @@ void weigh_float_values(const AttentionJob& job, int skip, float* const* scores)
 
 // Pass 3 for q8_0 / q4_0 caches: integer P·V chunk by chunk (weigh_value_chunk), the shared
 // positions' chunks once for all queries, then each query's own ones; every query's chunks
-// are those of its positions' blocks whatever the job (batch invariance).
+// are those of its positions whatever the job (batch invariance). A chunk that straddles
+// the end of the shared positions goes to the queries' own pass (their block tables hold the
+// shared blocks too); with a single sequence the shared positions are all of them, and a
+// query's positions past its own end weigh 0.
 template <typename S, int NQ, bool kQ4>
 void weigh_quantized_values(const AttentionJob& job, const QuantGeometry& geo, int skip,
                             float* const* scores) {
@@ -253,27 +313,25 @@ void weigh_quantized_values(const AttentionJob& job, const QuantGeometry& geo, i
   const int shared = job.shared_positions;
   const size_t v_offset = layout.offset(job.layer, true, job.kv_head);
   for (int j = 0; j < NQ; ++j) std::fill(job.out[j], job.out[j] + layout.head_dim, 0.0f);
-  const float* p[NQ];
-  for (int start = skip; start < shared; start += block_size) {
-    const uint8_t* values = job.kv->block_data(job.blocks[start / block_size]) + v_offset;
-    const int in_block = std::min(block_size, shared - start);
-    for (int slot = 0; slot < in_block; slot += kValueChunk) {
-      for (int j = 0; j < NQ; ++j) p[j] = scores[j] + start + slot;
-      weigh_value_chunk<S, NQ, kQ4>(layout, geo, values, slot,
-                                    std::min(kValueChunk, in_block - slot), p, job.out);
-    }
+  int start = value_chunk_start(skip, block_size);
+  while (start < shared) {
+    const int end = value_chunk_end(start, block_size);
+    if (end > shared && shared < job.max_positions) break;
+    const ValueChunk chunk(*job.kv, geo, job.blocks, v_offset, start, std::min(end, shared) - start);
+    const float* p[NQ];
+    for (int j = 0; j < NQ; ++j) p[j] = scores[j] + start;
+    weigh_value_chunk<S, NQ, kQ4>(layout, geo, chunk, p, job.out);
+    start = end;
   }
   for (int j = 0; j < NQ; ++j) {
     const int n = job.n_positions[j];
-    for (int start = std::max(shared, skip); start < n; start += block_size) {
-      const uint8_t* values =
-          job.kv->block_data(job.query_blocks[j][start / block_size]) + v_offset;
-      const int in_block = std::min(block_size, n - start);
-      for (int slot = 0; slot < in_block; slot += kValueChunk) {
-        const float* own = scores[j] + start + slot;
-        weigh_value_chunk<S, 1, kQ4>(layout, geo, values, slot,
-                                     std::min(kValueChunk, in_block - slot), &own, &job.out[j]);
-      }
+    for (int own = start; own < n;) {
+      const int end = value_chunk_end(own, block_size);
+      const ValueChunk chunk(*job.kv, geo, job.query_blocks[j], v_offset, own,
+                             std::min(end, n) - own);
+      const float* p = scores[j] + own;
+      weigh_value_chunk<S, 1, kQ4>(layout, geo, chunk, &p, &job.out[j]);
+      own = end;
     }
   }
 }
