@@ -52,8 +52,9 @@ struct AttentionJob {
 // The kernels (attention_kernels_*.cpp). The f16 cache follows llama.cpp's arithmetic: q is
 // rounded to f16 before the dot products with f16 keys, and the softmax probabilities are
 // rounded to f16 before they weight the f16 values. With a q8_0 / q4_0 cache, q is quantized
-// per group (kv_rows.h) for integer dot products with the key codes, and values are
-// dequantized before the f32 probabilities weight them.
+// per group (kv_rows.h) for integer dot products with the key codes, and the probabilities
+// times the values' scales are quantized per chunk of positions (attention_value_weights.h)
+// for integer dot products with the value codes.
 void attend_job_scalar(const AttentionJob& job);
 void attend_job_avx2(const AttentionJob& job);    // head_dim % 8 == 0
 void attend_job_avx512(const AttentionJob& job);  // head_dim % 16 == 0

@@ -119,17 +119,48 @@ struct Avx2 {
       out[j] = _mm256_cvtepi32_ps(sums);
     }
   }
+  // Integer P·V: one 32-bit lane per dimension holds the 4 positions of a quad.
+  using VI = __m256i;
+  static VI zero_i() { return _mm256_setzero_si256(); }
   template <bool kQ4>
-  static V load_codes(const uint8_t* row, int dim) {
+  static VI load_value_quad(const uint8_t* quad, int dim) {
     if constexpr (kQ4) {
-      // Half of a 16-dim chunk: low nibbles are dims 0..7, high nibbles 8..15.
-      __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + dim / 16 * 8));
-      if (dim % 16 != 0) bytes = _mm_srli_epi16(bytes, 4);
-      return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_and_si128(bytes, _mm_set1_epi8(0x0F))));
+      // Half of a 16-dim chunk (32 bytes): low nibbles are dims 0..7, high nibbles 8..15.
+      __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(quad + dim / 16 * 32));
+      if (dim % 16 != 0) bytes = _mm256_srli_epi16(bytes, 4);
+      return _mm256_and_si256(bytes, _mm256_set1_epi8(0x0F));
     } else {
-      return _mm256_cvtepi32_ps(
-          _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + dim))));
+      // code - 128 as a signed byte is code ^ 0x80.
+      return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(quad + dim * 4)),
+                              _mm256_set1_epi8(-128));
     }
+  }
+  // vpdpbusd without VNNI: vpmaddubsw's 16-bit pair sums cannot saturate (weights |w| <= 127,
+  // codes |c| <= 127 for q8_0, <= 15 for q4_0), then vpmaddwd adds the pairs.
+  template <bool kQ4>
+  static VI dot_quad(VI acc, VI codes, const int8_t* weights) {
+    int32_t word;
+    std::memcpy(&word, weights, sizeof(word));
+    const __m256i w = _mm256_set1_epi32(word);
+    const __m256i pairs = kQ4 ? _mm256_maddubs_epi16(codes, w) : _mm256_maddubs_epi16(w, codes);
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
+  }
+  static V to_float(VI acc, int32_t offset) {
+    return _mm256_cvtepi32_ps(_mm256_sub_epi32(acc, _mm256_set1_epi32(offset)));
+  }
+  static V abs(V v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
+  static VI add_i(VI a, VI b) { return _mm256_add_epi32(a, b); }
+  static VI round_to_int(V x) { return _mm256_cvtps_epi32(x); }
+  static void store_weights(int8_t* dst, VI codes) {
+    const __m128i words =
+        _mm_packs_epi32(_mm256_castsi256_si128(codes), _mm256_extracti128_si256(codes, 1));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(dst), _mm_packs_epi16(words, words));
+  }
+  static int32_t reduce_add_i(VI v) {
+    __m128i sum = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    sum = _mm_hadd_epi32(sum, sum);
+    sum = _mm_hadd_epi32(sum, sum);
+    return _mm_cvtsi128_si32(sum);
   }
 };
 

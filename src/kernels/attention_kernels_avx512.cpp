@@ -88,20 +88,41 @@ struct Avx512 {
     }
     for (int j = 0; j < NQ; ++j) out[j] = _mm512_cvtepi32_ps(acc[j]);
   }
+  // Integer P·V: one 32-bit lane per dimension holds the 4 positions of a quad.
+  using VI = __m512i;
+  static VI zero_i() { return _mm512_setzero_si512(); }
   template <bool kQ4>
-  static V load_codes(const uint8_t* row, int dim) {
+  static VI load_value_quad(const uint8_t* quad, int dim) {
     if constexpr (kQ4) {
-      // One 16-dim chunk: 8 bytes, low nibbles dims 0..7, high nibbles 8..15.
-      const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(row + dim / 2));
-      const __m128i low4 = _mm_set1_epi8(0x0F);
-      const __m128i lo = _mm_and_si128(bytes, low4);
-      const __m128i hi = _mm_and_si128(_mm_srli_epi16(bytes, 4), low4);
-      return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_unpacklo_epi64(lo, hi)));
+      // One 16-dim chunk (32 bytes): low nibbles dims 0..7, high nibbles dims 8..15.
+      const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(quad + dim * 2));
+      const __m256i low4 = _mm256_set1_epi8(0x0F);
+      const __m256i lo = _mm256_and_si256(bytes, low4);
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), low4);
+      return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
     } else {
-      return _mm512_cvtepi32_ps(
-          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + dim))));
+      // code - 128 as a signed byte is code ^ 0x80.
+      return _mm512_xor_si512(_mm512_loadu_si512(quad + dim * 4), _mm512_set1_epi8(-128));
     }
   }
+  template <bool kQ4>
+  static VI dot_quad(VI acc, VI codes, const int8_t* weights) {
+    int32_t word;
+    std::memcpy(&word, weights, sizeof(word));
+    const __m512i w = _mm512_set1_epi32(word);
+    // vpdpbusd's first operand is unsigned: q4_0's nibbles, q8_0's non-negative weights.
+    return kQ4 ? _mm512_dpbusd_epi32(acc, codes, w) : _mm512_dpbusd_epi32(acc, w, codes);
+  }
+  static V to_float(VI acc, int32_t offset) {
+    return _mm512_cvtepi32_ps(_mm512_sub_epi32(acc, _mm512_set1_epi32(offset)));
+  }
+  static V abs(V v) { return _mm512_abs_ps(v); }
+  static VI add_i(VI a, VI b) { return _mm512_add_epi32(a, b); }
+  static VI round_to_int(V x) { return _mm512_cvtps_epi32(x); }
+  static void store_weights(int8_t* dst, VI codes) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), _mm512_cvtepi32_epi8(codes));
+  }
+  static int32_t reduce_add_i(VI v) { return _mm512_reduce_add_epi32(v); }
 };
 
 }  // namespace

@@ -5,15 +5,18 @@
 // score is, over the groups g in order,
 //     acc = fma(q.d[g] * key_scale[g], float(sum_i q_i * code_i - q.offset_sum[g]), acc)
 // with the integer sum exact; the SIMD kernels compute the same integers and the same float
-// operations in the same order. Values are dequantized (scale * (code - offset)) and
-// weighted by the f32 probabilities.
+// operations in the same order. P·V is integer too: the probabilities times the values'
+// scales are quantized per chunk of positions (attention_value_weights.h) and multiply the
+// value codes.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "base/fp16.h"
 #include "kernels/attention.h"
 #include "kernels/attention_scores.h"
+#include "kernels/attention_value_weights.h"
 #include "kernels/kv_rows.h"
 
 namespace rapide {
@@ -55,6 +58,39 @@ float key_dot(const KvLayout& layout, const uint8_t* k, int slot, const float* q
   return acc;
 }
 
+// out += the probabilities p[0, count) times the values at positions [start, start + count)
+// (one chunk, attention_value_weights.h), whose V parts `part(pos)` returns (with the slot).
+template <typename Part>
+void weigh_value_chunk(const KvLayout& layout, int start, int count, const Part& part,
+                       const float* p, float* out) {
+  const int group = layout.group_size();
+  const bool q4 = layout.type == KvType::kQ4_0;
+  for (int g = 0; g < layout.n_groups(); ++g) {
+    float w[kValueChunk];
+    float max_weight = 0.0f;
+    for (int t = 0; t < count; ++t) {
+      const auto [v, slot] = part(start + t);
+      w[t] = p[t] * load_scale(v, layout.value_scale_byte(slot, g));
+      max_weight = std::max(max_weight, std::fabs(w[t]));
+    }
+    const ValueWeightScale scale = value_weight_scale(max_weight);
+    int8_t wq[kValueChunk];
+    int32_t weight_sum = 0;
+    for (int t = 0; t < count; ++t) weight_sum += wq[t] = value_weight_code(w[t], scale.inverse);
+    const int32_t offset_sum = q4 ? layout.code_offset() * weight_sum : 0;
+    for (int i = g * group; i < (g + 1) * group; ++i) {
+      int32_t dot = 0;
+      for (int t = 0; t < count; ++t) {
+        const auto [v, slot] = part(start + t);
+        const int code =
+            kv_code(v, layout.value_code_byte(slot, i), layout.value_code_high(i), layout.type);
+        dot += wq[t] * (q4 ? code : code - layout.code_offset());
+      }
+      out[i] = std::fma(scale.step, static_cast<float>(dot - offset_sum), out[i]);
+    }
+  }
+}
+
 }  // namespace
 
 void attend_job_scalar(const AttentionJob& job) {
@@ -90,6 +126,20 @@ void attend_job_scalar(const AttentionJob& job) {
     const float inv_total = 1.0f / total;
     float* out = job.out[j];
     std::fill(out, out + d, 0.0f);
+    if (layout.quantized()) {
+      for (int pos = first; pos < n; ++pos) scores[pos] *= inv_total;
+      // Chunks from the first one the query sees (earlier ones weigh 0).
+      auto part = [&](int pos) {
+        const uint8_t* block = job.kv->block_data(job.query_blocks[j][pos / block_size]);
+        return std::pair{block + v_offset, pos % block_size};
+      };
+      for (int start = value_chunk_start(first, block_size); start < n;) {
+        const int end = std::min(n, value_chunk_end(start, block_size));
+        weigh_value_chunk(layout, start, end - start, part, scores + start, out);
+        start = end;
+      }
+      continue;
+    }
     float row[kMaxHeadDim];
     for (int pos = first; pos < n; ++pos) {
       float p = scores[pos] * inv_total;

@@ -14,19 +14,23 @@
 // Quantized caches (q8_0 / q4_0, layouts in model/kv_store.h): pass 1 quantizes each query
 // per group and scores a tile with integer dot products (S::dot_group: vpdpbusd on
 // AVX-512 VNNI, exact 16-bit multiply-adds on AVX2), then per group one conversion and one
-// FMA with the two scales, in the scalar reference's order; pass 3 dequantizes each V row
-// in registers (codes -> float, minus the offset, times the group's scale) and accumulates
-// as for f32. Integer products for P·V would need the probabilities quantized too, for a
-// loop that is already load-bound on the V row.
+// FMA with the two scales, in the scalar reference's order; pass 3 quantizes each query's
+// probabilities times the values' scales per chunk of positions (attention_value_weights.h)
+// and sums them against the value codes, 4 positions per 32-bit lane (S::dot_quad: the
+// V layout interleaves quads of positions), one conversion and one FMA per chunk and vector.
 //
 // S must provide: type V, kLanes, zero(), set1(float), load(const float*), store(float*, V),
-// fmadd(a, b, c) = a*b + c, add, sub, mul, max, reduce_add, reduce_max, exp (for x <= 0),
+// fmadd(a, b, c) = a*b + c, add, sub, mul, max, abs, reduce_add, reduce_max, exp (for x <= 0),
 // round_f16, keep_first(V, count, fill) (lanes >= count replaced by fill), load_f16(p, count)
 // and load_f32(p, count) (count <= kLanes lanes, the rest zero), the constexpr
 // value_vectors(NQ): output vectors per query accumulated in registers in pass 3, and for
 // quantized caches dot_group<kQ4, NQ>(codes, word_row_bytes, q, group, count, out) (the
-// exact integer dot products, as floats, of NQ query groups with `count` keys' codes) and
-// load_codes<kQ4>(row, dim) (kLanes value codes from dimension dim, as floats).
+// exact integer dot products, as floats, of NQ query groups with `count` keys' codes), an
+// integer vector type VI with zero_i(), add_i, load_value_quad<kQ4>(quad, dim) (kLanes
+// dimensions from dim of a quad's value codes, 4 positions per lane: q8_0 signed, q4_0
+// unsigned), dot_quad<kQ4>(acc, codes, weights) (acc + the 4 weights' products with each
+// lane's codes), to_float(acc, offset) = float(acc - offset), round_to_int(x) (to nearest
+// even), store_weights(dst, codes) (kLanes codes as int8) and reduce_add_i.
 #pragma once
 
 #include <immintrin.h>
@@ -39,6 +43,7 @@
 #include "base/fp16.h"
 #include "kernels/attention.h"
 #include "kernels/attention_scores.h"
+#include "kernels/attention_value_weights.h"
 #include "kernels/kv_rows.h"
 
 namespace rapide::attention_simd {
@@ -59,10 +64,9 @@ struct QuantGeometry {
   int n_groups = 0;
   size_t word_row = 0;          // bytes of one row of 4-byte key words (block_size positions)
   size_t key_group = 0;         // bytes of the key words of one group
-  size_t scales = 0;            // where a part's scales start
-  size_t value_row = 0;         // code bytes of one value row
-  size_t value_row_scales = 0;  // scale bytes of one value row
-  float offset = 0.0f;
+  size_t scales = 0;      // where a part's scales start
+  size_t value_quad = 0;  // code bytes of one quad of value positions
+  int32_t offset = 0;
 
   explicit QuantGeometry(const KvLayout& layout) {
     if (!layout.quantized()) return;
@@ -71,51 +75,138 @@ struct QuantGeometry {
     word_row = static_cast<size_t>(layout.block_size) * 4;
     key_group = layout.key_code_byte(0, group);
     scales = layout.code_bytes();
-    value_row = layout.value_code_byte(1, 0);
-    value_row_scales = static_cast<size_t>(n_groups) * sizeof(uint16_t);
-    offset = static_cast<float>(layout.code_offset());
+    value_quad = layout.value_code_byte(4, 0);
+    offset = layout.code_offset();
   }
 };
 
-inline float half_at(const uint8_t* p) {
-  uint16_t half;
-  std::memcpy(&half, p, sizeof(half));
-  return _cvtsh_ss(half);
+// The f16 / f32 value at `slot` as CV vectors from dimension `dim` (the first n_vectors
+// loaded, the others zero).
+template <typename S, bool kF16, int CV>
+inline void load_value_row(const KvLayout& layout, const uint8_t* part, int slot, int dim,
+                           int n_vectors, typename S::V* row) {
+  constexpr int L = S::kLanes;
+  for (int c = 0; c < CV; ++c) {
+    row[c] = c < n_vectors ? load_cache<S, kF16>(part, layout.value_element(slot, dim + c * L), L)
+                           : S::zero();
+  }
 }
 
-// The value at `slot` as CV vectors from dimension `dim` (the first n_vectors loaded, vector
-// c in quantization group groups[c]). Quantized codes are dequantized as
-// fma(code, scale, -offset * scale), one rounding of the exact scale * (code - offset): the
-// scalar reference's value, bit for bit (offset is a power of two, so offset * scale is exact).
-template <typename S, KvType T, int CV>
-inline void load_value_row(const KvLayout& layout, const QuantGeometry& geo, const uint8_t* part,
-                           int slot, int dim, int n_vectors, const int* groups,
-                           typename S::V* row) {
+// The weight codes of one query's chunk of `count` positions in one group
+// (attention_value_weights.h): w = p * d (d: the chunk's value scales of the group, as
+// vectors), quantized by the chunk's largest |w|. Fills `codes` to count rounded up to whole
+// vectors (zeros past count) and returns the step; `offset_sum` gets code_offset * sum(codes)
+// for q4_0, 0 for q8_0.
+template <typename S, bool kQ4>
+inline float quantize_value_weights(const QuantGeometry& geo, const float* p,
+                                    const typename S::V* scales, int count, int8_t* codes,
+                                    int32_t& offset_sum) {
   using V = typename S::V;
   constexpr int L = S::kLanes;
-  if constexpr (T == KvType::kF16 || T == KvType::kF32) {
-    for (int c = 0; c < CV; ++c) {
-      row[c] = c < n_vectors ? load_cache<S, T == KvType::kF16>(
-                                   part, layout.value_element(slot, dim + c * L), L)
-                             : S::zero();
+  V w[kValueChunk / L];
+  V max_weight = S::zero();
+  for (int v = 0; v < kValueChunk / L && v * L < count; ++v) {
+    w[v] = S::mul(S::load_f32(p + v * L, std::min(L, count - v * L)), scales[v]);
+    max_weight = S::max(max_weight, S::abs(w[v]));
+  }
+  const ValueWeightScale scale = value_weight_scale(S::reduce_max(max_weight));
+  const V inverse = S::set1(scale.inverse);
+  int32_t sum = 0;
+  for (int v = 0; v < kValueChunk / L && v * L < count; ++v) {
+    const typename S::VI rounded = S::round_to_int(S::mul(w[v], inverse));
+    S::store_weights(codes + v * L, rounded);
+    if constexpr (kQ4) sum += S::reduce_add_i(rounded);
+  }
+  offset_sum = geo.offset * sum;
+  return scale.step;
+}
+
+// Where a chunk's value codes and scales are: its positions run through up to kValueChunk / 4
+// blocks (segments), each from a quad boundary; quad q's codes start at quad[q].
+struct ValueChunk {
+  int count = 0;
+  int quads = 0;
+  int segments = 0;
+  const uint8_t* quad[kValueChunk / 4];
+  const uint8_t* part[kValueChunk / 4];  // a segment's V part, its first slot and length
+  int slot[kValueChunk / 4];
+  int length[kValueChunk / 4];
+
+  ValueChunk(KvStore& kv, const QuantGeometry& geo, const int32_t* table, size_t v_offset,
+             int start, int n) : count(n) {
+    const int block_size = kv.layout().block_size;
+    for (int pos = start; pos < start + n; ++segments) {
+      const int first = pos % block_size;
+      const int len = std::min(start + n - pos, block_size - first);
+      part[segments] = kv.block_data(table[pos / block_size]) + v_offset;
+      slot[segments] = first;
+      length[segments] = len;
+      for (int q = 0; q * 4 < len; ++q) {
+        quad[quads++] = part[segments] + static_cast<size_t>(first / 4 + q) * geo.value_quad;
+      }
+      pos += len;
     }
-  } else {
-    const uint8_t* codes = part + slot * geo.value_row;
-    const uint8_t* scales = part + geo.scales + slot * geo.value_row_scales;
-    V scale = S::zero(), bias = S::zero();
-    int group = -1;
-    for (int c = 0; c < CV; ++c) {
-      if (c >= n_vectors) {
-        row[c] = S::zero();
-        continue;
+  }
+};
+
+// out[j] += the integer sums of one group's dimensions over a chunk's quads (kQuads of them,
+// or chunk.quads when kQuads is 0), each query's weights in weights[j].
+template <typename S, int NQ, bool kQ4, int kQuads>
+inline void weigh_quads(const QuantGeometry& geo, const ValueChunk& chunk, int g,
+                        const int8_t (*weights)[kValueChunk], const float* step,
+                        const int32_t* offset_sum, float* const* out) {
+  using VI = typename S::VI;
+  constexpr int L = S::kLanes;
+  const int quads = kQuads > 0 ? kQuads : chunk.quads;
+  for (int dim = g * geo.group; dim < (g + 1) * geo.group; dim += L) {
+    VI codes[kValueChunk / 4];
+    for (int q = 0; q < quads; ++q) codes[q] = S::template load_value_quad<kQ4>(chunk.quad[q], dim);
+    for (int j = 0; j < NQ; ++j) {
+      // Two chains per query hide vpdpbusd's latency; integer sums are exact in any order.
+      VI even = S::zero_i(), odd = S::zero_i();
+      for (int q = 0; q + 1 < quads; q += 2) {
+        even = S::template dot_quad<kQ4>(even, codes[q], weights[j] + 4 * q);
+        odd = S::template dot_quad<kQ4>(odd, codes[q + 1], weights[j] + 4 * q + 4);
       }
-      if (groups[c] != group) {  // one scale per group, not per vector
-        group = groups[c];
-        scale = S::set1(half_at(scales + group * sizeof(uint16_t)));
-        bias = S::mul(scale, S::set1(-geo.offset));
+      if (quads % 2 != 0) {
+        even = S::template dot_quad<kQ4>(even, codes[quads - 1], weights[j] + 4 * (quads - 1));
       }
-      row[c] =
-          S::fmadd(S::template load_codes<T == KvType::kQ4_0>(codes, dim + c * L), scale, bias);
+      S::store(out[j] + dim, S::fmadd(S::set1(step[j]),
+                                      S::to_float(S::add_i(even, odd), offset_sum[j]),
+                                      S::load(out[j] + dim)));
+    }
+  }
+}
+
+// out[j] += query j's probabilities p[j][0, chunk.count) times the chunk's values, for NQ
+// queries sharing those positions.
+template <typename S, int NQ, bool kQ4>
+inline void weigh_value_chunk(const KvLayout& layout, const QuantGeometry& geo,
+                              const ValueChunk& chunk, const float* const* p, float* const* out) {
+  using V = typename S::V;
+  constexpr int L = S::kLanes;
+  alignas(64) int8_t weights[NQ][kValueChunk];
+  alignas(64) uint16_t half_scales[kValueChunk];
+  float step[NQ];
+  int32_t offset_sum[NQ];
+  for (int g = 0; g < geo.n_groups; ++g) {
+    // The chunk's scales of group g, contiguous (a chunk may span blocks).
+    for (int s = 0, at = 0; s < chunk.segments; at += chunk.length[s++]) {
+      const size_t byte = layout.value_scale_byte(chunk.slot[s], g);
+      std::memcpy(half_scales + at, chunk.part[s] + byte, chunk.length[s] * sizeof(uint16_t));
+    }
+    V scales[kValueChunk / L];
+    for (int v = 0; v < kValueChunk / L && v * L < chunk.count; ++v) {
+      scales[v] = S::load_f16(half_scales + v * L, std::min(L, chunk.count - v * L));
+    }
+    for (int j = 0; j < NQ; ++j) {
+      step[j] = quantize_value_weights<S, kQ4>(geo, p[j], scales, chunk.count, weights[j],
+                                               offset_sum[j]);
+    }
+    if (chunk.quads == kValueChunk / 4) {
+      weigh_quads<S, NQ, kQ4, kValueChunk / 4>(geo, chunk, g, weights, step, offset_sum, out);
+    } else {
+      weigh_quads<S, NQ, kQ4, 0>(geo, chunk, g, weights, step, offset_sum, out);
     }
   }
 }
@@ -169,19 +260,126 @@ struct KvPrefetch {
   }
 };
 
-template <typename S, int NQ, KvType T>
-void attend_job(const AttentionJob& job) {
-  constexpr bool kF16 = T == KvType::kF16;
-  constexpr bool kQuantized = kv_type_quantized(T);
+// Pass 3 for f16 / f32 caches: the probability-weighted sum of V rows, CV output vectors per
+// query at a time; each V row is converted once for all queries of the job.
+template <typename S, int NQ, bool kF16>
+void weigh_float_values(const AttentionJob& job, const KvPrefetch& prefetch, int skip,
+                        float* const* scores) {
   using V = typename S::V;
   constexpr int L = S::kLanes;
   constexpr int CV = S::value_vectors(NQ);
   const KvLayout& layout = job.kv->layout();
   const int d = layout.head_dim;
   const int block_size = layout.block_size;
+  const int shared = job.shared_positions;
+  const size_t v_offset = layout.offset(job.layer, true, job.kv_head);
+  for (int dim = 0; dim < d; dim += CV * L) {
+    const int n_vectors = std::min(CV, (d - dim) / L);
+    V acc[NQ][CV];
+    for (int j = 0; j < NQ; ++j) {
+      for (int c = 0; c < CV; ++c) acc[j][c] = S::zero();
+    }
+    for (int start = skip; start < shared; start += block_size) {
+      if (dim == 0)
+        prefetch.request(prefetch.blocks + (start - skip) / block_size + kPrefetchAhead);
+      const uint8_t* values = job.kv->block_data(job.blocks[start / block_size]) + v_offset;
+      const int in_block = std::min(block_size, shared - start);
+      for (int slot = 0; slot < in_block; ++slot) {
+        V row[CV];
+        load_value_row<S, kF16, CV>(layout, values, slot, dim, n_vectors, row);
+        for (int j = 0; j < NQ; ++j) {
+          const V p = S::set1(scores[j][start + slot]);
+          for (int c = 0; c < CV; ++c) {
+            if (c < n_vectors) acc[j][c] = S::fmadd(p, row[c], acc[j][c]);
+          }
+        }
+      }
+    }
+    for (int j = 0; j < NQ; ++j) {
+      for (int c = 0; c < n_vectors; ++c) S::store(job.out[j] + dim + c * L, acc[j][c]);
+    }
+  }
+  // Each query's own positions: its sums continue, in position order, from the shared part's
+  // (stored to and reloaded from `out` exactly).
+  constexpr int CV1 = S::value_vectors(1);
+  for (int j = 0; j < NQ; ++j) {
+    const int n = job.n_positions[j];
+    if (shared >= n) continue;
+    for (int dim = 0; dim < d; dim += CV1 * L) {
+      const int n_vectors = std::min(CV1, (d - dim) / L);
+      V acc[CV1];
+      for (int c = 0; c < CV1; ++c) {
+        acc[c] = c < n_vectors ? S::load(job.out[j] + dim + c * L) : S::zero();
+      }
+      for (int start = shared; start < n; start += block_size) {
+        const uint8_t* values =
+            job.kv->block_data(job.query_blocks[j][start / block_size]) + v_offset;
+        const int in_block = std::min(block_size, n - start);
+        for (int slot = 0; slot < in_block; ++slot) {
+          const V p = S::set1(scores[j][start + slot]);
+          V row[CV1];
+          load_value_row<S, kF16, CV1>(layout, values, slot, dim, n_vectors, row);
+          for (int c = 0; c < CV1; ++c) {
+            if (c < n_vectors) acc[c] = S::fmadd(p, row[c], acc[c]);
+          }
+        }
+      }
+      for (int c = 0; c < n_vectors; ++c) S::store(job.out[j] + dim + c * L, acc[c]);
+    }
+  }
+}
+
+// Pass 3 for q8_0 / q4_0 caches: integer P·V chunk by chunk (weigh_value_chunk), the shared
+// positions' chunks once for all queries, then each query's own ones; every query's chunks
+// are those of its positions whatever the job (batch invariance). A chunk that straddles
+// the end of the shared positions goes to the queries' own pass (their block tables hold the
+// shared blocks too); with a single sequence the shared positions are all of them, and a
+// query's positions past its own end weigh 0.
+template <typename S, int NQ, bool kQ4>
+void weigh_quantized_values(const AttentionJob& job, const QuantGeometry& geo,
+                            const KvPrefetch& prefetch, int skip, float* const* scores) {
+  const KvLayout& layout = job.kv->layout();
+  const int block_size = layout.block_size;
+  const int shared = job.shared_positions;
+  const size_t v_offset = layout.offset(job.layer, true, job.kv_head);
+  for (int j = 0; j < NQ; ++j) std::fill(job.out[j], job.out[j] + layout.head_dim, 0.0f);
+  int start = value_chunk_start(skip, block_size);
+  while (start < shared) {
+    const int end = value_chunk_end(start, block_size);
+    if (end > shared && shared < job.max_positions) break;
+    for (int b = start / block_size; b * block_size < std::min(end, shared); ++b) {
+      prefetch.request(prefetch.blocks + b - prefetch.first_block + kPrefetchAhead);
+    }
+    const ValueChunk chunk(*job.kv, geo, job.blocks, v_offset, start, std::min(end, shared) - start);
+    const float* p[NQ];
+    for (int j = 0; j < NQ; ++j) p[j] = scores[j] + start;
+    weigh_value_chunk<S, NQ, kQ4>(layout, geo, chunk, p, job.out);
+    start = end;
+  }
+  for (int j = 0; j < NQ; ++j) {
+    const int n = job.n_positions[j];
+    for (int own = start; own < n;) {
+      const int end = value_chunk_end(own, block_size);
+      const ValueChunk chunk(*job.kv, geo, job.query_blocks[j], v_offset, own,
+                             std::min(end, n) - own);
+      const float* p = scores[j] + own;
+      weigh_value_chunk<S, 1, kQ4>(layout, geo, chunk, &p, &job.out[j]);
+      own = end;
+    }
+  }
+}
+
+template <typename S, int NQ, KvType T>
+void attend_job(const AttentionJob& job) {
+  constexpr bool kF16 = T == KvType::kF16;
+  constexpr bool kQuantized = kv_type_quantized(T);
+  using V = typename S::V;
+  constexpr int L = S::kLanes;
+  const KvLayout& layout = job.kv->layout();
+  const int d = layout.head_dim;
+  const int block_size = layout.block_size;
   const int max_positions = job.max_positions;
   const size_t k_offset = layout.offset(job.layer, false, job.kv_head);
-  const size_t v_offset = layout.offset(job.layer, true, job.kv_head);
   const QuantGeometry geo(layout);
 
   alignas(64) float q[NQ][kMaxHeadDim];
@@ -309,66 +507,11 @@ void attend_job(const AttentionJob& job) {
     std::fill(s, s + first, 0.0f);
   }
 
-  // 3. Weighted sum of V rows, CV output vectors per query at a time.
-  // The quantization group of output vector c starting at dim (0 for float caches).
-  auto group_of = [&](int dim, int c) { return kQuantized ? (dim + c * L) / geo.group : 0; };
-  for (int dim = 0; dim < d; dim += CV * L) {
-    const int n_vectors = std::min(CV, (d - dim) / L);
-    int groups[CV];
-    for (int c = 0; c < CV; ++c) groups[c] = group_of(dim, c);
-    V acc[NQ][CV];
-    for (int j = 0; j < NQ; ++j) {
-      for (int c = 0; c < CV; ++c) acc[j][c] = S::zero();
-    }
-    for (int start = skip; start < shared; start += block_size) {
-      if (dim == 0)
-        prefetch.request(prefetch.blocks + (start - skip) / block_size + kPrefetchAhead);
-      const uint8_t* values = job.kv->block_data(job.blocks[start / block_size]) + v_offset;
-      const int in_block = std::min(block_size, shared - start);
-      for (int slot = 0; slot < in_block; ++slot) {
-        V row[CV];
-        load_value_row<S, T, CV>(layout, geo, values, slot, dim, n_vectors, groups, row);
-        for (int j = 0; j < NQ; ++j) {
-          const V p = S::set1(scores[j][start + slot]);
-          for (int c = 0; c < CV; ++c) {
-            if (c < n_vectors) acc[j][c] = S::fmadd(p, row[c], acc[j][c]);
-          }
-        }
-      }
-    }
-    for (int j = 0; j < NQ; ++j) {
-      for (int c = 0; c < n_vectors; ++c) S::store(job.out[j] + dim + c * L, acc[j][c]);
-    }
-  }
-  // Each query's own positions: its sums continue, in position order, from the shared part's
-  // (stored to and reloaded from `out` exactly).
-  constexpr int CV1 = S::value_vectors(1);
-  for (int j = 0; j < NQ; ++j) {
-    const int n = job.n_positions[j];
-    if (shared >= n) continue;
-    for (int dim = 0; dim < d; dim += CV1 * L) {
-      const int n_vectors = std::min(CV1, (d - dim) / L);
-      int groups[CV1];
-      for (int c = 0; c < CV1; ++c) groups[c] = group_of(dim, c);
-      V acc[CV1];
-      for (int c = 0; c < CV1; ++c) {
-        acc[c] = c < n_vectors ? S::load(job.out[j] + dim + c * L) : S::zero();
-      }
-      for (int start = shared; start < n; start += block_size) {
-        const uint8_t* values =
-            job.kv->block_data(job.query_blocks[j][start / block_size]) + v_offset;
-        const int in_block = std::min(block_size, n - start);
-        for (int slot = 0; slot < in_block; ++slot) {
-          const V p = S::set1(scores[j][start + slot]);
-          V row[CV1];
-          load_value_row<S, T, CV1>(layout, geo, values, slot, dim, n_vectors, groups, row);
-          for (int c = 0; c < CV1; ++c) {
-            if (c < n_vectors) acc[c] = S::fmadd(p, row[c], acc[c]);
-          }
-        }
-      }
-      for (int c = 0; c < n_vectors; ++c) S::store(job.out[j] + dim + c * L, acc[c]);
-    }
+  // 3. Weighted sum of V rows.
+  if constexpr (kQuantized) {
+    weigh_quantized_values<S, NQ, T == KvType::kQ4_0>(job, geo, prefetch, skip, scores);
+  } else {
+    weigh_float_values<S, NQ, kF16>(job, prefetch, skip, scores);
   }
 }
 

@@ -169,21 +169,26 @@ void copy_kv_slots(const KvLayout& layout, const uint8_t* from, uint8_t* to, int
         std::memcpy(to + v, from + v, n * layout.head_dim * e);
         continue;
       }
-      // K codes: one run of 4-byte words per word row; K scales: one run per group.
+      // K codes: one run of 4-byte words per word row.
       const int dims_per_word = layout.type == KvType::kQ4_0 ? 8 : 4;
       for (int w = 0; w < layout.head_dim / dims_per_word; ++w) {
         const size_t at = k + w * bs * 4;
         std::memcpy(to + at, from + at, n * 4);
       }
-      for (int g = 0; g < layout.n_groups(); ++g) {
-        const size_t at = k + layout.key_scale_byte(0, g);
-        std::memcpy(to + at, from + at, n * sizeof(uint16_t));
+      // V codes: the whole quads in one run, a last partial quad byte by byte (byte b of a
+      // quad belongs to slot b % 4).
+      const size_t quad_bytes = layout.code_bytes() / (layout.padded_slots() / 4);
+      std::memcpy(to + v, from + v, n / 4 * quad_bytes);
+      for (size_t b = n / 4 * quad_bytes; b < (n + 3) / 4 * quad_bytes; ++b) {
+        if (b % 4 < n % 4) to[v + b] = from[v + b];
       }
-      // V: codes and scales are both slot-major.
-      const size_t row = layout.code_bytes() / bs;
-      std::memcpy(to + v, from + v, n * row);
-      const size_t scales = v + layout.value_scale_byte(0, 0);
-      std::memcpy(to + scales, from + scales, n * layout.n_groups() * sizeof(uint16_t));
+      // Scales of both parts: one run per group.
+      for (const size_t part : {k, v}) {
+        for (int g = 0; g < layout.n_groups(); ++g) {
+          const size_t at = part + layout.key_scale_byte(0, g);
+          std::memcpy(to + at, from + at, n * sizeof(uint16_t));
+        }
+      }
     }
   }
 }

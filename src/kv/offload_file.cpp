@@ -16,7 +16,9 @@ namespace rapide {
 namespace {
 
 constexpr char kMagic[8] = {'R', 'P', 'K', 'V', 'B', 'L', 'K', '1'};
-constexpr uint32_t kVersion = 1;
+// 2: the q8_0 / q4_0 V layout interleaves quads of positions (model/kv_store.h); version 1
+// files of those types hold the old layout, the f16 / f32 ones are still valid.
+constexpr uint32_t kVersion = 2;
 
 // Fixed-size, padding-free header; host byte order (a cache file is not an exchange
 // format, and a foreign byte order fails the checks like any corruption).
@@ -42,6 +44,11 @@ struct FileHeader {
 static_assert(std::is_trivially_copyable_v<FileHeader>);
 static_assert(sizeof(FileHeader) == 104, "FileHeader must have no padding");
 
+bool readable_version(const FileHeader& h) {
+  return h.version == kVersion ||
+         (h.version == 1 && !kv_type_quantized(static_cast<KvType>(h.kv_type)));
+}
+
 uint64_t header_checksum(const FileHeader& h, std::span<const int32_t> tokens) {
   XXH3_state_t* state = XXH3_createState();
   XXH3_64bits_reset(state);
@@ -64,7 +71,7 @@ BlockFileStatus read_header(RegularFile& in, uint64_t identity, const KvLayout& 
                             FileHeader& h, std::vector<int32_t>& tokens) {
   const uint64_t file_bytes = in.size();
   if (!in.read_exact(&h, sizeof(h))) return BlockFileStatus::kCorrupt;
-  if (std::memcmp(h.magic, kMagic, sizeof(kMagic)) != 0 || h.version != kVersion ||
+  if (std::memcmp(h.magic, kMagic, sizeof(kMagic)) != 0 || !readable_version(h) ||
       h.n_tokens > 1u << 16) {
     return BlockFileStatus::kCorrupt;
   }

@@ -22,9 +22,13 @@
 //     one vpdpbusd advances 16 scores, again with no horizontal sums (the transposed f16
 //     layout's property, for integers). Unsigned codes against the signed int8 query are
 //     exactly vpdpbusd's operand types; the offset comes back as offset * sum(query codes).
-//   V codes: a row per slot (q4_0: 16-dim chunks of 8 bytes, low nibbles dims 0..7, high
-//     nibbles dims 8..15, so one chunk unpacks into 16 lanes or into two 8-lane halves),
-//     then scales [slot][group].
+//   V codes: quads of 4 positions interleaved per dimension, [slot / 4][head_dim][slot % 4]
+//     (q4_0: [slot / 4][head_dim / 16][8][slot % 4], byte k of a 16-dim chunk holding dim k in
+//     its low nibble and dim k + 8 in its high nibble), then scales [group][slot] as for K.
+//     The P·V sum runs over positions: with four positions of a dimension side by side, one
+//     vpdpbusd multiplies 4 quantized probabilities (kernels/attention_value_weights.h) with
+//     the 4 positions' codes of 16 dimensions and sums them, so P·V is integer like Q·K.
+//     block_size is padded to a multiple of 4 in the code bytes.
 //   Why 32-dim groups and not one scale per position and head: key vectors have outlier
 //   channels, and one scale per row would spend q4_0's 16 levels on them; the price is one
 //   int->float conversion and FMA per 32 dims of a tile, an eighth of the integer work.
@@ -74,9 +78,11 @@ struct KvLayout {
   }
   int n_groups() const { return head_dim / group_size(); }
   int code_offset() const { return type == KvType::kQ8_0 ? 128 : 8; }
+  // Slots rounded up to whole quads of 4 (the quantized V layout interleaves quads).
+  int padded_slots() const { return (block_size + 3) / 4 * 4; }
   // Bytes of the codes of one part (what precedes its scales).
   size_t code_bytes() const {
-    const size_t values = static_cast<size_t>(block_size) * head_dim;
+    const size_t values = static_cast<size_t>(padded_slots()) * head_dim;
     return type == KvType::kQ4_0 ? values / 2 : values;
   }
   // Bytes of one (layer, K or V, head) part.
@@ -108,17 +114,16 @@ struct KvLayout {
   }
   bool key_code_high(int d) const { return type == KvType::kQ4_0 && d % 8 >= 4; }
   size_t value_code_byte(int slot, int d) const {
-    if (type != KvType::kQ4_0) return static_cast<size_t>(slot) * head_dim + d;
-    return static_cast<size_t>(slot) * (head_dim / 2) + static_cast<size_t>(d / 16) * 8 + d % 8;
+    const size_t quad = static_cast<size_t>(slot / 4), lane = static_cast<size_t>(slot % 4);
+    if (type != KvType::kQ4_0) return (quad * head_dim + d) * 4 + lane;
+    return (quad * (head_dim / 2) + static_cast<size_t>(d / 16) * 8 + d % 8) * 4 + lane;
   }
   bool value_code_high(int d) const { return type == KvType::kQ4_0 && d % 16 >= 8; }
   // Quantized: byte offset, inside a part, of the f16 scale of group g at `slot`.
   size_t key_scale_byte(int slot, int g) const {
     return code_bytes() + (static_cast<size_t>(g) * block_size + slot) * sizeof(uint16_t);
   }
-  size_t value_scale_byte(int slot, int g) const {
-    return code_bytes() + (static_cast<size_t>(slot) * n_groups() + g) * sizeof(uint16_t);
-  }
+  size_t value_scale_byte(int slot, int g) const { return key_scale_byte(slot, g); }
 };
 
 // The code stored at `byte` of a quantized part (its high nibble when `high`, for q4_0).

@@ -1,0 +1,99 @@
+// Storing and copying quantized K/V rows (kernels/kv_rows.h): every slot of a block reads back
+// what was stored at it whatever the other slots hold (the V layout interleaves quads of 4
+// slots, so neighbours share bytes), and copy_kv_slots copies exactly slots [0, n): the
+// copied rows read back equal to the source's, and every byte of the target that belongs to
+// a later slot is left as it was (the prefix cache copies the matched part of a block into
+// a block whose other slots are about to be written).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "kernels/kv_rows.h"
+
+namespace rapide {
+namespace {
+
+std::vector<float> random_row(std::mt19937& rng, int n) {
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> row(n);
+  for (float& x : row) x = dist(rng);
+  return row;
+}
+
+// Rows of every (layer, K/V, head, slot) of a block, as load_kv_row reads them.
+std::vector<float> read_block(const KvLayout& layout, const uint8_t* block, int n_slots) {
+  std::vector<float> out;
+  std::vector<float> row(layout.head_dim);
+  for (int layer = 0; layer < layout.n_layers; ++layer) {
+    for (int is_value = 0; is_value < 2; ++is_value) {
+      for (int head = 0; head < layout.n_kv_heads; ++head) {
+        const uint8_t* part = block + layout.offset(layer, is_value != 0, head);
+        for (int slot = 0; slot < n_slots; ++slot) {
+          load_kv_row(layout, part, is_value != 0, slot, row.data());
+          out.insert(out.end(), row.begin(), row.end());
+        }
+      }
+    }
+  }
+  return out;
+}
+
+void fill_block(const KvLayout& layout, uint8_t* block, std::mt19937& rng) {
+  for (int layer = 0; layer < layout.n_layers; ++layer) {
+    for (int is_value = 0; is_value < 2; ++is_value) {
+      for (int head = 0; head < layout.n_kv_heads; ++head) {
+        for (int slot = 0; slot < layout.block_size; ++slot) {
+          store_kv_row(layout, block + layout.offset(layer, is_value != 0, head), is_value != 0,
+                       slot, random_row(rng, layout.head_dim).data());
+        }
+      }
+    }
+  }
+}
+
+TEST(KvRows, QuantizedSlotsAreIndependentAndCopiesTouchOnlyTheirSlots) {
+  for (const KvType type : {KvType::kQ8_0, KvType::kQ4_0}) {
+    for (const int block_size : {16, 7}) {
+      const KvLayout layout{2, 2, 32, block_size, type};
+      std::mt19937 rng(7);
+      std::vector<uint8_t> from(layout.block_bytes()), to(layout.block_bytes());
+      fill_block(layout, from.data(), rng);
+      // Rewriting one slot of a filled block leaves every other slot's row as it was.
+      const std::vector<float> before = read_block(layout, from.data(), block_size);
+      const std::vector<float> row = random_row(rng, layout.head_dim);
+      store_kv_row(layout, from.data() + layout.offset(1, true, 1), true, 2, row.data());
+      const std::vector<float> after = read_block(layout, from.data(), block_size);
+      std::vector<float> stored(layout.head_dim);
+      load_kv_row(layout, from.data() + layout.offset(1, true, 1), true, 2, stored.data());
+      size_t changed = 0;
+      for (size_t i = 0; i < before.size(); ++i) changed += before[i] != after[i];
+      EXPECT_LE(changed, static_cast<size_t>(layout.head_dim)) << kv_type_name(type);
+      for (int d = 0; d < layout.head_dim; ++d) {
+        EXPECT_NEAR(stored[d], row[d], type == KvType::kQ8_0 ? 0.03 : 0.5);
+      }
+      for (int n = 0; n <= block_size; ++n) {
+        fill_block(layout, to.data(), rng);
+        const std::vector<uint8_t> original = to;
+        const std::vector<float> target_rows = read_block(layout, to.data(), block_size);
+        copy_kv_slots(layout, from.data(), to.data(), n);
+        const std::vector<float> source = read_block(layout, from.data(), n);
+        EXPECT_EQ(read_block(layout, to.data(), n), source) << kv_type_name(type) << " n " << n;
+        // Slots [n, block_size) of the target read back unchanged.
+        const std::vector<float> copied = read_block(layout, to.data(), block_size);
+        for (size_t i = 0, per_part = static_cast<size_t>(block_size) * layout.head_dim;
+             i < copied.size(); ++i) {
+          const size_t slot = i % per_part / layout.head_dim;
+          if (slot >= static_cast<size_t>(n)) {
+            ASSERT_EQ(copied[i], target_rows[i]) << kv_type_name(type) << " n " << n;
+          }
+        }
+        EXPECT_NE(n == 0, original != to) << kv_type_name(type) << " n " << n;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace rapide
