@@ -62,8 +62,8 @@ inline typename S::V load_cache(const uint8_t* part, size_t index, int count) {
 struct QuantGeometry {
   int group = 0;
   int n_groups = 0;
-  size_t word_row = 0;          // bytes of one row of 4-byte key words (block_size positions)
-  size_t key_group = 0;         // bytes of the key words of one group
+  size_t word_row = 0;    // bytes of one row of 4-byte key words (block_size positions)
+  size_t key_group = 0;   // bytes of the key words of one group
   size_t scales = 0;      // where a part's scales start
   size_t value_quad = 0;  // code bytes of one quad of value positions
   int32_t offset = 0;
@@ -103,7 +103,7 @@ inline float quantize_value_weights(const QuantGeometry& geo, const float* p,
                                     int32_t& offset_sum) {
   using V = typename S::V;
   constexpr int L = S::kLanes;
-  V w[kValueChunk / L];
+  V w[kValueChunk / L] = {};  // zeroed: GCC cannot see that both loops stop at `count`
   V max_weight = S::zero();
   for (int v = 0; v < kValueChunk / L && v * L < count; ++v) {
     w[v] = S::mul(S::load_f32(p + v * L, std::min(L, count - v * L)), scales[v]);
@@ -133,7 +133,8 @@ struct ValueChunk {
   int length[kValueChunk / 4];
 
   ValueChunk(KvStore& kv, const QuantGeometry& geo, const int32_t* table, size_t v_offset,
-             int start, int n) : count(n) {
+             int start, int n)
+      : count(n) {
     const int block_size = kv.layout().block_size;
     for (int pos = start; pos < start + n; ++segments) {
       const int first = pos % block_size;
@@ -171,9 +172,9 @@ inline void weigh_quads(const QuantGeometry& geo, const ValueChunk& chunk, int g
       if (quads % 2 != 0) {
         even = S::template dot_quad<kQ4>(even, codes[quads - 1], weights[j] + 4 * (quads - 1));
       }
-      S::store(out[j] + dim, S::fmadd(S::set1(step[j]),
-                                      S::to_float(S::add_i(even, odd), offset_sum[j]),
-                                      S::load(out[j] + dim)));
+      S::store(out[j] + dim,
+               S::fmadd(S::set1(step[j]), S::to_float(S::add_i(even, odd), offset_sum[j]),
+                        S::load(out[j] + dim)));
     }
   }
 }
@@ -195,13 +196,13 @@ inline void weigh_value_chunk(const KvLayout& layout, const QuantGeometry& geo,
       const size_t byte = layout.value_scale_byte(chunk.slot[s], g);
       std::memcpy(half_scales + at, chunk.part[s] + byte, chunk.length[s] * sizeof(uint16_t));
     }
-    V scales[kValueChunk / L];
+    V scales[kValueChunk / L] = {};  // as w[] in quantize_value_weights
     for (int v = 0; v < kValueChunk / L && v * L < chunk.count; ++v) {
       scales[v] = S::load_f16(half_scales + v * L, std::min(L, chunk.count - v * L));
     }
     for (int j = 0; j < NQ; ++j) {
-      step[j] = quantize_value_weights<S, kQ4>(geo, p[j], scales, chunk.count, weights[j],
-                                               offset_sum[j]);
+      step[j] =
+          quantize_value_weights<S, kQ4>(geo, p[j], scales, chunk.count, weights[j], offset_sum[j]);
     }
     if (chunk.quads == kValueChunk / 4) {
       weigh_quads<S, NQ, kQ4, kValueChunk / 4>(geo, chunk, g, weights, step, offset_sum, out);
@@ -350,7 +351,8 @@ void weigh_quantized_values(const AttentionJob& job, const QuantGeometry& geo,
     for (int b = start / block_size; b * block_size < std::min(end, shared); ++b) {
       prefetch.request(prefetch.blocks + b - prefetch.first_block + kPrefetchAhead);
     }
-    const ValueChunk chunk(*job.kv, geo, job.blocks, v_offset, start, std::min(end, shared) - start);
+    const ValueChunk chunk(*job.kv, geo, job.blocks, v_offset, start,
+                           std::min(end, shared) - start);
     const float* p[NQ];
     for (int j = 0; j < NQ; ++j) p[j] = scores[j] + start;
     weigh_value_chunk<S, NQ, kQ4>(layout, geo, chunk, p, job.out);
@@ -412,7 +414,7 @@ void attend_job(const AttentionJob& job) {
   }
   const KvPrefetch prefetch{job,
                             k_offset,
-                            v_offset,
+                            layout.offset(job.layer, true, job.kv_head),
                             layout.part_bytes(),
                             skip / block_size,
                             (shared - skip + block_size - 1) / block_size};
