@@ -130,6 +130,10 @@ def main():
             term.type("/frobnicate\n")
             seen = term.read_until(r"error: [^\n]*\n")
             check("unknown command /frobnicate" in seen, "an unknown command is an error line")
+            # Ctrl-D only once readline shows its prompt again: typed while the terminal is
+            # still in cooked mode (between two readline calls), the tty driver takes it as
+            # its own end-of-file mark, which readline never sees after switching to raw mode.
+            term.read_until(r"> ")
             term.type("\x04")  # Ctrl-D
             code = term.close()
             check(code == 0, f"Ctrl-D ends the session with status 0 (got {code})")
