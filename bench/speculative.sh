@@ -130,7 +130,7 @@ import json, re, statistics, sys
 work, rounds = sys.argv[1], int(sys.argv[2])
 def runs(label):
     out = []
-    lines = open(f"{work}/{label}").read().splitlines()
+    lines = open(f"{work}/{label}", errors="replace").read().splitlines()
     for line in lines:
         m = re.search(r"TPOT: ([0-9.]+) ms", line)
         if m: out.append({"tpot": float(m.group(1))})
@@ -199,7 +199,7 @@ if glob.glob(f"{work}/l_greedy_*.log"):
     def peer(mode):
         acc, speed = [], []
         for f in sorted(glob.glob(f"{work}/l_{mode}_*.log")):
-            text = open(f).read()
+            text = open(f, errors="replace").read()
             a = re.search(r"accept\s*=\s*([0-9.]+)%", text)
             v = re.findall(r"decoded\s+\d+ tokens in\s+[0-9.]+ seconds, speed:\s+([0-9.]+) t/s", text)
             if a: acc.append(float(a.group(1)))
