@@ -6,8 +6,9 @@
 // make_qkx2_quants does (ScaleSearch in rowquant.h); Q3_K, Q6_K and IQ4_XS use plain
 // round-to-nearest: each 16- or 32-weight group gets its own scale (and min), the group
 // scales are rounded to the super-block's integer levels, then every weight is rounded
-// with its group's final scale. Files they write load in llama.cpp like any other; the seam for a
-// better (searched or calibrated) quantizer is group_scales() / the Group* helpers below.
+// with its group's final scale. Files they write load in llama.cpp like any other. A
+// super-block is planned (scales and codes in plain integers) and then packed: the seam a
+// calibrated quantizer rounds through (kernels/superblock_plan.h).
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
@@ -15,6 +16,7 @@
 
 #include "base/error.h"
 #include "kernels/rowquant.h"
+#include "kernels/superblock_plan.h"
 
 namespace rapide::matmul {
 namespace {
@@ -22,15 +24,6 @@ namespace {
 int nearest(float v) {
   return static_cast<int>(std::nearbyintf(v));
 }
-
-// A super-block in plain integers before packing: w[e] per weight, one scale (and min) per
-// 16 weights (pairs equal for 32-weight groups), f32 super-block scales.
-struct Plan {
-  int w[256];
-  int scale[16];
-  int min[16];
-  uint16_t d = 0, dmin = 0;
-};
 
 // make_qkx2_quants' parameters per type: the grid of inverse scales (levels + rmin +
 // rdelta * i) / range for i in [0, steps], the error measure (absolute or squared) and
@@ -107,7 +100,7 @@ void search_group(const float* x, const float* w, int n, int levels, const Searc
 // [0, scale_max] (Q2_K, Q4_K, Q5_K). Each group's scale and min come from `search`, or
 // without one from its range.
 void plan_asymmetric(const float* x, int group, int levels, int scale_max, const Search* search,
-                     Plan& p) {
+                     SuperBlockPlan& p) {
   const int groups = 256 / group;
   float s[16], m[16], max_s = 0.0f, max_m = 0.0f;
   for (int g = 0; g < groups; ++g) {
@@ -142,7 +135,7 @@ void plan_asymmetric(const float* x, int group, int levels, int scale_max, const
     const float step = d * static_cast<float>(ls), off = dmin * static_cast<float>(lm);
     for (int i = 0; i < group; ++i) {
       const int e = g * group + i;
-      p.w[e] = step > 0.0f ? std::clamp(nearest((x[e] + off) / step), 0, levels) : 0;
+      p.code[e] = step > 0.0f ? std::clamp(nearest((x[e] + off) / step), 0, levels) : 0;
     }
     for (int j = g * group / 16; j < (g + 1) * group / 16; ++j) {
       p.scale[j] = ls;
@@ -156,7 +149,7 @@ void plan_asymmetric(const float* x, int group, int levels, int scale_max, const
 // for Q6_K, -127 for IQ4_XS's table), `quant` picks the level of x / step.
 template <typename Quant>
 void plan_symmetric(const float* x, int group, float extreme, int scale_limit, Quant quant,
-                    Plan& p) {
+                    SuperBlockPlan& p) {
   const int groups = 256 / group;
   float s[16], smax = 0.0f;
   for (int g = 0; g < groups; ++g) {
@@ -178,7 +171,7 @@ void plan_symmetric(const float* x, int group, float extreme, int scale_limit, Q
     const int ls = std::clamp(nearest(iscale * s[g]), -scale_limit, scale_limit - 1);
     const float step = d * static_cast<float>(ls);
     for (int i = 0; i < group; ++i) {
-      p.w[g * group + i] = quant(step != 0.0f ? x[g * group + i] / step : 0.0f);
+      p.code[g * group + i] = quant(step != 0.0f ? x[g * group + i] / step : 0.0f);
     }
     for (int j = g * group / 16; j < (g + 1) * group / 16; ++j) {
       p.scale[j] = ls;
@@ -197,7 +190,7 @@ int iq4_index(float v) {
 }
 
 // The inverse of kquant_scale_min (quant_blocks.h).
-void pack_scale_min(const Plan& p, uint8_t* q) {
+void pack_scale_min(const SuperBlockPlan& p, uint8_t* q) {
   std::memset(q, 0, 12);
   for (int j = 0; j < 8; ++j) {
     const int sc = p.scale[2 * j], m = p.min[2 * j];
@@ -217,23 +210,25 @@ constexpr Search kSearchQ2{-0.5f, 0.1f, 15, true, false};
 constexpr Search kSearchQ4{-1.0f, 0.1f, 20, false, true};
 constexpr Search kSearchQ5{-0.5f, 0.1f, 15, false, true};
 
-void quantize_q2_k(const float* x, ScaleSearch search, BlockQ2K& b) {
-  Plan p;
-  plan_asymmetric(x, 16, 3, 15, search == ScaleSearch::kSearch ? &kSearchQ2 : nullptr, p);
+int clamp_q3(float v) {
+  return std::clamp(nearest(v), -4, 3);
+}
+int clamp_q6(float v) {
+  return std::clamp(nearest(v), -32, 31);
+}
+
+void pack_q2_k(const SuperBlockPlan& p, BlockQ2K& b) {
   std::memset(&b, 0, sizeof(b));
   b.d = p.d;
   b.dmin = p.dmin;
   for (int j = 0; j < 16; ++j) b.scales[j] = static_cast<uint8_t>(p.scale[j] | (p.min[j] << 4));
   for (int e = 0; e < 256; ++e) {
     const int n = e / 128, k = e % 128 / 32, l = e % 32;
-    b.qs[32 * n + l] |= static_cast<uint8_t>(p.w[e] << (2 * k));
+    b.qs[32 * n + l] |= static_cast<uint8_t>(p.code[e] << (2 * k));
   }
 }
 
-void quantize_q3_k(const float* x, BlockQ3K& b) {
-  Plan p;
-  plan_symmetric(
-      x, 16, -4.0f, 32, [](float v) { return std::clamp(nearest(v), -4, 3); }, p);
+void pack_q3_k(const SuperBlockPlan& p, BlockQ3K& b) {
   std::memset(&b, 0, sizeof(b));
   b.d = p.d;
   for (int j = 0; j < 16; ++j) {  // the inverse of q3k_scales
@@ -246,16 +241,13 @@ void quantize_q3_k(const float* x, BlockQ3K& b) {
     b.scales[8 + j % 4] |= static_cast<uint8_t>((v >> 4) << (2 * (j / 4)));
   }
   for (int e = 0; e < 256; ++e) {
-    const int n = e / 128, k = e % 128 / 32, l = e % 32, v = p.w[e] + 4;
+    const int n = e / 128, k = e % 128 / 32, l = e % 32, v = p.code[e] + 4;
     b.qs[32 * n + l] |= static_cast<uint8_t>((v & 3) << (2 * k));
     if (v >= 4) b.hmask[l] |= static_cast<uint8_t>(1 << (4 * n + k));
   }
 }
 
-void quantize_q45_k(const float* x, bool five, ScaleSearch search, uint8_t* out) {
-  Plan p;
-  const Search* sp = search != ScaleSearch::kSearch ? nullptr : five ? &kSearchQ5 : &kSearchQ4;
-  plan_asymmetric(x, 32, five ? 31 : 15, 63, sp, p);
+void pack_q45_k(const SuperBlockPlan& p, bool five, uint8_t* out) {
   std::memcpy(out, &p.d, 2);
   std::memcpy(out + 2, &p.dmin, 2);
   pack_scale_min(p, out + 4);
@@ -264,30 +256,25 @@ void quantize_q45_k(const float* x, bool five, ScaleSearch search, uint8_t* out)
   if (five) std::memset(qh, 0, 32);
   for (int k = 0; k < 4; ++k) {
     for (int l = 0; l < 32; ++l) {
-      const int lo = p.w[64 * k + l], hi = p.w[64 * k + 32 + l];
+      const int lo = p.code[64 * k + l], hi = p.code[64 * k + 32 + l];
       qs[32 * k + l] = static_cast<uint8_t>((lo & 0xf) | ((hi & 0xf) << 4));
       if (five) qh[l] |= static_cast<uint8_t>(((lo >> 4) << (2 * k)) | ((hi >> 4) << (2 * k + 1)));
     }
   }
 }
 
-void quantize_q6_k(const float* x, BlockQ6K& b) {
-  Plan p;
-  plan_symmetric(
-      x, 16, -32.0f, 128, [](float v) { return std::clamp(nearest(v), -32, 31); }, p);
+void pack_q6_k(const SuperBlockPlan& p, BlockQ6K& b) {
   std::memset(&b, 0, sizeof(b));
   b.d = p.d;
   for (int j = 0; j < 16; ++j) b.scales[j] = static_cast<int8_t>(p.scale[j]);
   for (int e = 0; e < 256; ++e) {
-    const int n = e / 128, k = e % 128 / 32, l = e % 32, v = p.w[e] + 32;
+    const int n = e / 128, k = e % 128 / 32, l = e % 32, v = p.code[e] + 32;
     b.ql[64 * n + l + 32 * (k & 1)] |= static_cast<uint8_t>((v & 0xf) << (k < 2 ? 0 : 4));
     b.qh[32 * n + l] |= static_cast<uint8_t>((v >> 4) << (2 * k));
   }
 }
 
-void quantize_iq4_xs(const float* x, BlockIq4Xs& b) {
-  Plan p;
-  plan_symmetric(x, 32, -127.0f, 32, iq4_index, p);
+void pack_iq4_xs(const SuperBlockPlan& p, BlockIq4Xs& b) {
   std::memset(&b, 0, sizeof(b));
   b.d = p.d;
   for (int ib = 0; ib < 8; ++ib) {
@@ -295,9 +282,18 @@ void quantize_iq4_xs(const float* x, BlockIq4Xs& b) {
     b.scales_l[ib / 2] |= static_cast<uint8_t>((v & 0xf) << (4 * (ib % 2)));
     b.scales_h |= static_cast<uint16_t>((v >> 4) << (2 * ib));
     for (int j = 0; j < 16; ++j) {
-      b.qs[16 * ib + j] = static_cast<uint8_t>(p.w[32 * ib + j] | (p.w[32 * ib + 16 + j] << 4));
+      b.qs[16 * ib + j] =
+          static_cast<uint8_t>(p.code[32 * ib + j] | (p.code[32 * ib + 16 + j] << 4));
     }
   }
+}
+
+// Each packed block is built in an aligned local and copied out: rows need not be aligned.
+template <typename Block, typename Pack>
+void pack_via(const SuperBlockPlan& p, uint8_t* out, Pack pack) {
+  Block b;
+  pack(p, b);
+  std::memcpy(out, &b, sizeof(b));
 }
 
 // 32-weight types. Q4_1 / Q5_0 / Q5_1 follow llama.cpp's reference quantizers exactly.
@@ -380,6 +376,135 @@ void quantize_iq4_nl(const float* x, BlockIq4Nl& b) {
 
 }  // namespace
 
+bool has_superblock_plan(TensorType type) {
+  switch (type) {
+    case TensorType::kQ2_K:
+    case TensorType::kQ3_K:
+    case TensorType::kQ4_K:
+    case TensorType::kQ5_K:
+    case TensorType::kQ6_K:
+    case TensorType::kIQ4_XS:
+      return true;
+    default:
+      return false;
+  }
+}
+
+SuperBlockPlan plan_superblock(TensorType type, const float* x, ScaleSearch search) {
+  SuperBlockPlan p;
+  p.type = type;
+  const bool s = search == ScaleSearch::kSearch;
+  switch (type) {
+    case TensorType::kQ2_K:
+      plan_asymmetric(x, 16, 3, 15, s ? &kSearchQ2 : nullptr, p);
+      break;
+    case TensorType::kQ3_K:
+      plan_symmetric(x, 16, -4.0f, 32, clamp_q3, p);
+      break;
+    case TensorType::kQ4_K:
+      plan_asymmetric(x, 32, 15, 63, s ? &kSearchQ4 : nullptr, p);
+      break;
+    case TensorType::kQ5_K:
+      plan_asymmetric(x, 32, 31, 63, s ? &kSearchQ5 : nullptr, p);
+      break;
+    case TensorType::kQ6_K:
+      plan_symmetric(x, 16, -32.0f, 128, clamp_q6, p);
+      break;
+    case TensorType::kIQ4_XS:
+      plan_symmetric(x, 32, -127.0f, 32, iq4_index, p);
+      break;
+    default:
+      fail(ErrorCode::kUnsupported, "no super-block plan for tensor type {}",
+           tensor_type_name(type));
+  }
+  return p;
+}
+
+float superblock_value(const SuperBlockPlan& p, int e, int code) {
+  const int j = e / 16;
+  const float step = fp16_to_fp32(p.d) * static_cast<float>(p.scale[j]);
+  switch (p.type) {
+    case TensorType::kQ2_K:
+    case TensorType::kQ4_K:
+    case TensorType::kQ5_K:
+      return step * static_cast<float>(code) - fp16_to_fp32(p.dmin) * static_cast<float>(p.min[j]);
+    case TensorType::kIQ4_XS:
+      return step * static_cast<float>(kIq4nlValues[code]);
+    default:
+      return step * static_cast<float>(code);
+  }
+}
+
+int superblock_nearest(const SuperBlockPlan& p, int e, float v) {
+  const int j = e / 16;
+  const float step = fp16_to_fp32(p.d) * static_cast<float>(p.scale[j]);
+  int lo = 0, hi = 0;
+  float off = 0.0f;  // what the min subtracts
+  switch (p.type) {
+    case TensorType::kQ2_K:
+      hi = 3;
+      off = fp16_to_fp32(p.dmin) * static_cast<float>(p.min[j]);
+      break;
+    case TensorType::kQ4_K:
+      hi = 15;
+      off = fp16_to_fp32(p.dmin) * static_cast<float>(p.min[j]);
+      break;
+    case TensorType::kQ5_K:
+      hi = 31;
+      off = fp16_to_fp32(p.dmin) * static_cast<float>(p.min[j]);
+      break;
+    case TensorType::kQ3_K:
+      lo = -4;
+      hi = 3;
+      break;
+    case TensorType::kQ6_K:
+      lo = -32;
+      hi = 31;
+      break;
+    case TensorType::kIQ4_XS: {  // a non-uniform table: the nearest of its 16 values
+      int best = 0;
+      for (int c = 1; c < 16; ++c) {
+        if (std::fabs(superblock_value(p, e, c) - v) < std::fabs(superblock_value(p, e, best) - v))
+          best = c;
+      }
+      return best;
+    }
+    default:
+      fail(ErrorCode::kUnsupported, "no super-block plan for tensor type {}",
+           tensor_type_name(p.type));
+  }
+  // On a uniform grid the nearest level is the rounded quotient, clamped (a negative step,
+  // which Q3_K's signed group scales allow, only mirrors it).
+  if (step == 0.0f) return std::clamp(0, lo, hi);
+  return std::clamp(nearest((v + off) / step), lo, hi);
+}
+
+void pack_superblock(const SuperBlockPlan& p, uint8_t* out) {
+  switch (p.type) {
+    case TensorType::kQ2_K:
+      pack_via<BlockQ2K>(p, out, pack_q2_k);
+      break;
+    case TensorType::kQ3_K:
+      pack_via<BlockQ3K>(p, out, pack_q3_k);
+      break;
+    case TensorType::kQ4_K:
+      pack_q45_k(p, false, out);
+      break;
+    case TensorType::kQ5_K:
+      pack_q45_k(p, true, out);
+      break;
+    case TensorType::kQ6_K:
+      pack_via<BlockQ6K>(p, out, pack_q6_k);
+      break;
+    case TensorType::kIQ4_XS:
+      pack_via<BlockIq4Xs>(p, out, pack_iq4_xs);
+      break;
+    default:
+      fail(ErrorCode::kUnsupported, "no super-block plan for tensor type {}",
+           tensor_type_name(p.type));
+  }
+}
+
 void quantize_row_blocks(TensorType type, const float* in, void* out, int64_t n,
                          ScaleSearch search) {
   auto* o = static_cast<uint8_t*>(out);
@@ -414,34 +539,14 @@ void quantize_row_blocks(TensorType type, const float* in, void* out, int64_t n,
         std::memcpy(dst, &k, sizeof(k));
         break;
       }
-      case TensorType::kQ2_K: {
-        BlockQ2K k;
-        quantize_q2_k(x, search, k);
-        std::memcpy(dst, &k, sizeof(k));
-        break;
-      }
-      case TensorType::kQ3_K: {
-        BlockQ3K k;
-        quantize_q3_k(x, k);
-        std::memcpy(dst, &k, sizeof(k));
-        break;
-      }
+      case TensorType::kQ2_K:
+      case TensorType::kQ3_K:
       case TensorType::kQ4_K:
-        quantize_q45_k(x, false, search, dst);
-        break;
       case TensorType::kQ5_K:
-        quantize_q45_k(x, true, search, dst);
-        break;
-      case TensorType::kQ6_K: {
-        BlockQ6K k;
-        quantize_q6_k(x, k);
-        std::memcpy(dst, &k, sizeof(k));
-        break;
-      }
+      case TensorType::kQ6_K:
       case TensorType::kIQ4_XS: {
-        BlockIq4Xs k;
-        quantize_iq4_xs(x, k);
-        std::memcpy(dst, &k, sizeof(k));
+        const SuperBlockPlan plan = plan_superblock(type, x, search);
+        pack_superblock(plan, dst);
         break;
       }
       default:

@@ -236,13 +236,13 @@ class Calibrator {
         std::memcpy(out.data.data(), m->w.data(), out.data.size());
         continue;
       }
-      if (o_.method == CalibrationMethod::kGptq && g.has_stats && has_block_grid(m->type)) {
+      if (o_.method == CalibrationMethod::kGptq && g.has_stats && gptq_supports(m->type)) {
         out.data = gptq_quantize(m->type, m->w.data(), m->rows, m->cols, g.stats.mean_hessian());
         continue;
       }
-      if (o_.method == CalibrationMethod::kGptq && !has_block_grid(m->type) && g.has_stats &&
+      if (o_.method == CalibrationMethod::kGptq && !gptq_supports(m->type) && g.has_stats &&
           !g.all_float()) {
-        note(g, fmt::format("{}: gptq has no block grid for {}, round-to-nearest", m->name,
+        note(g, fmt::format("{}: gptq does not support {}, round-to-nearest", m->name,
                             tensor_type_name(m->type)));
       }
       out.data = quantize_matrix(m->type, m->w.data(), m->rows, m->cols,

@@ -14,6 +14,7 @@
 #include "base/thread_pool.h"
 #include "kernels/matmul.h"
 #include "kernels/rowquant.h"
+#include "kernels/superblock_plan.h"
 #include "weight_matrix_data.h"
 
 namespace rapide {
@@ -379,6 +380,57 @@ TEST(RowQuant, SearchedScalesLowerTheError) {
       EXPECT_LT(searched, 0.97 * rtn) << tensor_type_name(type);
     }
   }
+}
+
+// The seam GPTQ rounds through for the 256-weight types: a plan packs to exactly the bytes
+// quantize_row writes, superblock_value is what dequantize_row reads back for every code of
+// every weight, and superblock_nearest finds the nearest of those values.
+TEST(RowQuant, SuperBlockPlanIsTheQuantizersSeam) {
+  const std::vector<float> x = random_activations(4 * kSuperBlock, 31);
+  for (TensorType type : kRowTypes) {
+    if (!is_k(type)) {
+      EXPECT_FALSE(matmul::has_superblock_plan(type));
+      continue;
+    }
+    SCOPED_TRACE(tensor_type_name(type));
+    ASSERT_TRUE(matmul::has_superblock_plan(type));
+    const int64_t bytes = tensor_type_block_bytes(type);
+    std::vector<uint8_t> row(static_cast<size_t>(tensor_row_bytes(type, 4 * kSuperBlock)));
+    quantize_row(type, x.data(), row.data(), 4 * kSuperBlock);
+    for (int b = 0; b < 4; ++b) {
+      matmul::SuperBlockPlan p = matmul::plan_superblock(type, x.data() + b * kSuperBlock);
+      std::vector<uint8_t> packed(static_cast<size_t>(bytes));
+      matmul::pack_superblock(p, packed.data());
+      ASSERT_EQ(0, std::memcmp(packed.data(), row.data() + b * bytes, bytes)) << "block " << b;
+      // Every code of weight e, written and read back through the real layout.
+      const int lo = type == TensorType::kQ3_K ? -4 : type == TensorType::kQ6_K ? -32 : 0;
+      const int hi = type == TensorType::kQ2_K   ? 3
+                     : type == TensorType::kQ3_K ? 3
+                     : type == TensorType::kQ5_K ? 31
+                     : type == TensorType::kQ6_K ? 31
+                                                 : 15;
+      for (int e : {0, 17, 100, 255}) {
+        for (int c = lo; c <= hi; ++c) {
+          matmul::SuperBlockPlan q = p;
+          q.code[e] = c;
+          matmul::pack_superblock(q, packed.data());
+          std::vector<float> back(kSuperBlock);
+          dequantize_row(type, packed.data(), back.data(), kSuperBlock);
+          ASSERT_NEAR(back[e], matmul::superblock_value(q, e, c), 1e-6f * (1 + std::fabs(back[e])))
+              << "weight " << e << " code " << c;
+        }
+        // Nearest: no code's value is closer to the probe than the chosen one's.
+        for (float v : {x[b * kSuperBlock + e], 0.0f, 0.37f * x[b * kSuperBlock + e] + 0.01f}) {
+          const float got = matmul::superblock_value(p, e, matmul::superblock_nearest(p, e, v));
+          for (int c = lo; c <= hi; ++c) {
+            EXPECT_LE(std::fabs(got - v), std::fabs(matmul::superblock_value(p, e, c) - v) + 1e-6f)
+                << "weight " << e << " value " << v << " code " << c;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_FALSE(matmul::has_superblock_plan(TensorType::kQ8_0));
 }
 
 }  // namespace
