@@ -9,7 +9,7 @@
 # the server's CPU over 10 s idle with and without polling, and its CPU per output token in
 # each run of the A/B.
 #
-# The poller is curl, not a browser: the browser's own CPU (charts drawn on this same
+# The poller is a Python loop on one keep-alive connection, not a browser: the browser's own CPU (charts drawn on this same
 # machine) is not the server's cost and would blur the figure on a 2-core box.
 #
 #   bench/dashboard.sh
@@ -41,7 +41,17 @@ url="http://127.0.0.1:$port"
 # What one open page does: the state every second (and the page's files once).
 start_poller() {
   curl -sf "$url/dashboard" "$url/dashboard/app.js" "$url/dashboard/uplot.js" >/dev/null
-  (while true; do curl -sf "$url/dashboard/state" >/dev/null; sleep 1; done) &
+  # One keep-alive connection, as the browser's fetch() keeps: a curl process per poll
+  # would add a fork and exec a second to the machine (not the server's cost) and, on two
+  # cores, stall one of the server's compute threads each time.
+  python3 - "$port" <<'PY' &
+import http.client, sys, time
+conn = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]))
+while True:
+    conn.request("GET", "/dashboard/state")
+    conn.getresponse().read()
+    time.sleep(1)
+PY
   poller_pid=$!
 }
 stop_poller() {
