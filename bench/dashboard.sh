@@ -9,8 +9,9 @@
 # the server's CPU over 10 s idle with and without polling, and its CPU per output token in
 # each run of the A/B.
 #
-# The poller is a Python loop on one keep-alive connection, not a browser: the browser's own CPU (charts drawn on this same
-# machine) is not the server's cost and would blur the figure on a 2-core box.
+# The poller is a Python loop on one keep-alive connection, not a browser: the browser's own
+# CPU (charts drawn on this same machine) is not the server's cost and would blur the figure
+# on a 2-core box.
 #
 #   bench/dashboard.sh
 #
