@@ -16,7 +16,7 @@
 #   C. synth100m F16: the same 30 % FFN pruning (no healing: random weights), decode tok/s.
 # Training throughput and wall time are printed for every training run.
 #
-#   bench/compression.sh      HEAL_STEPS=200 DISTILL_STEPS=1000 GENERATE=1024 ROUNDS=3 THREADS=2
+#   bench/compression.sh      HEAL_STEPS=200 DISTILL_STEPS=2500 GENERATE=2048 ROUNDS=3 THREADS=2
 # Environment: see bench/common.sh.
 set -euo pipefail
 
@@ -25,8 +25,8 @@ bench_build rapide bench_speed_report
 threads="${THREADS:-2}"
 rounds="${ROUNDS:-3}"
 heal_steps="${HEAL_STEPS:-200}"
-distill_steps="${DISTILL_STEPS:-1000}"
-generate="${GENERATE:-1024}"
+distill_steps="${DISTILL_STEPS:-2500}"
+generate="${GENERATE:-2048}"
 ctx=128
 tiny="$shared/models/tinystories-656k/TinyStories-656K-F16.gguf"
 eval_text="$shared/reference/text/stories-eval.txt"
