@@ -111,7 +111,7 @@ void Scheduler::preempt(Sequence* victim, std::vector<Work>& work, StepPlan& pla
 void Scheduler::plan_work(Sequence& s, int n, bool is_decode, std::vector<Work>& work,
                           StepPlan& plan, int& budget) {
   kv_.reserve(s.kv_id, s.num_computed + n);
-  work.push_back({&s, n, is_decode, {}, {}});
+  work.push_back({&s, n, is_decode, {}});
   (is_decode ? plan.decode_tokens : plan.prefill_tokens) += n;
   budget -= n;
 }
@@ -218,13 +218,11 @@ void Scheduler::propose(std::vector<Work>& work, int& budget, StepPlan& plan) {
   for (const Work& w : work) decoding += w.is_decode && !w.sequence->padding;
   std::vector<ProposalRequest> requests;
   std::vector<Work*> owners;
-  const bool plain = spec_.plain_step();
   for (Work& w : work) {
     if (!w.is_decode || w.sequence->padding || w.sequence->constrained) continue;
     Sequence& s = *w.sequence;
     if (s.spec.mode == SpecMode::kOff) continue;  // the request turned speculation off
     const int tokens = s.spec.tokens.value_or(options_.spec.tokens);
-    if (plain && tokens < 0) continue;  // auto, learning what a step costs
     const SpecDecision d = spec_.choose(s.id, decoding, tokens);
     spec_stats_.last_k = d.k;
     spec_stats_.last_predicted_speedup = d.predicted_speedup;

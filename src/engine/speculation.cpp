@@ -43,17 +43,12 @@ void StepCostModel::refit() {
   }
   const double var = n * sxx - sx * sx;
   // Steps of one size say nothing about the per-row cost; a fit needs at least two sizes.
-  // Once there was one, it stands while the window holds a single size: a batch that has
-  // settled (every sequence plain, or all with the same k) must not read as rows that cost
-  // nothing.
-  if (window_.size() < 8 || var <= 1e-9 * n * n) {
-    if (!fitted_) {
-      a_ = n > 0 ? sy / n : 0.0;
-      b_ = 0.0;
-    }
+  fitted_ = window_.size() >= 8 && var > 1e-9 * n * n;
+  if (!fitted_) {
+    a_ = n > 0 ? sy / n : 0.0;
+    b_ = 0.0;
     return;
   }
-  fitted_ = true;
   b_ = std::max(0.0, (n * sxy - sx * sy) / var);
   a_ = std::max(0.0, (sy - b_ * sx) / n);
 }
@@ -83,13 +78,6 @@ SpecDecision SpecController::choose(RequestId id, int rows, int tokens) {
   // steps, b small) that pays; in a large, compute-bound one the extra rows cost what they
   // save and no k wins.
   rows = std::max(1, rows);
-  if (!costs_.fitted()) {
-    // No per-row cost known yet: a guess is probed (k = 1), never bet on, and every other
-    // step runs plain (plain_step()), so the fit sees both sizes at this batch within a few
-    // steps. Trusting an unfitted model (b = 0: extra rows free) made a batch of 32
-    // speculate at the largest k with a draft model that costs half a target step.
-    return {1, 1.0};
-  }
   const double t = costs_.predict(rows);
   const double b = costs_.per_row();
   SpecDecision best;
@@ -111,11 +99,6 @@ SpecDecision SpecController::choose(RequestId id, int rows, int tokens) {
   s.steps_off = 0;
   s.reprobe_after = kReprobeSteps;
   return best;
-}
-
-bool SpecController::plain_step() {
-  if (options_.mode == SpecMode::kOff || costs_.fitted()) return false;
-  return (++unfitted_steps_ % 2) == 0;
 }
 
 void SpecController::observe(RequestId id, int proposed, int accepted) {

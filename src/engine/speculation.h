@@ -15,10 +15,6 @@
 // step; a step of R decoding rows that all speculate costs T + b * k * R instead of T, so k
 // maximizes E(k) * T / (T + b * k * R);
 // k = 0 (speculation off for the sequence) when no k beats plain decoding by the margin.
-// Until the step costs have been fitted on two sizes, auto probes with k = 1 on alternate
-// steps (plain_step() on the others), so the first fit compares plain and speculating steps
-// of the batch actually running, the draft model's time included (a step's seconds count
-// the proposer's).
 // A sequence with speculation off re-probes with k = 1 after kReprobeSteps steps, then after
 // twice as many each time the probe does not turn it back on.
 #pragma once
@@ -43,8 +39,7 @@ class StepCostModel {
  public:
   static constexpr int kWindow = 64;
   void observe(int rows, double seconds);
-  // Whether a fit on steps of different sizes exists (otherwise b is unknown); the latest
-  // such fit stands while the window holds one size.
+  // Whether the fit rests on steps of different sizes (otherwise b is unknown).
   bool fitted() const;
   double intercept() const { return a_; }
   double per_row() const { return b_; }
@@ -78,9 +73,6 @@ class SpecController {
   // How many tokens to propose for `id` in a step of `rows` decoding sequences: `tokens`
   // when it is >= 0 (a fixed k: --spec-tokens N or the request's own), else auto.
   SpecDecision choose(RequestId id, int rows, int tokens);
-  // Whether this step's auto sequences run plain: every other step until the cost model is
-  // fitted (see above). Call once per step.
-  bool plain_step();
   // A verification of `proposed` guesses accepted `accepted` of them.
   void observe(RequestId id, int proposed, int accepted);
   void forget(RequestId id) { sequences_.erase(id); }
@@ -97,7 +89,6 @@ class SpecController {
   };
   SpecOptions options_;
   StepCostModel costs_;
-  uint64_t unfitted_steps_ = 0;
   std::unordered_map<RequestId, PerSequence> sequences_;
 };
 

@@ -326,40 +326,6 @@ TEST_F(SpeculativeTest, AutoStopsSpeculatingWhenGuessesFail) {
   EXPECT_EQ(busy.choose(good, 32, -1).k, 0);
 }
 
-// Before the step costs are known, auto probes one guess on alternate steps and runs the
-// others plain; the first fit then compares the two sizes of the batch that runs. A draft
-// that makes a speculating step of 32 sequences cost 2.5 plain ones is turned off even at
-// 77 % acceptance, and stays off once every step is plain (the fit stands).
-TEST(SpecControllerCosts, UnfittedCostsProbeThenTheFirstFitDecides) {
-  SpecController c(SpecOptions{SpecMode::kDraft, -1, 8, 1, 4});
-  const RequestId id = 7;
-  EXPECT_EQ(c.choose(id, 32, -1).k, 1);  // no bet on rows that seem free
-  std::vector<bool> plain;
-  for (int i = 0; i < 4; ++i) plain.push_back(c.plain_step());
-  EXPECT_EQ(plain, (std::vector<bool>{false, true, false, true}));
-  for (int i = 0; i < 40; ++i) c.observe(id, 1, 1), c.observe(id, 1, i % 4 == 0 ? 0 : 1);
-  ASSERT_GT(c.acceptance(id), 0.7);
-  for (int i = 0; i < 8; ++i) {
-    c.costs().observe(32, 0.050);  // plain
-    c.costs().observe(64, 0.125);  // k = 1: 32 verification rows and a draft step
-  }
-  ASSERT_TRUE(c.costs().fitted());
-  EXPECT_FALSE(c.plain_step());
-  EXPECT_EQ(c.choose(id, 32, -1).k, 0);
-  for (int i = 0; i < 2 * StepCostModel::kWindow; ++i) c.costs().observe(32, 0.050);
-  EXPECT_TRUE(c.costs().fitted());
-  EXPECT_NEAR(c.costs().per_row(), 0.075 / 32, 1e-6);
-  EXPECT_EQ(c.choose(id, 32, -1).k, 0);
-  // One memory-bound stream with the same acceptance: verification rows are nearly free.
-  SpecController one(SpecOptions{SpecMode::kDraft, -1, 8, 1, 4});
-  for (int i = 0; i < 40; ++i) one.observe(id, 1, i % 4 == 0 ? 0 : 1);
-  for (int i = 0; i < 8; ++i) {
-    one.costs().observe(1, 0.0044);
-    one.costs().observe(2, 0.0046);
-  }
-  EXPECT_GE(one.choose(id, 1, -1).k, 2);
-}
-
 // A draft model: the Q8_0 copy of the target drafts for the F16 target (and the target for
 // itself, where every guess must be accepted). Greedy output is the target's, token for token.
 TEST_F(SpeculativeTest, DraftModelIsLosslessAndAgreesWithItself) {
