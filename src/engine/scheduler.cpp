@@ -111,7 +111,7 @@ void Scheduler::preempt(Sequence* victim, std::vector<Work>& work, StepPlan& pla
 void Scheduler::plan_work(Sequence& s, int n, bool is_decode, std::vector<Work>& work,
                           StepPlan& plan, int& budget) {
   kv_.reserve(s.kv_id, s.num_computed + n);
-  work.push_back({&s, n, is_decode, {}});
+  work.push_back({&s, n, is_decode, {}, {}});
   (is_decode ? plan.decode_tokens : plan.prefill_tokens) += n;
   budget -= n;
 }
