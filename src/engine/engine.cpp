@@ -47,6 +47,10 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, const EngineOptions& op
       std::make_unique<PrefixSharingProbe>(options_.kv_block_size, model_identity(model_, layout));
   proposer_ = make_proposer(draft);
   scheduler_ = std::make_unique<Scheduler>(options_, *kv_, prefix_cache_.get(), proposer_.get());
+  if (draft != nullptr && proposer_ != nullptr && model_.matmul_parameters() > 0) {
+    scheduler_->set_draft_work_ratio(static_cast<double>(draft->model.matmul_parameters()) /
+                                     static_cast<double>(model_.matmul_parameters()));
+  }
   runner_ = std::make_unique<ModelRunner>(model_, *kv_, *pool_);
   outputs_ = std::make_unique<OutputProcessor>(tokenizer_, c.vocab_size, *pool_);
   spdlog::info(
@@ -431,6 +435,7 @@ void Engine::step() {
   // Speculation's cost model learns from decode-only steps: a prefill chunk's many cheap
   // rows would flatten the per-row cost that verification rows actually pay.
   if (plan.prefill_tokens == 0) scheduler_->observe_step_cost(plan.decode_tokens, st.seconds);
+  if (plan.decode_tokens == 0) scheduler_->observe_prefill_cost(plan.prefill_tokens, st.seconds);
   {
     // Counted before the events go out: a client that sees its final event sees its blocks
     // freed and its request counted.

@@ -30,11 +30,11 @@ struct StepStats {
   int running = 0;
   int32_t kv_used_blocks = 0;
   int32_t kv_free_blocks = 0;
-  int32_t kv_cached_blocks = 0;  // of the free ones, still holding reusable prefixes
+  int32_t kv_cached_blocks = 0;       // of the free ones, still holding reusable prefixes
   int64_t kv_reserved_positions = 0;  // slots the running sequences' blocks hold
   int64_t kv_used_positions = 0;      // of those, filled (the rest is fragmentation)
-  int padding_rows = 0;          // static batching's rows of finished requests
-  int draft_tokens = 0;          // speculative guesses verified this step
+  int padding_rows = 0;               // static batching's rows of finished requests
+  int draft_tokens = 0;               // speculative guesses verified this step
 };
 
 struct EngineStats {
@@ -51,8 +51,8 @@ struct EngineStats {
   int waiting = 0;
   int running = 0;
   KvUsage kv;
-  std::vector<StepStats> recent_steps;  // the last steps, oldest first
-  StepTotals step_totals;               // every step since the start, by kind
+  std::vector<StepStats> recent_steps;           // the last steps, oldest first
+  StepTotals step_totals;                        // every step since the start, by kind
   std::vector<FinishedRequest> recent_requests;  // the last requests that ended, oldest first
   // What an ideal prefix cache could serve of the prompts (measured with the cache off too).
   PrefixSharingStats prefix_sharing;

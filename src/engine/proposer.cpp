@@ -54,6 +54,7 @@ void DraftModelProposer::propose(std::span<ProposalRequest> requests) {
   // guess is never fed, so a sequence ends a step holding length + k - 1 draft positions.
   std::vector<size_t> active;
   batch_.clear();
+  passes_.clear();
   for (size_t i = 0; i < requests.size(); ++i) {
     ProposalRequest& r = requests[i];
     r.guesses.clear();
@@ -74,7 +75,10 @@ void DraftModelProposer::propose(std::span<ProposalRequest> requests) {
     active.push_back(i);
   }
   while (!batch_.empty()) {
+    const TimePoint pass_start = Clock::now();
     const std::span<const float> logits = model_.forward(batch_, *kv_, pool_);
+    passes_.emplace_back(static_cast<int>(batch_.size()),
+                         seconds_between(pass_start, Clock::now()));
     size_t row = 0;
     std::vector<size_t> confident;
     for (size_t i : active) {

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include <unordered_map>
@@ -55,6 +56,9 @@ class Proposer {
   virtual void release(int32_t /*kv_id*/) {}
   // Prompt positions the proposer took from a prefix cache instead of computing them.
   virtual uint64_t cached_tokens() const { return 0; }
+  // The forward passes of the last propose() as (rows, seconds): what a draft model costs,
+  // for speculation's cost model. Empty for a proposer that runs no model.
+  virtual std::span<const std::pair<int, double>> last_passes() const { return {}; }
 };
 
 // Prompt lookup (propose_ngram in engine/speculation.h): no state, no model.
@@ -97,6 +101,7 @@ class DraftModelProposer final : public Proposer {
   void rollback(int32_t kv_id, int positions) override;
   void release(int32_t kv_id) override;
   uint64_t cached_tokens() const override { return cached_tokens_; }
+  std::span<const std::pair<int, double>> last_passes() const override { return passes_; }
   // Seconds spent in the draft model's forward passes so far.
   double draft_seconds() const { return draft_seconds_; }
   const PagedKvStore& kv() const { return *kv_; }
@@ -120,6 +125,7 @@ class DraftModelProposer final : public Proposer {
   };
   std::unordered_map<int32_t, CacheState> cache_state_;  // by KV sequence id
   uint64_t cached_tokens_ = 0;
+  std::vector<std::pair<int, double>> passes_;  // of the last propose()
   Batch batch_;
   std::vector<float> scratch_;    // a logits row the draft sampler processes
   std::vector<int32_t> history_;  // a sequence's tokens and guesses, for the draft sampler

@@ -119,6 +119,7 @@ void Scheduler::plan_work(Sequence& s, int n, bool is_decode, std::vector<Work>&
 StepPlan Scheduler::schedule(TimePoint now) {
   StepPlan plan;
   plan.step = ++steps_;
+  draft_seconds_ = 0.0;
   std::vector<Work> work;
   int budget = options_.max_batch_tokens;
   end_batch_if_only_padding();
@@ -241,6 +242,10 @@ void Scheduler::propose(std::vector<Work>& work, int& budget, StepPlan& plan) {
   }
   if (requests.empty()) return;
   proposer_->propose(requests);
+  for (const auto& [rows, seconds] : proposer_->last_passes()) {
+    spec_.draft_costs().observe(rows, seconds);
+    draft_seconds_ += seconds;
+  }
   for (size_t i = 0; i < requests.size(); ++i) {
     Work& w = *owners[i];
     Sequence& s = *w.sequence;

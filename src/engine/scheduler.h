@@ -21,6 +21,7 @@
 // pool spills what it evicts) instead of recomputing.
 #pragma once
 
+#include <algorithm>
 #include <deque>
 #include <memory>
 #include <optional>
@@ -61,7 +62,16 @@ class Scheduler {
   std::vector<FinishedRequest> finish_all(FinishReason reason, TimePoint now = Clock::now());
 
   // A step's measured cost (its fed positions, its seconds): speculation's cost model.
-  void observe_step_cost(int rows, double seconds) { spec_.costs().observe(rows, seconds); }
+  // A decode-only step's seconds (the draft model's passes, which the draft cost model
+  // accounts for, are taken out).
+  void observe_step_cost(int rows, double seconds) {
+    spec_.costs().observe(rows, std::max(0.0, seconds - draft_seconds_));
+  }
+  // The draft model's matrix parameters over the target's (its compute per row, relative).
+  void set_draft_work_ratio(double ratio) { spec_.set_draft_work_ratio(ratio); }
+  void observe_prefill_cost(int tokens, double seconds) {
+    spec_.costs().observe_prefill(tokens, seconds);
+  }
   const SpecStats& spec_stats() const { return spec_stats_; }
   // A sequence by request id (padding included), or null. Read-only: see update().
   const Sequence* get(RequestId id) const;
@@ -121,6 +131,7 @@ class Scheduler {
   uint64_t steps_ = 0;
   SpecController spec_;
   SpecStats spec_stats_;
+  double draft_seconds_ = 0.0;  // the draft model's passes in this step's plan
 };
 
 }  // namespace rapide

@@ -35,15 +35,20 @@ void StepCostModel::observe(int rows, double seconds) {
 void StepCostModel::refit() {
   const double n = static_cast<double>(window_.size());
   double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  int lo = window_.empty() ? 0 : window_[0].first, hi = lo;
   for (const auto& [rows, seconds] : window_) {
+    lo = std::min(lo, rows);
+    hi = std::max(hi, rows);
     sx += rows;
     sy += seconds;
     sxx += static_cast<double>(rows) * rows;
     sxy += rows * seconds;
   }
   const double var = n * sxx - sx * sx;
-  // Steps of one size say nothing about the per-row cost; a fit needs at least two sizes.
-  fitted_ = window_.size() >= 8 && var > 1e-9 * n * n;
+  // Steps of one size say nothing about the per-row cost; a fit needs at least two sizes,
+  // a quarter apart: a batch draining from 32 to 28 rows spans too little for the slope to
+  // rise above the noise of step times.
+  fitted_ = window_.size() >= 8 && var > 1e-9 * n * n && hi - lo >= std::max(1, hi / 4);
   if (!fitted_) {
     a_ = n > 0 ? sy / n : 0.0;
     b_ = 0.0;
@@ -51,6 +56,13 @@ void StepCostModel::refit() {
   }
   b_ = std::max(0.0, (n * sxy - sx * sy) / var);
   a_ = std::max(0.0, (sy - b_ * sx) / n);
+}
+
+void StepCostModel::observe_prefill(int tokens, double seconds) {
+  if (tokens < kPriorMinTokens || seconds <= 0.0) return;
+  const double per_token = seconds / tokens;
+  // The latest chunks weigh most: the machine's speed drifts.
+  prior_b_ = prior_b_ > 0.0 ? 0.75 * prior_b_ + 0.25 * per_token : per_token;
 }
 
 bool StepCostModel::fitted() const {
@@ -79,14 +91,23 @@ SpecDecision SpecController::choose(RequestId id, int rows, int tokens) {
   // save and no k wins.
   rows = std::max(1, rows);
   const double t = costs_.predict(rows);
-  const double b = costs_.per_row();
-  SpecDecision best;
-  for (int k = 1; k <= options_.max_tokens; ++k) {
-    const double speedup = t > 0 ? expected_tokens(alpha, k) * t / (t + b * k * rows) : 1.0;
-    if (speedup > best.predicted_speedup) best = {k, speedup};
-  }
+  const double b = costs_.fitted() ? costs_.per_row() : costs_.prior_per_row();
+  const double d =
+      draft_costs_.observations() > 0 ? draft_costs_.predict(rows) : draft_work_ratio_ * b * rows;
+  auto best_k = [&](double a) {
+    SpecDecision best;
+    for (int k = 1; k <= options_.max_tokens; ++k) {
+      const double cost = t + b * k * rows + k * d;
+      const double speedup = t > 0 ? expected_tokens(a, k) * t / cost : 1.0;
+      if (speedup > best.predicted_speedup) best = {k, speedup};
+    }
+    return best;
+  };
+  const SpecDecision best = best_k(alpha);
   PerSequence& s = sequences_[id];
   if (best.predicted_speedup < kMargin) {
+    // Not even guesses that are always right would pay at this batch: no probe either.
+    if (best_k(kPerfectAlpha).predicted_speedup < kMargin) return {};
     // Below break-even: plain decoding, with a probe now and then so a sequence whose text
     // turned predictable (a quote, a list) can turn speculation back on. Probes grow rarer
     // while they keep failing: a draft model's probe first catches up on every token it

@@ -15,6 +15,16 @@
 // step; a step of R decoding rows that all speculate costs T + b * k * R instead of T, so k
 // maximizes E(k) * T / (T + b * k * R);
 // k = 0 (speculation off for the sequence) when no k beats plain decoding by the margin.
+// Until decode steps of two sizes a quarter apart have been seen, b is not known from them; it is
+// then taken from prefill steps (seconds per token of prompt chunks of kPriorMinTokens or more,
+// where the cost is the rows' compute), so a batch whose steps are compute-bound does not start
+// speculating on the belief that extra rows are free; without such a step, b = 0.
+// A draft model's passes are a cost model of their own, D(R) = a' + b' R (seconds per pass of
+// R rows; before its first pass, b' R with b' = b x the draft's share of the target's matrix
+// parameters), so with a draft a step costs T + b k R + k D(R); its seconds are taken out of the
+// step's before the step's own fit. A sequence that is off is probed again only if perfect
+// guesses could pay at the current batch: a draft model's probe first catches up on every
+// token it skipped.
 // A sequence with speculation off re-probes with k = 1 after kReprobeSteps steps, then after
 // twice as many each time the probe does not turn it back on.
 #pragma once
@@ -44,12 +54,19 @@ class StepCostModel {
   double intercept() const { return a_; }
   double per_row() const { return b_; }
   double predict(int rows) const { return a_ + b_ * rows; }
+  size_t observations() const { return window_.size(); }
+  // A prefill-only step of `tokens` prompt tokens: the per-row prior (see above).
+  void observe_prefill(int tokens, double seconds);
+  static constexpr int kPriorMinTokens = 32;
+  // Seconds per row before a fit: the prefill prior (0 without one).
+  double prior_per_row() const { return prior_b_; }
 
  private:
   void refit();
   std::vector<std::pair<int, double>> window_;
   size_t next_ = 0;
   double a_ = 0.0, b_ = 0.0;
+  double prior_b_ = 0.0;
   bool fitted_ = false;
 };
 
@@ -67,6 +84,7 @@ class SpecController {
   static constexpr double kMargin = 1.10;
   static constexpr double kForget = 0.9;  // weight of the past per verification
   static constexpr double kPriorAlpha = 0.6;
+  static constexpr double kPerfectAlpha = 0.99;  // "always right", for the probe rule
 
   explicit SpecController(const SpecOptions& options) : options_(options) {}
 
@@ -77,6 +95,12 @@ class SpecController {
   void observe(RequestId id, int proposed, int accepted);
   void forget(RequestId id) { sequences_.erase(id); }
   StepCostModel& costs() { return costs_; }
+  // The draft model's forward passes (rows = tokens fed): a draft-model proposer's k guesses
+  // for R sequences cost k passes of R rows (the catch-up of skipped tokens comes on top).
+  StepCostModel& draft_costs() { return draft_costs_; }
+  // Before the draft's first pass its cost per row is taken as this ratio (its matrix
+  // parameters over the target's) times the target's per-row cost.
+  void set_draft_work_ratio(double ratio) { draft_work_ratio_ = ratio; }
   // Acceptance estimate of a sequence (the prior when unseen).
   double acceptance(RequestId id) const;
 
@@ -89,6 +113,8 @@ class SpecController {
   };
   SpecOptions options_;
   StepCostModel costs_;
+  StepCostModel draft_costs_;
+  double draft_work_ratio_ = 0.0;
   std::unordered_map<RequestId, PerSequence> sequences_;
 };
 

@@ -326,6 +326,41 @@ TEST_F(SpeculativeTest, AutoStopsSpeculatingWhenGuessesFail) {
   EXPECT_EQ(busy.choose(good, 32, -1).k, 0);
 }
 
+// A draft model's passes are part of the cost. In a compute-bound batch of 32 a draft with
+// the target's parameter count (a quantized copy) costs about a target step per guess, so
+// even 77 % acceptance does not pay, and no sequence is ever probed: a probe would first make
+// the draft catch up on the whole prompt. Before any draft pass the cost comes from the
+// prefill prior and the parameter ratio; afterwards from the draft's own passes. One
+// memory-bound stream with a cheap draft pass still speculates.
+TEST(SpecControllerCosts, DraftPassesCountAndHopelessProbesAreSkipped) {
+  const RequestId id = 3;
+  SpecController busy(SpecOptions{SpecMode::kDraft, -1, 8, 1, 4});
+  busy.set_draft_work_ratio(1.0);
+  busy.costs().observe_prefill(512, 512 * 0.0008);               // 0.8 ms a row when compute-bound
+  for (int i = 0; i < 16; ++i) busy.costs().observe(32, 0.034);  // one size: unfitted
+  ASSERT_FALSE(busy.costs().fitted());
+  for (int i = 0; i < 40; ++i) busy.observe(id, 1, i % 4 == 0 ? 0 : 1);
+  int probes = 0;
+  for (int i = 0; i < 8 * SpecController::kReprobeSteps; ++i) probes += busy.choose(id, 32, -1).k;
+  EXPECT_EQ(probes, 0);
+  // Measured draft passes (a 32-row pass costs 20 ms) keep it so.
+  for (int i = 0; i < 16; ++i) busy.draft_costs().observe(i % 2 ? 32 : 256, i % 2 ? 0.020 : 0.15);
+  EXPECT_EQ(busy.choose(id, 32, -1).k, 0);
+
+  SpecController one(SpecOptions{SpecMode::kDraft, -1, 8, 1, 4});
+  one.set_draft_work_ratio(1.0);
+  for (int i = 0; i < 40; ++i) one.observe(id, 1, i % 4 == 0 ? 0 : 1);
+  for (int i = 0; i < 8; ++i) {
+    one.costs().observe(1, 0.0044);
+    one.costs().observe(5, 0.0050);
+    one.draft_costs().observe(1, 0.0012);  // a Q4_0 copy reads a quarter of the bytes
+    one.draft_costs().observe(200, 0.030);
+  }
+  const SpecDecision d = one.choose(id, 1, -1);
+  EXPECT_GE(d.k, 2);
+  EXPECT_GT(d.predicted_speedup, 1.3);
+}
+
 // A draft model: the Q8_0 copy of the target drafts for the F16 target (and the target for
 // itself, where every guess must be accepted). Greedy output is the target's, token for token.
 TEST_F(SpeculativeTest, DraftModelIsLosslessAndAgreesWithItself) {

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -49,10 +50,17 @@ nlohmann::ordered_json oracle_case(const std::string& source, const ChatTemplate
 
 std::vector<OracleResult> run_oracle(const nlohmann::ordered_json& cases) {
   // ctest runs every test case in its own process; a cache keyed by the cases and the oracle
-  // script lets them share one Python run instead of starting Python for each.
+  // script lets them share one Python run instead of starting Python for each. Templates
+  // print today's date (strftime_now), so the day is part of the key: yesterday's results
+  // must not stand for today's.
   std::string request = cases.dump();
-  std::string key =
-      std::to_string(std::hash<std::string>{}(request + read_text(RAPIDE_CHAT_ORACLE)));
+  const std::time_t now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);
+  char day[16];
+  const size_t day_len = std::strftime(day, sizeof day, "%Y-%m-%d", &local);
+  std::string key = std::to_string(std::hash<std::string>{}(
+      request + read_text(RAPIDE_CHAT_ORACLE) + std::string(day, day_len)));
   std::filesystem::path cache =
       std::filesystem::temp_directory_path() / ("rapide_jinja_oracle_" + key + ".json");
   std::string out = read_text(cache);
