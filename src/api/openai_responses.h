@@ -36,6 +36,7 @@ struct Usage {
   int64_t completion_tokens = 0;
   int64_t cached_tokens = 0;
   nlohmann::json compression;  // usage.compression when not null (GenerationSpec's)
+  nlohmann::json kv_transfer;  // usage.kv_transfer when not null (disaggregation, usage_of)
 };
 nlohmann::json usage_json(const Usage& usage);
 
