@@ -94,8 +94,8 @@ void serve_main(ServeOptions& o) {
   o.server.drain_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(o.drain_timeout_s * 1000.0));
   o.server.http.header_timeout = std::chrono::seconds(o.header_timeout_s);
-  if (is_follower_rank(o.model)) load_for_inference(o.model);  // rank 0's passes, then exit
-  const std::optional<DisaggRole> role = disaggregation_role(o);
+  const std::optional<DisaggRole> role = disaggregation_role(o);  // refusals first
+  if (is_follower_rank(o.model)) load_for_inference(o.model);     // rank 0's passes, then exit
   const bool demo = o.model.model_path.empty();
   const int threads = o.model.threads > 0 ? o.model.threads : physical_core_count();
   if (role == DisaggRole::kPrefill) {  // no HTTP: compute rank 0's prompts until it stops
@@ -119,8 +119,7 @@ void serve_main(ServeOptions& o) {
   Engine engine(*loaded.model, *loaded.tokenizer, o.engine.resolve(threads),
                 draft ? draft->ref.get() : nullptr);
   if (prefill_rank) {
-    engine.set_remote_prefill(prefill_rank.get(),
-                              std::chrono::milliseconds(o.disagg_timeout_ms));
+    engine.set_remote_prefill(prefill_rank.get(), std::chrono::milliseconds(o.disagg_timeout_ms));
     spdlog::info(
         "disaggregated: rank 0 routes and decodes, rank 1 computes prompts' K/V (timeout {} ms)",
         o.disagg_timeout_ms);

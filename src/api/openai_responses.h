@@ -55,7 +55,7 @@ struct ChoiceResult {
   int index = 0;
   std::string text;
   const char* finish_reason = "stop";
-  nlohmann::json logprobs;  // null when not requested
+  nlohmann::json logprobs;    // null when not requested
   nlohmann::json tool_calls;  // chat: OpenAI's tool_calls list, null when none
 };
 

@@ -130,8 +130,8 @@ class MpiPrefillLink final : public RemotePrefill {
     check(MPI_Get_count(&status, MPI_BYTE, &bytes), "MPI_Get_count");
     std::vector<uint8_t> frame(static_cast<size_t>(bytes));
     const TimePoint start = Clock::now();
-    check(MPI_Recv(frame.data(), bytes, MPI_BYTE, status.MPI_SOURCE, status.MPI_TAG,
-                   MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+    check(MPI_Recv(frame.data(), bytes, MPI_BYTE, status.MPI_SOURCE, status.MPI_TAG, MPI_COMM_WORLD,
+                   MPI_STATUS_IGNORE),
           "MPI_Recv (KV frame)");
     last_receive_seconds_ = seconds_between(start, Clock::now());
     return frame;

@@ -52,7 +52,8 @@ uint64_t hash_span(std::span<const uint8_t> bytes) {
 uint64_t checksum(std::span<const uint8_t> frame) {
   const uint64_t parts[2] = {hash_span(frame.first(kChecksumOffset)),
                              hash_span(frame.subspan(kHeaderBytes))};
-  return hash_span(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(parts), sizeof(parts)));
+  return hash_span(
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(parts), sizeof(parts)));
 }
 
 }  // namespace
@@ -138,9 +139,8 @@ PrefilledKv decode_kv_frame(std::span<const uint8_t> frame) {
                             uint64_t{h.n_blocks} * uint64_t{h.block_bytes};
   if (frame.size() != expected) {
     fail(ErrorCode::kInvalidArgument,
-         "KV frame: {} bytes, but its header announces {} ({} blocks of {} bytes){}",
-         frame.size(), expected, h.n_blocks, h.block_bytes,
-         frame.size() < expected ? ": truncated" : "");
+         "KV frame: {} bytes, but its header announces {} ({} blocks of {} bytes){}", frame.size(),
+         expected, h.n_blocks, h.block_bytes, frame.size() < expected ? ": truncated" : "");
   }
   if (checksum(frame) != h.checksum) {
     fail(ErrorCode::kInvalidArgument, "KV frame of request {}: checksum mismatch (corrupt)",

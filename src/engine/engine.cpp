@@ -338,7 +338,8 @@ void Engine::loop() {
       // Shutting down: everything still queued or running ends as aborted.
       std::vector<FinishedRequest> ended = scheduler_->finish_all(FinishReason::kAbort);
       for (const auto& [id, a] : awaiting_kv_) {
-        ended.push_back(end_unscheduled(*a.sequence, FinishReason::kAbort, {}, ErrorCode::kCancelled));
+        ended.push_back(
+            end_unscheduled(*a.sequence, FinishReason::kAbort, {}, ErrorCode::kCancelled));
       }
       awaiting_kv_.clear();
       finish_outside_step(ended);
@@ -450,9 +451,9 @@ void Engine::adopt_prefilled(PrefilledKv& kv) {
         s.id, kv.identity, prefix_cache_->identity());
   } else {
     const size_t tokens = kv.hashes.size() * static_cast<size_t>(options_.kv_block_size);
-    report.blocks = prefix_cache_->adopt(std::span<const int32_t>(s.tokens).first(
-                                             std::min(tokens, s.tokens.size())),
-                                         kv.hashes, kv.blocks);
+    report.blocks = prefix_cache_->adopt(
+        std::span<const int32_t>(s.tokens).first(std::min(tokens, s.tokens.size())), kv.hashes,
+        kv.blocks);
   }
   report.wait_seconds = seconds_between(s.timings.arrival, Clock::now());
   spdlog::debug("request {}: {} KV blocks ({} bytes) adopted, transfer {:.3f} ms, waited {:.1f} ms",

@@ -22,8 +22,8 @@ PrefillWorker::PrefillWorker(Model& model, const EngineOptions& options)
   identity_ = model_identity(model_, layout);
   const int bs = options.kv_block_size;
   kv_ = std::make_unique<PagedKvStore>(layout, (context + bs - 1) / bs, context);
-  pool_ = std::make_unique<ThreadPool>(options.threads > 0 ? options.threads
-                                                           : physical_core_count());
+  pool_ =
+      std::make_unique<ThreadPool>(options.threads > 0 ? options.threads : physical_core_count());
 }
 
 PrefilledKv PrefillWorker::prefill(RequestId id, std::span<const int32_t> tokens) {
@@ -41,15 +41,16 @@ PrefilledKv PrefillWorker::prefill(RequestId id, std::span<const int32_t> tokens
       batch.clear();
       const int to = std::min(n, from + chunk_);
       // No logits: only the K/V the pass writes are wanted.
-      for (int p = from; p < to; ++p) batch.add(tokens[static_cast<size_t>(p)], kSequence, p, false);
+      for (int p = from; p < to; ++p)
+        batch.add(tokens[static_cast<size_t>(p)], kSequence, p, false);
       model_.forward(batch, *kv_, *pool_);
     }
     extend_block_hashes(tokens.first(static_cast<size_t>(n)), bs, identity_, out.hashes);
     const std::span<const int32_t> table = kv_->block_table(kSequence);
     out.blocks.resize(out.hashes.size() * out.block_bytes);
     for (size_t b = 0; b < out.hashes.size(); ++b) {
-      kv_->export_block(table[b], std::span<uint8_t>(out.blocks).subspan(b * out.block_bytes,
-                                                                         out.block_bytes));
+      kv_->export_block(
+          table[b], std::span<uint8_t>(out.blocks).subspan(b * out.block_bytes, out.block_bytes));
     }
   } catch (const std::exception& e) {
     out.hashes.clear();

@@ -41,7 +41,7 @@ struct PrefixCacheStats {
   uint64_t evicted_blocks = 0;   // cached blocks whose memory was taken for new content
   uint64_t cached_blocks = 0;    // blocks the directory knows now (RAM or tier)
   uint64_t ram_cached_blocks = 0;
-  uint64_t miss_records = 0;  // partial misses explained so far
+  uint64_t miss_records = 0;    // partial misses explained so far
   uint64_t adopted_blocks = 0;  // blocks another store computed, adopted (disaggregation)
   bool offload_enabled = false;
   OffloadStats offload;

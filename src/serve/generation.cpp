@@ -206,9 +206,9 @@ void GenerationJob::finish() {
   if (const api::ChoiceOutcome* failed = api::first_failure(outcomes_)) {
     const api::ApiError error = api::generation_failed(failed->error, failed->error_code);
     exchange_->respond(error.status(), "application/json", error.to_json(),
-                       error.retry_after() ? HeaderList{{"Retry-After",
-                                                         std::to_string(*error.retry_after())}}
-                                           : HeaderList{});
+                       error.retry_after()
+                           ? HeaderList{{"Retry-After", std::to_string(*error.retry_after())}}
+                           : HeaderList{});
     context_.metrics->observe_status(endpoint_label(), error.status());
     return;
   }

@@ -202,14 +202,12 @@ std::string ServeMetrics::render(const EngineStats* engine, int state) const {
            sp.accepted);
     sample(out, "rapide_spec_acceptance_rate", "gauge", "accepted / proposed guesses",
            sp.acceptance_rate());
-    sample(out, "rapide_spec_mean_accepted_length", "gauge",
-           "guesses accepted per verification", sp.mean_accepted());
+    sample(out, "rapide_spec_mean_accepted_length", "gauge", "guesses accepted per verification",
+           sp.mean_accepted());
     sample(out, "rapide_spec_off_decisions_total", "counter",
            "decode steps where auto chose no speculation (below break-even)", sp.off_decisions);
-    sample(out, "rapide_spec_chosen_tokens", "gauge", "the latest guess count chosen",
-           sp.last_k);
-    header(out, "rapide_spec_accepted_length", "histogram",
-           "guesses accepted per verification");
+    sample(out, "rapide_spec_chosen_tokens", "gauge", "the latest guess count chosen", sp.last_k);
+    header(out, "rapide_spec_accepted_length", "histogram", "guesses accepted per verification");
     uint64_t cumulative = 0;
     for (size_t a = 0; a < sp.accepted_histogram.size(); ++a) {
       cumulative += sp.accepted_histogram[a];

@@ -66,9 +66,9 @@ TEST(KvTransferWire, RefusesTruncatedAndPaddedFrames) {
   EXPECT_NE(refusal({frame.begin(), frame.begin() + 20}).find("shorter than its header"),
             std::string::npos);
   for (size_t cut : {size_t{52}, frame.size() / 2, frame.size() - 1}) {
-    EXPECT_NE(refusal({frame.begin(), frame.begin() + static_cast<ptrdiff_t>(cut)})
-                  .find("truncated"),
-              std::string::npos)
+    EXPECT_NE(
+        refusal({frame.begin(), frame.begin() + static_cast<ptrdiff_t>(cut)}).find("truncated"),
+        std::string::npos)
         << cut;
   }
   std::vector<uint8_t> padded = frame;
