@@ -95,7 +95,7 @@ interference() {
   shift
   local server_log
   server_log=$(mktemp -t rapide-disagg-XXXXXX)
-  start_server "$server_log" -m "$model" "$@"
+  start_server "$server_log" -m "$model" --served-model-name m "$@"
   local result
   result=$(python3 "$root/bench/disagg_load.py" --port "$port" --users "${DISAGG_USERS:-4}" \
     --seconds "${DISAGG_SECONDS:-40}" --long-every "${DISAGG_LONG_EVERY:-4}" \

@@ -85,8 +85,20 @@ std::string model_id_for(const ServeOptions& o) {
   return model_file_name(o.model.model_path).stem().string();
 }
 
+void serve(ServeOptions& o, std::optional<DisaggRole> role);
+
 void serve_main(ServeOptions& o) {
   configure_logging(o.log);
+  const std::optional<DisaggRole> role = disaggregation_role(o);  // refusals first
+  if (!role) return serve(o, role);
+  try {
+    serve(o, role);
+  } catch (const std::exception& e) {
+    abort_disaggregated_job(e);
+  }
+}
+
+void serve(ServeOptions& o, std::optional<DisaggRole> role) {
   // Before anything loads: a wrong --chat-template fails in a second, not after the model.
   const std::string chat_template =
       o.chat_template.empty() ? std::string() : resolve_chat_template(o.chat_template);
@@ -94,8 +106,7 @@ void serve_main(ServeOptions& o) {
   o.server.drain_timeout =
       std::chrono::milliseconds(static_cast<int64_t>(o.drain_timeout_s * 1000.0));
   o.server.http.header_timeout = std::chrono::seconds(o.header_timeout_s);
-  const std::optional<DisaggRole> role = disaggregation_role(o);  // refusals first
-  if (is_follower_rank(o.model)) load_for_inference(o.model);     // rank 0's passes, then exit
+  if (is_follower_rank(o.model)) load_for_inference(o.model);  // rank 0's passes, then exit
   const bool demo = o.model.model_path.empty();
   const int threads = o.model.threads > 0 ? o.model.threads : physical_core_count();
   if (role == DisaggRole::kPrefill) {  // no HTTP: compute rank 0's prompts until it stops

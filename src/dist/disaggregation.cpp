@@ -9,8 +9,11 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cstdlib>
 #include <list>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "base/clock.h"
 #include "base/error.h"
@@ -182,17 +185,35 @@ DisaggRole join_disaggregated_job(const std::string& role) {
          "this job has {} (launch with mpirun -np 2)",
          ranks);
   }
-  const DisaggRole mine = rank == kDecodeRank ? DisaggRole::kRouterDecode : DisaggRole::kPrefill;
-  const bool fits = role == "auto" ||
-                    (mine == DisaggRole::kRouterDecode && (role == "router" || role == "decode")) ||
-                    (mine == DisaggRole::kPrefill && role == "prefill");
-  if (!fits) {
-    fail(ErrorCode::kInvalidArgument,
-         "--role {} on rank {}: rank 0 is the router and decode engine (router, decode), rank 1 "
-         "the prefill rank (prefill); use --role auto",
-         role, rank);
+  // Every rank checks every rank's --role, so a mismatch on one fails all of them alike (a
+  // rank failing alone would leave the other waiting for it, and MPI_Finalize for both).
+  static const std::vector<std::string> kRoles = {"auto", "router", "decode", "prefill"};
+  const int code = static_cast<int>(std::find(kRoles.begin(), kRoles.end(), role) - kRoles.begin());
+  std::vector<int> codes(2);
+  check(MPI_Allgather(&code, 1, MPI_INT, codes.data(), 1, MPI_INT, MPI_COMM_WORLD),
+        "MPI_Allgather (roles)");
+  for (int r = 0; r < 2; ++r) {
+    const std::string asked = codes[r] < static_cast<int>(kRoles.size()) ? kRoles[codes[r]] : "?";
+    const bool fits = asked == "auto" ||
+                      (r == kDecodeRank && (asked == "router" || asked == "decode")) ||
+                      (r == kPrefillRank && asked == "prefill");
+    if (!fits) {
+      fail(ErrorCode::kInvalidArgument,
+           "--role {} on rank {}: rank 0 is the router and decode engine (router, decode), rank 1 "
+           "the prefill rank (prefill); use --role auto",
+           asked, r);
+    }
   }
-  return mine;
+  return rank == kDecodeRank ? DisaggRole::kRouterDecode : DisaggRole::kPrefill;
+}
+
+void abort_disaggregated_job(const std::exception& error) {
+  const Error* e = dynamic_cast<const Error*>(&error);
+  const int status = e != nullptr && e->code() == ErrorCode::kInvalidArgument ? 2 : 1;
+  spdlog::error("disaggregated job, rank {}: {}; ending the job", parallel_job_rank(),
+                error.what());
+  MPI_Abort(MPI_COMM_WORLD, status);
+  std::exit(status);  // MPI_Abort does not return; this is for the compiler
 }
 
 std::unique_ptr<RemotePrefill> connect_prefill_rank() {

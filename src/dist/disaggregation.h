@@ -18,6 +18,7 @@
 // Builds without MPI keep the interface and refuse with kUnsupported.
 #pragma once
 
+#include <exception>
 #include <memory>
 #include <string>
 
@@ -36,6 +37,11 @@ enum class DisaggRole {
 // on rank 0 and "prefill" on rank 1) matching this rank. Returns this rank's role. Throws
 // Error(kInvalidArgument) naming the problem, kUnsupported in a build without MPI.
 DisaggRole join_disaggregated_job(const std::string& role);
+
+// After join_disaggregated_job, a rank whose command fails ends the whole job: logs `error`
+// and calls MPI_Abort (exit status 2 for kInvalidArgument, 1 otherwise). Returning normally
+// instead would leave the other rank waiting for it, and MPI_Finalize waiting for both.
+[[noreturn]] void abort_disaggregated_job(const std::exception& error);
 
 // Rank 0: the link to the prefill rank. Its destructor tells the prefill rank to stop and
 // collects what it still sends, so both ranks leave MPI cleanly.

@@ -16,6 +16,10 @@ DisaggRole join_disaggregated_job(const std::string&) {
   refuse();
 }
 
+void abort_disaggregated_job(const std::exception&) {
+  refuse();
+}
+
 std::unique_ptr<RemotePrefill> connect_prefill_rank() {
   refuse();
 }

@@ -75,7 +75,7 @@ def ask(server):
 
 
 for model in MODELS:
-    args = ["-m", os.path.join(shared, model), "-t", "1"]
+    args = ["-m", os.path.join(shared, model), "-t", "1", "--served-model-name", "m"]
     with RapideServer(binary, args) as server:
         alone = ask(server)
     for usage in alone[3]:
@@ -110,7 +110,8 @@ for launcher, extra, message in [
     assert message in out.stderr, (extra, out.stderr[-2000:])
 print("3 ranks, --tp with --disaggregate, a wrong --role, no prefix cache: refused with exit 2")
 
-args = ["-m", os.path.join(shared, MODELS[1]), "-t", "1", "--disagg-timeout-ms", "1500"]
+args = ["-m", os.path.join(shared, MODELS[1]), "-t", "1", "--served-model-name", "m",
+        "--disagg-timeout-ms", "1500"]
 with RapideServer(binary, args + DISAGG, launcher=MPIRUN) as server:
     status, _, payload = chat(server, STORY)
     assert status == 200, payload
