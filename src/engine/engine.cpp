@@ -167,7 +167,7 @@ void Engine::set_remote_prefill(RemotePrefill* remote, std::chrono::milliseconds
   if (remote != nullptr && prefix_cache_ == nullptr) {
     fail(ErrorCode::kInvalidArgument,
          "prefill/decode disaggregation needs the prefix cache (the decode side adopts the "
-         "prefill rank's blocks there): drop --no-prefix-cache, use --kv-layout paged, no --tp");
+         "prefill rank's blocks there): --prefix-cache on, --kv-layout paged, no --tp");
   }
   std::lock_guard<std::mutex> lock(mutex_);
   remote_ = remote;
@@ -402,7 +402,7 @@ bool Engine::send_for_prefill(std::unique_ptr<Sequence>& s) {
 }
 
 void Engine::poll_remote_prefill() {
-  if (awaiting_kv_.empty()) return;
+  // Also with nothing awaited: late frames of timed-out requests are taken off the link.
   std::vector<PrefilledKv> arrived;
   try {
     arrived = remote_->poll();
