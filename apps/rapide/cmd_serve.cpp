@@ -41,6 +41,7 @@ struct ServeOptions {
   bool disaggregate = false;
   std::string role = "auto";
   int disagg_timeout_ms = 30000;
+  int disagg_min_prompt = 0;
 };
 
 // --disaggregate's checks, then this rank's role; nullopt when not disaggregated.
@@ -130,7 +131,8 @@ void serve(ServeOptions& o, std::optional<DisaggRole> role) {
   Engine engine(*loaded.model, *loaded.tokenizer, o.engine.resolve(threads),
                 draft ? draft->ref.get() : nullptr);
   if (prefill_rank) {
-    engine.set_remote_prefill(prefill_rank.get(), std::chrono::milliseconds(o.disagg_timeout_ms));
+    engine.set_remote_prefill(prefill_rank.get(), std::chrono::milliseconds(o.disagg_timeout_ms),
+                              o.disagg_min_prompt);
     spdlog::info(
         "disaggregated: rank 0 routes and decodes, rank 1 computes prompts' K/V (timeout {} ms)",
         o.disagg_timeout_ms);
@@ -238,6 +240,11 @@ void register_serve(CLI::App& app) {
                   "milliseconds a request waits for its prompt's KV from the prefill rank "
                   "before it fails with 503")
       ->check(CLI::Range(1, 86400000))
+      ->capture_default_str();
+  cmd->add_option("--disagg-min-prompt", o->disagg_min_prompt,
+                  "with --disaggregate, prompts of fewer tokens are computed on the decode "
+                  "rank (0: every prompt with a full KV block goes to the prefill rank)")
+      ->check(CLI::Range(0, 1 << 30))
       ->capture_default_str();
   add_engine_flags(*cmd, o->engine);
   cmd->callback([o] { serve_main(*o); });

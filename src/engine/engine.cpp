@@ -163,7 +163,8 @@ void Engine::set_step_observer(StepObserver observer) {
   observer_ = std::move(observer);
 }
 
-void Engine::set_remote_prefill(RemotePrefill* remote, std::chrono::milliseconds timeout) {
+void Engine::set_remote_prefill(RemotePrefill* remote, std::chrono::milliseconds timeout,
+                                int min_prompt_tokens) {
   if (remote != nullptr && prefix_cache_ == nullptr) {
     fail(ErrorCode::kInvalidArgument,
          "prefill/decode disaggregation needs the prefix cache (the decode side adopts the "
@@ -172,6 +173,7 @@ void Engine::set_remote_prefill(RemotePrefill* remote, std::chrono::milliseconds
   std::lock_guard<std::mutex> lock(mutex_);
   remote_ = remote;
   remote_timeout_ = timeout;
+  remote_min_prompt_ = min_prompt_tokens;
 }
 
 void Engine::check_admissible(std::span<const int32_t> prompt,
@@ -376,7 +378,7 @@ void Engine::handle_aborts(std::vector<RequestId>& aborts) {
 }
 
 bool Engine::send_for_prefill(std::unique_ptr<Sequence>& s) {
-  if (remote_ == nullptr) return false;
+  if (remote_ == nullptr || s->prompt_length < remote_min_prompt_) return false;
   const int bs = options_.kv_block_size;
   const int blocks = (s->prompt_length - 1) / bs;  // the last token is always computed here
   if (blocks == 0) return false;

@@ -82,9 +82,12 @@ class Engine {
   // for `remote` to compute them, adopts them into the prefix cache, then runs as usual
   // (only the last partial block is computed here). A request whose K/V do not arrive within
   // `timeout` fails with ErrorCode::kUnavailable (a 503), as do all once `remote` reports its
-  // link failed. Call before the first submit; `remote` must outlive the engine. Throws
-  // Error(kInvalidArgument) when prefix caching is off (the adopted blocks live there).
-  void set_remote_prefill(RemotePrefill* remote, std::chrono::milliseconds timeout);
+  // link failed. Prompts shorter than `min_prompt_tokens` are computed here: a short prefill
+  // costs the token streams less than the round trip costs the request. Call before the
+  // first submit; `remote` must outlive the engine. Throws Error(kInvalidArgument) when
+  // prefix caching is off (the adopted blocks live there).
+  void set_remote_prefill(RemotePrefill* remote, std::chrono::milliseconds timeout,
+                          int min_prompt_tokens = 0);
   const ModelConfig& config() const { return model_.config(); }
   // What a decode step reads (roofline figures) and the weights' parameter count, whose
   // ratio says how the weights are stored (4 bytes: F32, 2: F16, ~1.06: Q8_0).
@@ -150,6 +153,7 @@ class Engine {
   };
   RemotePrefill* remote_ = nullptr;  // set under mutex_ before the first submit
   std::chrono::milliseconds remote_timeout_{30000};
+  int remote_min_prompt_ = 0;
   std::unordered_map<RequestId, AwaitingKv> awaiting_kv_;
   std::string remote_failure_;  // the link's error once it failed: later requests fail too
 

@@ -156,6 +156,22 @@ TEST_F(DisaggregatedEngine, APrefillSideThatNeverAnswersFailsRequestsAfterTheTim
   EXPECT_TRUE(engine.drain(std::chrono::seconds(5)));
 }
 
+TEST_F(DisaggregatedEngine, PromptsUnderTheThresholdAreComputedOnTheDecodeSide) {
+  std::string shorter = kPrompts[0], longer = kPrompts[1];
+  const auto tokens = [&](const std::string& t) {
+    return static_cast<int>(decode_.tokenizer->encode(t, true).size());
+  };
+  if (tokens(shorter) > tokens(longer)) std::swap(shorter, longer);
+  ASSERT_LT(tokens(shorter), tokens(longer));
+  InProcessPrefill remote(*prefill_.model, options());
+  Engine engine(*decode_.model, *decode_.tokenizer, options());
+  engine.set_remote_prefill(&remote, std::chrono::seconds(60), tokens(longer));
+  EXPECT_FALSE(run(engine, shorter).kv_transfer.remote);
+  EXPECT_EQ(remote.requests(), 0);
+  EXPECT_TRUE(run(engine, longer).kv_transfer.remote);
+  EXPECT_EQ(remote.requests(), 1);
+}
+
 TEST_F(DisaggregatedEngine, RefusedWithoutThePrefixCache) {
   EngineOptions o = options();
   o.prefix_cache = false;
