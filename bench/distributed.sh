@@ -119,10 +119,15 @@ interference "colocated, 1 process x 2 threads" -t 2
 colocated=$last_interference
 server_launcher=("${mpirun[@]}")
 interference "disaggregated, 2 ranks x 1 thread" -t 1 --disaggregate
+disaggregated=$last_interference
+# The chat prompts (under 64 tokens) prefilled on the decode rank, the long ones sent.
+interference "  the same, --disagg-min-prompt 64" -t 1 --disaggregate --disagg-min-prompt 64
 server_launcher=()
-python3 -c "
+for result in "$disaggregated" "$last_interference"; do
+  python3 -c "
 import json
-a, b = json.loads('''$colocated'''), json.loads('''$last_interference''')
+a, b = json.loads('''$colocated'''), json.loads('''$result''')
 print(f\"chat TPOT p99: {a['chat_tpot_p99_ms'] / max(b['chat_tpot_p99_ms'], 1e-9):.2f}x better disaggregated \"
       f\"(target >= 2x); long-prompt TTFT p50 x{b['long_ttft_p50_ms'] / max(a['long_ttft_p50_ms'], 1e-9):.2f}; \"
       f\"throughput x{b['tokens_per_s'] / max(a['tokens_per_s'], 1e-9):.2f}\")"
+done
