@@ -33,11 +33,12 @@ synth_model() {
 
 # start_server LOG ARGS...: starts `$rapide serve --port 0 ARGS...` in the background, its
 # output in LOG, and waits until /health answers; sets server_pid and port (the caller stops
-# the server). Exits 1, printing the log, if it never does.
+# the server). Exits 1, printing the log, if it never does. With the array server_launcher
+# set (e.g. mpirun -np 2 ...), the server runs under it and server_pid is the launcher's.
 start_server() {
   local log="$1"
   shift
-  "$rapide" serve --port 0 "$@" >"$log" 2>&1 &
+  ${server_launcher[@]+"${server_launcher[@]}"} "$rapide" serve --port 0 "$@" >"$log" 2>&1 &
   server_pid=$!
   port=""
   for _ in $(seq 1 300); do

@@ -11,7 +11,10 @@
 #   2. MPI latency, bandwidth and all-reduce time on loopback (bench_mpi_link).
 #   3. The model's predictions for 1-8 nodes at loopback / 10 / 100 / 400 Gb/s, from those.
 #
-# Environment: MODEL (default synth_model q8_0), TOKENS (decode tokens, 128), REPEAT (3).
+#   4. Prefill/decode disaggregation under interference (see the section).
+#
+# Environment: MODEL (default synth_model q8_0), TOKENS (decode tokens, 128), REPEAT (3),
+# SECTIONS (all, or disagg for section 4 alone), DISAGG_* (section 4).
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
 bench_build rapide bench_mpi_link
@@ -59,6 +62,7 @@ figures() {
   last_prefill=$prefill
 }
 
+if [[ "${SECTIONS:-all}" == all ]]; then
 echo "== synth100m ($model), $tokens greedy tokens after a $(echo "$prompt" | wc -w)-word prompt, median of $repeat"
 figures "1 process, 2 threads" "$rapide" run -t 2
 one_decode=$last_decode
@@ -78,3 +82,52 @@ echo "== On paper (bench/distributed_model.py), calibrated: TPOT $(python3 -c "p
 python3 "$root/bench/distributed_model.py" --tpot-s "$(python3 -c "print(1/$one_decode)")" \
   --prefill-tok-s "$one_prefill" --latency-s "$latency" --bandwidth "$bandwidth" \
   --dim 768 --layers 12 --kv-dim 256 --vocab 32000
+fi
+
+# 4. Prefill/decode disaggregation under interference: DISAGG_USERS streaming chat users
+#    (short prompts, DISAGG_CHAT_TOKENS tokens each) plus a ~2,000-token prompt every
+#    DISAGG_LONG_EVERY seconds, for DISAGG_SECONDS; colocated `serve -t 2` vs mpirun -np 2
+#    `serve --disaggregate -t 1` (1 prefill rank + 1 decode rank). Cores held equal: 2.
+echo
+echo "== Disaggregation under interference ($model): ${DISAGG_USERS:-4} chat users + a long prompt every ${DISAGG_LONG_EVERY:-4} s, ${DISAGG_SECONDS:-40} s"
+interference() {
+  local label=$1
+  shift
+  local server_log
+  server_log=$(mktemp -t rapide-disagg-XXXXXX)
+  start_server "$server_log" -m "$model" --served-model-name m "$@"
+  local result
+  result=$(python3 "$root/bench/disagg_load.py" --port "$port" --users "${DISAGG_USERS:-4}" \
+    --seconds "${DISAGG_SECONDS:-40}" --long-every "${DISAGG_LONG_EVERY:-4}" \
+    --long-words "${DISAGG_LONG_WORDS:-1200}" --chat-tokens "${DISAGG_CHAT_TOKENS:-48}")
+  kill -TERM "$server_pid" 2>/dev/null || true
+  wait "$server_pid" 2>/dev/null || true
+  rm -f "$server_log"
+  echo "$result" | python3 -c "
+import json, sys
+r = json.load(sys.stdin)
+print(f\"{'$label':<34} chat TPOT p50 {r['chat_tpot_p50_ms']:6.1f} ms  p99 {r['chat_tpot_p99_ms']:6.1f} ms  \"
+      f\"(gap p99 {r['chat_itl_p99_ms']:.1f} ms, TTFT p50 {r['chat_ttft_p50_ms']:.0f} ms, {r['chat_requests']} requests)\")
+print(f\"{'':<34} long prompts ({r['long_prompt_tokens']:.0f} tokens, {r['long_prompts']}): TTFT p50 \"
+      f\"{r['long_ttft_p50_ms']:.0f} ms  max {r['long_ttft_max_ms']:.0f} ms;  {r['tokens_per_s']:.1f} tok/s in all;  \"
+      f\"KV moved {r['kv_bytes_moved'] / 1048576:.1f} MiB\")"
+  echo "    + ${server_launcher[*]:-} rapide serve -m $model $*"
+  last_interference=$result
+}
+server_launcher=()
+interference "colocated, 1 process x 2 threads" -t 2
+colocated=$last_interference
+server_launcher=("${mpirun[@]}")
+interference "disaggregated, 2 ranks x 1 thread" -t 1 --disaggregate
+disaggregated=$last_interference
+# The chat prompts (under 64 tokens) prefilled on the decode rank, the long ones sent.
+interference "  the same, --disagg-min-prompt 64" -t 1 --disaggregate --disagg-min-prompt 64
+server_launcher=()
+for result in "$disaggregated" "$last_interference"; do
+  python3 -c "
+import json
+a, b = json.loads('''$colocated'''), json.loads('''$result''')
+print(f\"chat TPOT p99: {a['chat_tpot_p99_ms'] / max(b['chat_tpot_p99_ms'], 1e-9):.2f}x better disaggregated \"
+      f\"(target >= 2x); long-prompt TTFT p50 x{b['long_ttft_p50_ms'] / max(a['long_ttft_p50_ms'], 1e-9):.2f}; \"
+      f\"throughput x{b['tokens_per_s'] / max(a['tokens_per_s'], 1e-9):.2f}\")"
+done

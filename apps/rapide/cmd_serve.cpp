@@ -2,6 +2,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include <fmt/ranges.h>
 
@@ -11,6 +12,7 @@
 #include "base/cpu_features.h"
 #include "base/error.h"
 #include "base/logging.h"
+#include "dist/disaggregation.h"
 #include "engine/engine.h"
 #include "formats/model_summary.h"
 #include "serve/demo_model.h"
@@ -34,7 +36,28 @@ struct ServeOptions {
   double drain_timeout_s = 30.0;
   int header_timeout_s = 10;
   uint64_t demo_seed = 1;
+  // Prefill/decode disaggregation (dist/disaggregation.h): on with --disaggregate or any
+  // --role but auto.
+  bool disaggregate = false;
+  std::string role = "auto";
+  int disagg_timeout_ms = 30000;
+  int disagg_min_prompt = 0;
 };
+
+// --disaggregate's checks, then this rank's role; nullopt when not disaggregated.
+std::optional<DisaggRole> disaggregation_role(const ServeOptions& o) {
+  if (!o.disaggregate && o.role == "auto") return std::nullopt;
+  if (o.model.tp > 1 || o.model.pp > 1) {
+    fail(ErrorCode::kInvalidArgument,
+         "--disaggregate (or --role) cannot be combined with --tp / --pp: run one or the other");
+  }
+  if (o.engine.prefix_cache != "on") {
+    fail(ErrorCode::kInvalidArgument,
+         "--disaggregate needs --prefix-cache on: the decode rank adopts the prefill rank's KV "
+         "blocks into its prefix cache");
+  }
+  return join_disaggregated_job(o.role);
+}
 
 LoadedModel load_demo_model(const ModelOptions& options, uint64_t seed) {
   LoadedModel loaded;
@@ -63,8 +86,20 @@ std::string model_id_for(const ServeOptions& o) {
   return model_file_name(o.model.model_path).stem().string();
 }
 
+void serve(ServeOptions& o, std::optional<DisaggRole> role);
+
 void serve_main(ServeOptions& o) {
   configure_logging(o.log);
+  const std::optional<DisaggRole> role = disaggregation_role(o);  // refusals first
+  if (!role) return serve(o, role);
+  try {
+    serve(o, role);
+  } catch (const std::exception& e) {
+    abort_disaggregated_job(e);
+  }
+}
+
+void serve(ServeOptions& o, std::optional<DisaggRole> role) {
   // Before anything loads: a wrong --chat-template fails in a second, not after the model.
   const std::string chat_template =
       o.chat_template.empty() ? std::string() : resolve_chat_template(o.chat_template);
@@ -73,6 +108,14 @@ void serve_main(ServeOptions& o) {
       std::chrono::milliseconds(static_cast<int64_t>(o.drain_timeout_s * 1000.0));
   o.server.http.header_timeout = std::chrono::seconds(o.header_timeout_s);
   if (is_follower_rank(o.model)) load_for_inference(o.model);  // rank 0's passes, then exit
+  const bool demo = o.model.model_path.empty();
+  const int threads = o.model.threads > 0 ? o.model.threads : physical_core_count();
+  if (role == DisaggRole::kPrefill) {  // no HTTP: compute rank 0's prompts until it stops
+    LoadedModel loaded = demo ? load_demo_model(o.model, o.demo_seed) : load_for_inference(o.model);
+    loaded.pool.reset();
+    serve_prefill_rank(*loaded.model, o.engine.resolve(threads));
+    return;
+  }
   if (!o.compressor_model.empty()) {
     o.server.router.compressor_file =
         std::make_shared<const ModelFile>(load_model(o.compressor_model));
@@ -80,13 +123,20 @@ void serve_main(ServeOptions& o) {
   serve::Server server(o.server);
   server.start();  // /health says "loading" while the model loads
 
-  const bool demo = o.model.model_path.empty();
   LoadedModel loaded = demo ? load_demo_model(o.model, o.demo_seed) : load_for_inference(o.model);
-  const int threads = o.model.threads > 0 ? o.model.threads : physical_core_count();
   loaded.pool.reset();  // the engine builds its own pool
   const auto draft = load_draft_model(o.engine.draft_model);
+  // Declared before the engine, which uses it until it is destroyed.
+  const std::unique_ptr<RemotePrefill> prefill_rank = role ? connect_prefill_rank() : nullptr;
   Engine engine(*loaded.model, *loaded.tokenizer, o.engine.resolve(threads),
                 draft ? draft->ref.get() : nullptr);
+  if (prefill_rank) {
+    engine.set_remote_prefill(prefill_rank.get(), std::chrono::milliseconds(o.disagg_timeout_ms),
+                              o.disagg_min_prompt);
+    spdlog::info(
+        "disaggregated: rank 0 routes and decodes, rank 1 computes prompts' K/V (timeout {} ms)",
+        o.disagg_timeout_ms);
+  }
 
   serve::ServedModel served;
   served.id = model_id_for(o);
@@ -176,6 +226,25 @@ void register_serve(CLI::App& app) {
   cmd->add_option("--log-stats-interval", o->server.log_stats_interval_s,
                   "seconds between the engine lines logged while busy (0 = none)")
       ->check(CLI::Range(0.0, 86400.0))
+      ->capture_default_str();
+  cmd->add_flag("--disaggregate", o->disaggregate,
+                "prefill/decode disaggregation under mpirun -np 2: rank 0 serves HTTP and "
+                "decodes, rank 1 computes the prompts' KV and sends it to rank 0");
+  cmd->add_option("--role", o->role,
+                  "this rank's part with --disaggregate: auto (rank 0 router + decode, rank 1 "
+                  "prefill), router or decode (rank 0), prefill (rank 1); any but auto "
+                  "turns --disaggregate on")
+      ->check(CLI::IsMember({"auto", "prefill", "decode", "router"}))
+      ->capture_default_str();
+  cmd->add_option("--disagg-timeout-ms", o->disagg_timeout_ms,
+                  "milliseconds a request waits for its prompt's KV from the prefill rank "
+                  "before it fails with 503")
+      ->check(CLI::Range(1, 86400000))
+      ->capture_default_str();
+  cmd->add_option("--disagg-min-prompt", o->disagg_min_prompt,
+                  "with --disaggregate, prompts of fewer tokens are computed on the decode "
+                  "rank (0: every prompt with a full KV block goes to the prefill rank)")
+      ->check(CLI::Range(0, 1 << 30))
       ->capture_default_str();
   add_engine_flags(*cmd, o->engine);
   cmd->callback([o] { serve_main(*o); });

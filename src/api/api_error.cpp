@@ -82,7 +82,11 @@ ApiError api_error_from(const Error& error, const std::string& param) {
   }
 }
 
-ApiError generation_failed(const std::string& engine_error) {
+ApiError generation_failed(const std::string& engine_error, ErrorCode code) {
+  if (code == ErrorCode::kUnavailable) {
+    return ApiError(503, "generation failed: " + engine_error, {}, "unavailable")
+        .with_retry_after(5);
+  }
   return ApiError(500, "generation failed: " + engine_error, {}, "engine_error");
 }
 

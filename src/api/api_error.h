@@ -55,7 +55,8 @@ class ApiError : public std::runtime_error {
 ApiError api_error_from(const Error& error, const std::string& param = {});
 
 // A choice that failed inside the engine after it was accepted: the whole request answers
-// 500 engine_error (a batch reports the same error for the line).
-ApiError generation_failed(const std::string& engine_error);
+// 500 engine_error (a batch reports the same error for the line); with kUnavailable (the
+// server's state, e.g. a prefill rank that did not answer) 503 unavailable with Retry-After.
+ApiError generation_failed(const std::string& engine_error, ErrorCode code = ErrorCode::kInternal);
 
 }  // namespace rapide::api

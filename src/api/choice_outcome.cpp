@@ -1,5 +1,7 @@
 #include "api/choice_outcome.h"
 
+#include <algorithm>
+
 namespace rapide::api {
 
 void ChoiceOutcome::add(TokenEvent&& event, bool want_logprobs) {
@@ -23,19 +25,37 @@ void ChoiceOutcome::add(TokenEvent&& event, bool want_logprobs) {
     prompt_tokens = event.prompt_tokens;
     completion_tokens = event.completion_tokens;
     cached_prompt_tokens = event.cached_prompt_tokens;
+    error_code = event.error_code;
+    kv_transfer = event.kv_transfer;
   }
 }
 
 Usage usage_of(std::span<const ChoiceOutcome> choices, int n) {
   Usage u;
   const size_t per_prompt = static_cast<size_t>(n);
+  KvTransferReport kv;
   for (size_t i = 0; i < choices.size(); ++i) {
     const ChoiceOutcome& c = choices[i];
     if (i % per_prompt == 0) {  // each prompt is counted once, whatever n
       u.prompt_tokens += c.prompt_tokens;
       u.cached_tokens += c.cached_prompt_tokens;
     }
+    // Every choice of a prompt is its own engine request: each may have moved K/V.
+    const KvTransferReport& r = c.kv_transfer;
+    kv.remote = kv.remote || r.remote;
+    kv.blocks += r.blocks;
+    kv.bytes += r.bytes;
+    kv.transfer_seconds = std::max(kv.transfer_seconds, r.transfer_seconds);
+    kv.wait_seconds = std::max(kv.wait_seconds, r.wait_seconds);
+    kv.prefill_seconds = std::max(kv.prefill_seconds, r.prefill_seconds);
     u.completion_tokens += c.completion_tokens;
+  }
+  if (kv.remote) {
+    u.kv_transfer = {{"blocks", kv.blocks},
+                     {"bytes", kv.bytes},
+                     {"transfer_ms", kv.transfer_seconds * 1e3},
+                     {"wait_ms", kv.wait_seconds * 1e3},
+                     {"prefill_ms", kv.prefill_seconds * 1e3}};
   }
   return u;
 }

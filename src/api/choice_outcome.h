@@ -31,13 +31,17 @@ struct ChoiceOutcome {
   int32_t prompt_tokens = 0;
   int32_t completion_tokens = 0;
   int32_t cached_prompt_tokens = 0;
+  ErrorCode error_code = ErrorCode::kInternal;  // with an error: kUnavailable answers 503
+  KvTransferReport kv_transfer;                 // disaggregation (engine/remote_prefill.h)
   int32_t tokens_seen = 0;  // token events so far (live progress before the final count)
 
   // Adds a token event. Takes the event's top_logprobs and error; its text stays readable.
   void add(TokenEvent&& event, bool want_logprobs);
 };
 
-// The usage of choices in choice order (index = prompt * n + i).
+// The usage of choices in choice order (index = prompt * n + i). Under disaggregation it
+// carries "kv_transfer": {"blocks", "bytes", "transfer_ms", "wait_ms", "prefill_ms"}: blocks
+// and bytes summed over the prompts, the times of the slowest one.
 Usage usage_of(std::span<const ChoiceOutcome> choices, int n);
 
 // The first choice that failed inside the engine, or null. Such a request answers

@@ -51,6 +51,7 @@ json usage_json(const Usage& u) {
              {"total_tokens", u.prompt_tokens + u.completion_tokens},
              {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
   if (!u.compression.is_null()) usage["compression"] = u.compression;
+  if (!u.kv_transfer.is_null()) usage["kv_transfer"] = u.kv_transfer;
   return usage;
 }
 

@@ -36,6 +36,7 @@ struct Usage {
   int64_t completion_tokens = 0;
   int64_t cached_tokens = 0;
   nlohmann::json compression;  // usage.compression when not null (GenerationSpec's)
+  nlohmann::json kv_transfer;  // usage.kv_transfer when not null (disaggregation, usage_of)
 };
 nlohmann::json usage_json(const Usage& usage);
 
@@ -54,7 +55,7 @@ struct ChoiceResult {
   int index = 0;
   std::string text;
   const char* finish_reason = "stop";
-  nlohmann::json logprobs;  // null when not requested
+  nlohmann::json logprobs;    // null when not requested
   nlohmann::json tool_calls;  // chat: OpenAI's tool_calls list, null when none
 };
 

@@ -15,6 +15,9 @@ namespace {
 constexpr size_t kRecentSteps = 256;
 constexpr size_t kRecentMisses = 32;
 constexpr size_t kRecentRequests = 256;
+// How often an idle engine looks for remote K/V: short next to a prefill, long enough that
+// the waiting engine leaves the core to the prefill rank on a small machine.
+constexpr auto kRemotePollInterval = std::chrono::microseconds(200);
 }  // namespace
 
 Engine::Engine(Model& model, const Tokenizer& tokenizer, const EngineOptions& options,
@@ -164,6 +167,19 @@ void Engine::set_step_observer(StepObserver observer) {
   observer_ = std::move(observer);
 }
 
+void Engine::set_remote_prefill(RemotePrefill* remote, std::chrono::milliseconds timeout,
+                                int min_prompt_tokens) {
+  if (remote != nullptr && prefix_cache_ == nullptr) {
+    fail(ErrorCode::kInvalidArgument,
+         "prefill/decode disaggregation needs the prefix cache (the decode side adopts the "
+         "prefill rank's blocks there): --prefix-cache on, --kv-layout paged, no --tp");
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  remote_ = remote;
+  remote_timeout_ = timeout;
+  remote_min_prompt_ = min_prompt_tokens;
+}
+
 void Engine::check_admissible(std::span<const int32_t> prompt,
                               const SamplingParams& sampling) const {
   const int vocab = model_.config().vocab_size;
@@ -307,44 +323,174 @@ void Engine::loop() {
     bool stop = false;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [this] {
+      const auto ready = [this] {
         return stopping_ || !incoming_.empty() || !aborts_.empty() || !scheduler_->idle();
-      });
+      };
+      if (awaiting_kv_.empty()) {
+        wake_.wait(lock, ready);
+      } else {
+        wake_.wait_for(lock, kRemotePollInterval, ready);  // remote K/V arrive unannounced
+      }
       stop = stopping_;
       arrived.swap(incoming_);
       aborts.swap(aborts_);
     }
     for (Incoming& in : arrived) {
       outputs_->add(in.sequence->id, std::move(in.output));
-      scheduler_->add_waiting(std::move(in.sequence));
+      if (!send_for_prefill(in.sequence)) scheduler_->add_waiting(std::move(in.sequence));
     }
     arrived.clear();
     if (stop) {
       // Shutting down: everything still queued or running ends as aborted.
-      finish_outside_step(scheduler_->finish_all(FinishReason::kAbort));
+      std::vector<FinishedRequest> ended = scheduler_->finish_all(FinishReason::kAbort);
+      for (const auto& [id, a] : awaiting_kv_) {
+        ended.push_back(
+            end_unscheduled(*a.sequence, FinishReason::kAbort, {}, ErrorCode::kCancelled));
+      }
+      awaiting_kv_.clear();
+      finish_outside_step(ended);
       std::lock_guard<std::mutex> lock(mutex_);
       stats_.waiting = stats_.running = 0;
       drained_.notify_all();
       return;
     }
+    if (remote_ != nullptr) poll_remote_prefill();
     handle_aborts(aborts);
     if (!scheduler_->idle()) step();
     std::lock_guard<std::mutex> lock(mutex_);
-    stats_.waiting = static_cast<int>(scheduler_->waiting_count());
+    stats_.waiting = static_cast<int>(scheduler_->waiting_count() + awaiting_kv_.size());
     stats_.running = static_cast<int>(scheduler_->running_count());
     stats_.kv = kv_->usage();
     update_prefix_stats();
-    if (incoming_.empty() && scheduler_->idle()) drained_.notify_all();
+    if (incoming_.empty() && scheduler_->idle() && awaiting_kv_.empty()) drained_.notify_all();
   }
 }
 
 void Engine::handle_aborts(std::vector<RequestId>& aborts) {
   std::vector<FinishedRequest> finished;
   for (RequestId id : aborts) {
-    if (auto f = scheduler_->finish(id, FinishReason::kAbort)) finished.push_back(std::move(*f));
+    if (auto f = scheduler_->finish(id, FinishReason::kAbort)) {
+      finished.push_back(std::move(*f));
+    } else if (auto a = awaiting_kv_.find(id); a != awaiting_kv_.end()) {
+      finished.push_back(
+          end_unscheduled(*a->second.sequence, FinishReason::kAbort, {}, ErrorCode::kCancelled));
+      awaiting_kv_.erase(a);
+    }
   }
   aborts.clear();
   if (!finished.empty()) finish_outside_step(finished);
+}
+
+bool Engine::send_for_prefill(std::unique_ptr<Sequence>& s) {
+  if (remote_ == nullptr || s->prompt_length < remote_min_prompt_) return false;
+  const int bs = options_.kv_block_size;
+  const int blocks = (s->prompt_length - 1) / bs;  // the last token is always computed here
+  if (blocks == 0) return false;
+  prefix_cache_->extend_hashes(s->tokens, s->block_hashes);
+  if (prefix_cache_->match(s->tokens, s->block_hashes).blocks() >= blocks) return false;
+  if (remote_failure_.empty()) {
+    try {
+      remote_->request(s->id, std::span<const int32_t>(s->tokens).first(
+                                  static_cast<size_t>(blocks) * static_cast<size_t>(bs)));
+      s->kv_transfer.remote = true;
+      const RequestId id = s->id;
+      awaiting_kv_.emplace(id, AwaitingKv{std::move(s), Clock::now()});
+      return true;
+    } catch (const Error& e) {
+      remote_failure_ = e.what();
+      spdlog::error("disaggregation: the prefill rank is unreachable: {}", remote_failure_);
+    }
+  }
+  finish_outside_step({end_unscheduled(*s, FinishReason::kError,
+                                       "the prefill rank is unreachable: " + remote_failure_,
+                                       ErrorCode::kUnavailable)});
+  return true;
+}
+
+void Engine::poll_remote_prefill() {
+  // Also with nothing awaited: late frames of timed-out requests are taken off the link.
+  std::vector<PrefilledKv> arrived;
+  try {
+    arrived = remote_->poll();
+  } catch (const Error& e) {
+    remote_failure_ = e.what();
+    spdlog::error("disaggregation: the prefill rank is unreachable: {}", remote_failure_);
+    fail_awaiting_all("the prefill rank is unreachable: " + remote_failure_);
+    return;
+  }
+  for (PrefilledKv& kv : arrived) adopt_prefilled(kv);
+  const TimePoint now = Clock::now();
+  std::vector<FinishedRequest> late;
+  for (auto it = awaiting_kv_.begin(); it != awaiting_kv_.end();) {
+    if (now - it->second.sent < remote_timeout_) {
+      ++it;
+      continue;
+    }
+    const std::string error = fmt::format(
+        "no KV from the prefill rank within {} ms (--disagg-timeout-ms): it is overloaded, "
+        "stopped or gone",
+        remote_timeout_.count());
+    spdlog::error("request {}: {}", it->first, error);
+    late.push_back(end_unscheduled(*it->second.sequence, FinishReason::kError, error,
+                                   ErrorCode::kUnavailable));
+    it = awaiting_kv_.erase(it);
+  }
+  if (!late.empty()) finish_outside_step(late);
+}
+
+void Engine::adopt_prefilled(PrefilledKv& kv) {
+  const auto it = awaiting_kv_.find(kv.request_id);
+  if (it == awaiting_kv_.end()) return;  // aborted or timed out meanwhile
+  Sequence& s = *it->second.sequence;
+  KvTransferReport& report = s.kv_transfer;
+  report.bytes = kv.wire_bytes;
+  report.transfer_seconds = kv.transfer_seconds;
+  report.prefill_seconds = kv.prefill_seconds;
+  if (!kv.error.empty()) {
+    spdlog::warn("request {}: the prefill rank failed ({}); computing the prompt here", s.id,
+                 kv.error);
+  } else if (kv.identity != prefix_cache_->identity() ||
+             kv.block_bytes != kv_->pool().block_bytes()) {
+    spdlog::warn(
+        "request {}: K/V from another model or KV layout (identity {:016x}, here {:016x}); "
+        "computing the prompt here: start both ranks with the same model and KV flags",
+        s.id, kv.identity, prefix_cache_->identity());
+  } else {
+    const size_t tokens = kv.hashes.size() * static_cast<size_t>(options_.kv_block_size);
+    report.blocks = prefix_cache_->adopt(
+        std::span<const int32_t>(s.tokens).first(std::min(tokens, s.tokens.size())), kv.hashes,
+        kv.blocks);
+  }
+  report.wait_seconds = seconds_between(s.timings.arrival, Clock::now());
+  spdlog::debug("request {}: {} KV blocks ({} bytes) adopted, transfer {:.3f} ms, waited {:.1f} ms",
+                s.id, report.blocks, report.bytes, report.transfer_seconds * 1e3,
+                report.wait_seconds * 1e3);
+  scheduler_->add_waiting(std::move(it->second.sequence));
+  awaiting_kv_.erase(it);
+}
+
+FinishedRequest Engine::end_unscheduled(const Sequence& s, FinishReason reason, std::string error,
+                                        ErrorCode code) {
+  FinishedRequest f;
+  f.request_id = s.id;
+  f.reason = reason;
+  f.error = std::move(error);
+  f.error_code = code;
+  f.prompt_tokens = s.prompt_length;
+  f.timings = s.timings;
+  f.timings.finished = Clock::now();
+  f.kv_transfer = s.kv_transfer;
+  return f;
+}
+
+void Engine::fail_awaiting_all(const std::string& error) {
+  std::vector<FinishedRequest> failed;
+  for (const auto& [id, a] : awaiting_kv_) {
+    failed.push_back(
+        end_unscheduled(*a.sequence, FinishReason::kError, error, ErrorCode::kUnavailable));
+  }
+  awaiting_kv_.clear();
+  if (!failed.empty()) finish_outside_step(failed);
 }
 
 void Engine::count_finished(const std::vector<FinishedRequest>& finished) {

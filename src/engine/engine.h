@@ -17,6 +17,7 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "base/thread_pool.h"
@@ -25,6 +26,7 @@
 #include "engine/model_runner.h"
 #include "engine/output_processor.h"
 #include "engine/prefix_sharing.h"
+#include "engine/remote_prefill.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
 #include "engine/step.h"
@@ -75,6 +77,17 @@ class Engine {
   // advisor's record, replay, tests). Set before the first submit; must not block.
   using StepObserver = std::function<void(const StepPlan&, const StepResult&, const StepStats&)>;
   void set_step_observer(StepObserver observer);
+  // Prefill/decode disaggregation (engine/remote_prefill.h): from now on a request whose
+  // prompt has full blocks before its last token that the prefix cache does not hold waits
+  // for `remote` to compute them, adopts them into the prefix cache, then runs as usual
+  // (only the last partial block is computed here). A request whose K/V do not arrive within
+  // `timeout` fails with ErrorCode::kUnavailable (a 503), as do all once `remote` reports its
+  // link failed. Prompts shorter than `min_prompt_tokens` are computed here: a short prefill
+  // costs the token streams less than the round trip costs the request. Call before the
+  // first submit; `remote` must outlive the engine. Throws Error(kInvalidArgument) when
+  // prefix caching is off (the adopted blocks live there).
+  void set_remote_prefill(RemotePrefill* remote, std::chrono::milliseconds timeout,
+                          int min_prompt_tokens = 0);
   const ModelConfig& config() const { return model_.config(); }
   // What a decode step reads (roofline figures) and the weights' parameter count, whose
   // ratio says how the weights are stored (4 bytes: F32, 2: F16, ~1.06: Q8_0).
@@ -100,6 +113,16 @@ class Engine {
   void count_finished(const std::vector<FinishedRequest>& finished);  // mutex_ held
   // The proposer --spec asks for (null when off).
   std::unique_ptr<Proposer> make_proposer(const DraftModel* draft);
+  // Disaggregation, on the engine thread. send_for_prefill takes the sequence (returns true)
+  // when it waits for remote K/V or failed at once; poll_remote_prefill adopts what arrived
+  // and fails what timed out.
+  bool send_for_prefill(std::unique_ptr<Sequence>& sequence);
+  void poll_remote_prefill();
+  void adopt_prefilled(PrefilledKv& kv);
+  // The final report of a request that never reached the scheduler.
+  static FinishedRequest end_unscheduled(const Sequence& s, FinishReason reason, std::string error,
+                                         ErrorCode code);
+  void fail_awaiting_all(const std::string& error);
   // Builds the prefix cache and its offload tier from the options (null when off).
   std::unique_ptr<PrefixCache> make_prefix_cache(const KvLayout& layout);
   // Copies the prefix cache's counters into stats_ and explains new partial misses
@@ -123,6 +146,16 @@ class Engine {
   std::unique_ptr<OutputProcessor> outputs_;
   std::unique_ptr<PrefixSharingProbe> sharing_;  // guarded by mutex_
   StepObserver observer_;
+  // Disaggregation: requests whose prompt K/V the remote prefill computes (engine thread).
+  struct AwaitingKv {
+    std::unique_ptr<Sequence> sequence;
+    TimePoint sent;
+  };
+  RemotePrefill* remote_ = nullptr;  // set under mutex_ before the first submit
+  std::chrono::milliseconds remote_timeout_{30000};
+  int remote_min_prompt_ = 0;
+  std::unordered_map<RequestId, AwaitingKv> awaiting_kv_;
+  std::string remote_failure_;  // the link's error once it failed: later requests fail too
 
   mutable std::mutex mutex_;  // guards the fields below
   std::condition_variable wake_;

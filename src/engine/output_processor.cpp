@@ -191,6 +191,8 @@ void OutputProcessor::send_final(RequestOutputState& state, TokenEvent& event,
   event.finished = true;
   event.finish_reason = f.reason;
   event.error = f.error;
+  event.error_code = f.error_code;
+  event.kv_transfer = f.kv_transfer;
   event.prompt_tokens = f.prompt_tokens;
   event.completion_tokens = f.completion_tokens;
   event.cached_prompt_tokens = f.cached_prompt_tokens;

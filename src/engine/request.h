@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/error.h"
 #include "engine/engine_options.h"
 #include "sampling/finish_reason.h"
 #include "sampling/sampler.h"
@@ -43,6 +44,17 @@ struct RequestMetrics {
 
 RequestMetrics request_metrics(const RequestTimings& timings, int32_t completion_tokens);
 
+// Prefill/decode disaggregation (engine/remote_prefill.h): what moving a request's prompt K/V
+// from the prefill rank cost it. All zero for a request whose prompt was computed here.
+struct KvTransferReport {
+  bool remote = false;          // the prompt was sent to the prefill rank
+  int32_t blocks = 0;           // KV blocks received and adopted into the prefix cache
+  uint64_t bytes = 0;           // KV bytes received (the frame, header and hashes included)
+  double transfer_seconds = 0;  // receiving the frame, once its first bytes were there
+  double wait_seconds = 0;      // arrival -> the K/V adopted (prefill + queue + transfer)
+  double prefill_seconds = 0;   // the prefill rank's compute for this prompt
+};
+
 // One event per generated token; the last one of a request has `finished` set (it may carry
 // no token, e.g. an abort or a stop string that consumed the token's text).
 struct TokenEvent {
@@ -56,12 +68,16 @@ struct TokenEvent {
   bool finished = false;
   FinishReason finish_reason = FinishReason::kLength;
   std::string error;  // set with FinishReason::kError
+  // kUnavailable when the error is the server's state, not the request (a prefill rank that
+  // did not answer in time): the front end answers 503 instead of 500.
+  ErrorCode error_code = ErrorCode::kInternal;
   // Filled on the final event.
   int32_t prompt_tokens = 0;
   int32_t completion_tokens = 0;
   int32_t cached_prompt_tokens = 0;  // prompt positions not recomputed (prefix cache)
   RequestTimings timings;
   RequestMetrics metrics;
+  KvTransferReport kv_transfer;
 };
 
 class EventSink {

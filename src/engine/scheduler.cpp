@@ -369,6 +369,7 @@ FinishedRequest Scheduler::end_request(Sequence& s, FinishReason reason, std::st
   f.cached_prompt_tokens = s.cached_prompt_tokens;
   f.preemptions = s.preemptions;
   f.timings = s.timings;
+  f.kv_transfer = s.kv_transfer;
   // A finished request's prefix stays cached for the next.
   register_blocks(s);
   if (options_.batching == BatchingMode::kStatic && s.status == SequenceStatus::kRunning &&

@@ -39,6 +39,7 @@ struct Sequence {
   std::vector<uint64_t> block_hashes;
   int registered_blocks = 0;
   int cached_prompt_tokens = 0;
+  KvTransferReport kv_transfer;  // disaggregation: what the prompt's K/V moving cost
 
   RequestTimings timings;
   SpecOverride spec;  // the request's speculation settings (Scheduler::propose reads them)

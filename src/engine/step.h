@@ -101,6 +101,8 @@ struct FinishedRequest {
   int32_t cached_prompt_tokens = 0;
   int32_t preemptions = 0;
   RequestTimings timings;
+  ErrorCode error_code = ErrorCode::kInternal;  // with kError (TokenEvent::error_code)
+  KvTransferReport kv_transfer;
 };
 
 }  // namespace rapide

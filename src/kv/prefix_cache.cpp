@@ -311,6 +311,42 @@ void PrefixCache::cache_blocks(int32_t kv_id, std::span<const uint64_t> hashes, 
   *registered = static_cast<int>(std::max(full, static_cast<size_t>(*registered)));
 }
 
+int PrefixCache::adopt(std::span<const int32_t> tokens, std::span<const uint64_t> hashes,
+                       std::span<const uint8_t> blocks) {
+  const size_t bs = static_cast<size_t>(block_size());
+  const size_t block_bytes = kv_.pool().block_bytes();
+  const size_t n = std::min({hashes.size(), tokens.size() / bs, blocks.size() / block_bytes});
+  // The hashes this cache gives these tokens: a frame is trusted for bytes, never for names.
+  std::vector<uint64_t> expected;
+  extend_hashes(tokens.first(n * bs), expected);
+  BlockPool& pool = kv_.pool();
+  std::vector<int32_t> held;  // pinned until the end: a later import must not evict them
+  size_t b = 0;
+  for (; b < n; ++b) {
+    const uint64_t hash = hashes[b];
+    if (hash != expected[b]) break;
+    auto it = blocks_.find(hash);
+    if (it != blocks_.end() && it->second.ram_block >= 0) {
+      pool.touch(it->second.ram_block);
+      held.push_back(it->second.ram_block);
+      continue;
+    }
+    if (pool.free_blocks() == 0) break;
+    const int32_t block = kv_.import_block(blocks.subspan(b * block_bytes, block_bytes));
+    held.push_back(block);
+    // Looked up again: importing may evict a cached block, which may drop entries.
+    if (blocks_.find(hash) == blocks_.end()) {
+      add_entry(hash, b == 0 ? root_ : hashes[b - 1], tokens.subspan(b * bs, bs));
+    }
+    blocks_[hash].ram_block = block;
+    ++ram_entries_;
+    pool.set_hash(block, hash);
+    stats_.adopted_blocks++;
+  }
+  for (int32_t block : held) pool.free(block);  // cached, evictable, until a match takes it
+  return static_cast<int>(b);
+}
+
 std::vector<PrefixDivergence> PrefixCache::take_divergences() {
   std::vector<PrefixDivergence> out;
   out.swap(divergences_);

@@ -41,7 +41,8 @@ struct PrefixCacheStats {
   uint64_t evicted_blocks = 0;   // cached blocks whose memory was taken for new content
   uint64_t cached_blocks = 0;    // blocks the directory knows now (RAM or tier)
   uint64_t ram_cached_blocks = 0;
-  uint64_t miss_records = 0;  // partial misses explained so far
+  uint64_t miss_records = 0;    // partial misses explained so far
+  uint64_t adopted_blocks = 0;  // blocks another store computed, adopted (disaggregation)
   bool offload_enabled = false;
   OffloadStats offload;
   double hit_rate() const {
@@ -111,6 +112,17 @@ class PrefixCache {
   // can share them; advances *registered. Call before the sequence is released.
   void cache_blocks(int32_t kv_id, std::span<const uint64_t> hashes, int num_computed,
                     std::span<const int32_t> tokens, int* registered);
+
+  // Blocks another store computed (a prefill rank's, under disaggregation): the first
+  // hashes.size() full blocks of `tokens`, `blocks` holding their bytes one block after the
+  // other (the layout's block_bytes each). Each hash is checked against the one this cache
+  // computes from `tokens` (another model or layout, or a corrupt frame, stops the adoption
+  // there); a block is copied into a pool block and registered as an evictable cached block,
+  // so the next match() of these tokens hits it. Already cached blocks are kept as they are.
+  // Stops early when the pool has no block left. Returns how many leading blocks are now
+  // cached. The blocks may be evicted like any cached block before a match takes them.
+  int adopt(std::span<const int32_t> tokens, std::span<const uint64_t> hashes,
+            std::span<const uint8_t> blocks);
 
   // Divergences recorded since the last call (oldest first, at most a few dozen).
   std::vector<PrefixDivergence> take_divergences();

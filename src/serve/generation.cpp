@@ -114,6 +114,7 @@ void GenerationJob::on_event(size_t index, TokenEvent&& event) {
     SequenceObservation o;
     o.prompt_tokens = event.prompt_tokens;
     o.cached_prompt_tokens = event.cached_prompt_tokens;
+    o.kv_transfer = event.kv_transfer;
     o.e2e = m.e2e_seconds;
     if (event.completion_tokens > 0) o.ttft = m.ttft_seconds;
     if (event.completion_tokens > 1) o.tpot = m.tpot_seconds;
@@ -133,6 +134,11 @@ void GenerationJob::note_finished_choice(const TokenEvent& event, const Sequence
   // Token counts add up over the choices; timings and the finish reason are the first
   // choice's, as a one-choice request (the common case) has them.
   const bool first = r->completion_tokens < 0;
+  if (event.kv_transfer.remote) {
+    r->kv_bytes = std::max<int64_t>(r->kv_bytes, 0) + static_cast<int64_t>(event.kv_transfer.bytes);
+    r->kv_transfer = std::max(r->kv_transfer, event.kv_transfer.transfer_seconds);
+    r->kv_wait = std::max(r->kv_wait, event.kv_transfer.wait_seconds);
+  }
   r->prompt_tokens = std::max<int64_t>(r->prompt_tokens, 0) + (first ? event.prompt_tokens : 0);
   r->completion_tokens = std::max<int64_t>(r->completion_tokens, 0) + event.completion_tokens;
   if (first) {
@@ -146,7 +152,7 @@ void GenerationJob::stream_event(size_t index, const std::string& text, bool fin
   api::ChoiceOutcome& c = outcomes_[index];
   ChoiceState& state = states_[index];
   if (final && c.reason == FinishReason::kError) {
-    exchange_->stream(sse_event(api::generation_failed(c.error).to_json()));
+    exchange_->stream(sse_event(api::generation_failed(c.error, c.error_code).to_json()));
     return;
   }
   const char* reason = final ? finish_reason_name(c.reason) : nullptr;
@@ -198,8 +204,12 @@ void GenerationJob::finish() {
     return;
   }
   if (const api::ChoiceOutcome* failed = api::first_failure(outcomes_)) {
-    exchange_->respond(500, "application/json", api::generation_failed(failed->error).to_json());
-    context_.metrics->observe_status(endpoint_label(), 500);
+    const api::ApiError error = api::generation_failed(failed->error, failed->error_code);
+    exchange_->respond(error.status(), "application/json", error.to_json(),
+                       error.retry_after()
+                           ? HeaderList{{"Retry-After", std::to_string(*error.retry_after())}}
+                           : HeaderList{});
+    context_.metrics->observe_status(endpoint_label(), error.status());
     return;
   }
   const nlohmann::json body =

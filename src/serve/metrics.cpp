@@ -68,6 +68,12 @@ void ServeMetrics::observe_sequence(const SequenceObservation& r) {
   if (r.e2e >= 0) e2e_.observe(r.e2e);
   prompt_tokens_seen_ += static_cast<uint64_t>(r.prompt_tokens);
   cached_prompt_tokens_ += static_cast<uint64_t>(r.cached_prompt_tokens);
+  if (r.kv_transfer.remote) {
+    kv_transfer_requests_++;
+    kv_transfer_bytes_ += r.kv_transfer.bytes;
+    kv_transfer_seconds_ += r.kv_transfer.transfer_seconds;
+    kv_wait_seconds_ += r.kv_transfer.wait_seconds;
+  }
 }
 
 void ServeMetrics::observe_status(const std::string& endpoint, int status) {
@@ -145,6 +151,16 @@ std::string ServeMetrics::render(const EngineStats* engine, int state) const {
                                 : static_cast<double>(cached_prompt_tokens_) / prompt_tokens_seen_;
     sample(out, "rapide_prefix_cache_hit_rate", "gauge",
            "share of prompt tokens served from the prefix cache", hit_rate);
+    sample(out, "rapide_kv_transfer_requests_total", "counter",
+           "requests whose prompt K/V came from the prefill rank (disaggregation)",
+           kv_transfer_requests_);
+    sample(out, "rapide_kv_transfer_bytes_total", "counter",
+           "KV bytes received from the prefill rank", kv_transfer_bytes_);
+    sample(out, "rapide_kv_transfer_seconds_total", "counter",
+           "seconds spent receiving K/V from the prefill rank", kv_transfer_seconds_);
+    sample(out, "rapide_kv_wait_seconds_total", "counter",
+           "seconds requests waited for their prompt K/V (prefill, queue and transfer)",
+           kv_wait_seconds_);
     sample(out, "rapide_http_connections", "gauge", "open HTTP connections", connections_);
     sample(out, "rapide_requests_in_flight", "gauge", "HTTP requests not yet fully answered",
            in_flight_);
@@ -186,14 +202,12 @@ std::string ServeMetrics::render(const EngineStats* engine, int state) const {
            sp.accepted);
     sample(out, "rapide_spec_acceptance_rate", "gauge", "accepted / proposed guesses",
            sp.acceptance_rate());
-    sample(out, "rapide_spec_mean_accepted_length", "gauge",
-           "guesses accepted per verification", sp.mean_accepted());
+    sample(out, "rapide_spec_mean_accepted_length", "gauge", "guesses accepted per verification",
+           sp.mean_accepted());
     sample(out, "rapide_spec_off_decisions_total", "counter",
            "decode steps where auto chose no speculation (below break-even)", sp.off_decisions);
-    sample(out, "rapide_spec_chosen_tokens", "gauge", "the latest guess count chosen",
-           sp.last_k);
-    header(out, "rapide_spec_accepted_length", "histogram",
-           "guesses accepted per verification");
+    sample(out, "rapide_spec_chosen_tokens", "gauge", "the latest guess count chosen", sp.last_k);
+    header(out, "rapide_spec_accepted_length", "histogram", "guesses accepted per verification");
     uint64_t cumulative = 0;
     for (size_t a = 0; a < sp.accepted_histogram.size(); ++a) {
       cumulative += sp.accepted_histogram[a];

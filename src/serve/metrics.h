@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "engine/engine_stats.h"
+#include "engine/request.h"
 #include "serve/latency_window.h"
 
 namespace rapide::serve {
@@ -42,6 +43,7 @@ struct SequenceObservation {
   double e2e = -1.0;
   int64_t prompt_tokens = 0;
   int64_t cached_prompt_tokens = 0;
+  KvTransferReport kv_transfer;  // disaggregation: the prompt's K/V from the prefill rank
 };
 
 // Latency percentiles of the last few seconds (the dashboard); nullopt: no sample then.
@@ -81,6 +83,10 @@ class ServeMetrics {
   LatencyWindow recent_ttft_, recent_tpot_, recent_itl_;
   uint64_t prompt_tokens_seen_ = 0;
   uint64_t cached_prompt_tokens_ = 0;
+  uint64_t kv_transfer_requests_ = 0;
+  uint64_t kv_transfer_bytes_ = 0;
+  double kv_transfer_seconds_ = 0.0;
+  double kv_wait_seconds_ = 0.0;
   int64_t connections_ = 0;
   int64_t in_flight_ = 0;
 };

@@ -31,6 +31,11 @@ std::string format_request_line(const RequestRecord& r, double e2e_seconds, LogF
   if (r.ttft >= 0) fields["ttft_s"] = r.ttft;
   if (r.tpot >= 0) fields["tpot_s"] = r.tpot;
   fields["e2e_s"] = e2e_seconds;
+  if (r.kv_bytes >= 0) {
+    fields["kv_bytes"] = r.kv_bytes;
+    fields["kv_transfer_s"] = r.kv_transfer;
+    fields["kv_wait_s"] = r.kv_wait;
+  }
   if (!r.finish_reason.empty()) fields["finish_reason"] = r.finish_reason;
   if (!r.error.empty()) fields["error"] = r.error;
   if (!r.prompt.empty()) fields["prompt"] = r.prompt;
@@ -44,6 +49,10 @@ std::string format_request_line(const RequestRecord& r, double e2e_seconds, LogF
   if (r.ttft >= 0) line += fmt::format(" ttft={:.4f}s", r.ttft);
   if (r.tpot >= 0) line += fmt::format(" tpot={:.4f}s", r.tpot);
   line += fmt::format(" e2e={:.4f}s", e2e_seconds);
+  if (r.kv_bytes >= 0) {
+    line += fmt::format(" kv_bytes={} kv_transfer={:.4f}s kv_wait={:.4f}s", r.kv_bytes,
+                        r.kv_transfer, r.kv_wait);
+  }
   if (!r.finish_reason.empty()) line += " finish=" + r.finish_reason;
   // Quoted as JSON strings, so a message or prompt cannot break the line apart.
   if (!r.error.empty()) line += " error=" + nlohmann::json(r.error).dump();

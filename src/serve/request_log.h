@@ -5,6 +5,9 @@
 //   [2026-12-01 06:30:38.123 I] request req-7 127.0.0.1:51234 POST /v1/completions 200
 //       prompt_tokens=5 completion_tokens=16 ttft=0.012s tpot=0.004s e2e=0.071s finish=length
 //
+// (disaggregated serving adds kv_bytes=... kv_transfer=...s kv_wait=...s: the prompt's K/V
+// received from the prefill rank, the time receiving them, the time the request waited)
+//
 // (one line; with --log-format json the same fields as members). The prompt text appears only
 // with --log-prompts: prompts may hold personal data an operator must not collect.
 //
@@ -37,6 +40,11 @@ struct RequestRecord {
   double ttft = -1;  // seconds to the first token of the first choice
   double tpot = -1;  // seconds per output token after the first
   std::string finish_reason;
+  // Disaggregation (the prompt's K/V came from the prefill rank): bytes received, seconds
+  // receiving them, seconds the request waited for them (-1: not disaggregated).
+  int64_t kv_bytes = -1;
+  double kv_transfer = -1;
+  double kv_wait = -1;
   std::string prompt;  // only with --log-prompts
   bool logged = false;
 };

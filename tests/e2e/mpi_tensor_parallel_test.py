@@ -18,15 +18,14 @@ usage: mpi_tensor_parallel_test.py RAPIDE_BINARY SHARED_DIR
 """
 import json
 import os
-import shutil
 import signal
-import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import mpi_fixture  # noqa: E402
 import require_shared  # noqa: E402
+from mpi_fixture import MPIRUN, run  # noqa: E402
 from serve_fixture import RapideServer  # noqa: E402
 
 TEST = "e2e_mpi_tensor_parallel"
@@ -39,18 +38,8 @@ MODELS = [
 ]
 require_shared.require_shared(shared, *MODELS, "reference/greedy/stories260K__Once_upon_a_time.txt",
                               test=TEST)
-if shutil.which("mpirun") is None:
-    require_shared.missing_prerequisite("mpirun not installed (apt-get install openmpi-bin)", TEST)
-
-MPIRUN = ["mpirun", "-np", "2", "--allow-run-as-root", "--oversubscribe"]
-# Open MPI refuses to run as root without these (mpirun's flag covers mpirun only).
-os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
-os.environ.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+mpi_fixture.require_mpirun(TEST)
 PROMPT = "Once upon a time"
-
-
-def run(cmd, timeout=120):
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 
 
 def generate(model, launcher=(), extra=()):
@@ -74,8 +63,8 @@ for model in MODELS:
         assert (PROMPT + split) in reference.replace("<s> ", ""), "not llama2.c's greedy text"
 
 # Refusals: a clear message and exit status 2, from every rank.
-out = run(["mpirun", "-np", "3", "--allow-run-as-root", "--oversubscribe", binary, "run", "-m",
-           os.path.join(shared, MODELS[0]), "-p", PROMPT, "-n", "4", "--tp", "3", "-t", "1"])
+out = run(mpi_fixture.mpirun(3) + [binary, "run", "-m", os.path.join(shared, MODELS[0]), "-p",
+                                   PROMPT, "-n", "4", "--tp", "3", "-t", "1"])
 assert out.returncode == 2, (out.returncode, out.stderr)
 assert "8 heads / 4 kv heads are not divisible by 3" in out.stderr, out.stderr
 out = run(MPIRUN + [binary, "run", "-m", os.path.join(shared, MODELS[0]), "-p", PROMPT, "-n", "4",
@@ -125,18 +114,8 @@ with RapideServer(binary, model_args + ["--tp", "2"], launcher=MPIRUN) as server
     ask(server)
 
     # A follower that dies ends the job with an error naming it, instead of a hang.
-    ranks = run(["pgrep", "-f", "-P", str(server.proc.pid), "rapide"]).stdout.split()
-    follower = None
-    for pid in ranks:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            if b"OMPI_COMM_WORLD_RANK=1\0" in f.read():
-                follower = int(pid)
-    assert follower is not None, f"no rank 1 among {ranks}"
-    os.kill(follower, signal.SIGKILL)
-    deadline = time.time() + 60
-    while server.proc.poll() is None and time.time() < deadline:
-        time.sleep(0.2)
-    assert server.proc.poll() is not None, "the job still runs 60 s after rank 1 died"
+    os.kill(mpi_fixture.rank_pid(server.proc.pid, 1), signal.SIGKILL)
+    assert mpi_fixture.wait_for_exit(server.proc, 60), "the job still runs 60 s after rank 1 died"
     assert server.proc.returncode != 0
     log = server.log()
     assert "rank 1" in log and ("signal 9" in log or "Killed" in log), log[-2000:]

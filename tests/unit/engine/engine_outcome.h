@@ -21,6 +21,8 @@ struct Outcome {
   int cached_prompt_tokens = -1;
   TimePoint finished;
   RequestMetrics metrics;
+  ErrorCode error_code = ErrorCode::kInternal;
+  KvTransferReport kv_transfer;
 };
 
 // Waits for the request's final event (a test failure after `timeout` without one).
@@ -38,6 +40,8 @@ inline Outcome collect(EventQueue& queue,
       o.cached_prompt_tokens = e.cached_prompt_tokens;
       o.finished = e.timings.finished;
       o.metrics = e.metrics;
+      o.error_code = e.error_code;
+      o.kv_transfer = e.kv_transfer;
       return o;
     }
   }

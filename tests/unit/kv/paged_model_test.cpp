@@ -1,6 +1,7 @@
 // The paged KV cache under a real model (stories260K): whatever the block size, budget,
 // layout, interleaving of sequences' blocks, rollbacks or block transfers between stores,
-// attention must compute exactly what it computes over ContiguousKvStore.
+// attention must compute exactly what it computes over ContiguousKvStore. Blocks a prefix
+// cache adopts from another store (prefill/decode disaggregation) are hit and decode exactly.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,7 +13,9 @@
 
 #include "base/thread_pool.h"
 #include "formats/model_file.h"
+#include "kv/block_hash.h"
 #include "kv/paged_kv_store.h"
+#include "kv/prefix_cache.h"
 #include "model/contiguous_kv_store.h"
 #include "model/model.h"
 #include "test_paths.h"
@@ -205,6 +208,72 @@ TEST_F(PagedModelTest, BlocksExportedAfterPrefillDecodeIdenticallyInAnotherStore
     std::span<const float> logits = model_->forward(batch, decode, pool_);
     continued.logits.emplace_back(logits.begin(), logits.end());
     continued.tokens.push_back(argmax(logits));
+  }
+  expect_same(reference, continued);
+  decode.release(3);
+  decode.check_no_leaks();
+}
+
+// Disaggregation's path in one process: a "prefill rank" store computes a prompt's full
+// blocks, the "decode rank" cache adopts them with their hashes, its next match hits them,
+// and only the rest of the prompt is computed there: the same tokens and logits, bit for bit.
+TEST_F(PagedModelTest, PrefixCacheAdoptsBlocksOfAnotherStoreAndHitsThemExactly) {
+  std::vector<int32_t> prompt = kPrompts[2];
+  prompt.insert(prompt.end(), kPrompts[0].begin() + 1, kPrompts[0].end());
+  prompt.insert(prompt.end(), kPrompts[2].begin() + 1, kPrompts[2].end());
+  const int plen = static_cast<int>(prompt.size());
+  const int blocks = (plen - 1) / kBlockSize;
+  ASSERT_EQ(blocks, 2);
+  const Generation reference = contiguous_reference(prompt);
+  const uint64_t identity = 0x5eed;
+
+  PagedKvStore prefill(layout(), 8, max_context());
+  prefill.reserve(0, blocks * kBlockSize);
+  Batch batch;
+  for (int p = 0; p < blocks * kBlockSize; ++p) batch.add(prompt[p], 0, p, false);
+  model_->forward(batch, prefill, pool_);
+  std::vector<uint64_t> hashes;
+  extend_block_hashes(std::span<const int32_t>(prompt).first(blocks * kBlockSize), kBlockSize,
+                      identity, hashes);
+  std::vector<uint8_t> bytes;
+  for (int32_t block : prefill.block_table(0)) {
+    const std::vector<uint8_t> one = prefill.export_block(block);
+    bytes.insert(bytes.end(), one.begin(), one.end());
+  }
+  prefill.release(0);
+
+  PagedKvStore decode(layout(), 16, max_context());
+  decode.reserve(9, 40);  // other block ids than the prefill store's
+  PrefixCache cache(decode, identity, nullptr);
+  // A hash this cache would not give the tokens (another model, a corrupt frame) stops the
+  // adoption at that block; so do blocks of another prompt.
+  std::vector<uint64_t> wrong = hashes;
+  wrong[1] ^= 1;
+  EXPECT_EQ(cache.adopt(prompt, wrong, bytes), 1);
+  std::vector<int32_t> other = prompt;
+  other[3] += 1;
+  EXPECT_EQ(cache.adopt(other, hashes, bytes), 0);
+  EXPECT_EQ(cache.adopt(prompt, hashes, bytes), blocks);
+  EXPECT_EQ(cache.stats().adopted_blocks, 2u);
+  decode.release(9);
+
+  std::vector<uint64_t> mine;
+  cache.extend_hashes(prompt, mine);
+  const PrefixMatch match = cache.match(prompt, mine);
+  ASSERT_EQ(match.blocks(), blocks);
+  ASSERT_EQ(cache.attach(3, match, prompt, mine, 1), blocks * kBlockSize);
+
+  Generation continued;
+  decode.reserve(3, plen);
+  batch.clear();
+  for (int p = blocks * kBlockSize; p < plen; ++p) batch.add(prompt[p], 3, p, p + 1 == plen);
+  for (int i = 0; i < kNewTokens; ++i) {
+    std::span<const float> logits = model_->forward(batch, decode, pool_);
+    continued.logits.emplace_back(logits.begin(), logits.end());
+    continued.tokens.push_back(argmax(logits));
+    decode.reserve(3, plen + i + 1);
+    batch.clear();
+    batch.add(continued.tokens.back(), 3, plen + i, true);
   }
   expect_same(reference, continued);
   decode.release(3);
