@@ -377,17 +377,7 @@ void quantize_iq4_nl(const float* x, BlockIq4Nl& b) {
 }  // namespace
 
 bool has_superblock_plan(TensorType type) {
-  switch (type) {
-    case TensorType::kQ2_K:
-    case TensorType::kQ3_K:
-    case TensorType::kQ4_K:
-    case TensorType::kQ5_K:
-    case TensorType::kQ6_K:
-    case TensorType::kIQ4_XS:
-      return true;
-    default:
-      return false;
-  }
+  return is_row_type(type) && tensor_type_block_size(type) == kSuperBlock;
 }
 
 SuperBlockPlan plan_superblock(TensorType type, const float* x, ScaleSearch search) {
