@@ -258,7 +258,7 @@ TEST(Advisor, LongPromptsStallingStreamsGetSmallerChunks) {
   const int chunk = std::stoi(f.flags[0].second);
   EXPECT_LT(chunk, 512);
   EXPECT_GE(chunk, 16);
-  EXPECT_NE(f.lever.find("disaggregation (not available in rapide yet)"), std::string::npos);
+  EXPECT_NE(f.lever.find("--disaggregate"), std::string::npos) << f.lever;
   ASSERT_TRUE(f.prediction.has_value());
   EXPECT_LT(f.prediction->after, f.prediction->before);
 }

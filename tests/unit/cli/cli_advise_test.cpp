@@ -182,8 +182,7 @@ TEST_F(CliAdvise, LongPromptsWhileOthersStreamGetSmallerChunks) {
       "--workload random --input-len 8@0.7+400@0.3 --output-len 32-96 --num-requests 24 "
       "--concurrency 4");
   EXPECT_EQ(a["headline"], "prefill-chunk") << a.dump(1);
-  EXPECT_NE(finding(a, "prefill-chunk")["lever"].get<std::string>().find(
-                "disaggregation (not available in rapide yet)"),
+  EXPECT_NE(finding(a, "prefill-chunk")["lever"].get<std::string>().find("--disaggregate"),
             std::string::npos);
 }
 
