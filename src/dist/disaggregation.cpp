@@ -19,6 +19,7 @@
 #include "base/error.h"
 #include "base/logging.h"
 #include "dist/kv_transfer_wire.h"
+#include "dist/mpi_error.h"
 #include "dist/parallel_job.h"
 #include "engine/prefill_worker.h"
 
@@ -37,12 +38,7 @@ constexpr int kPrefillRank = 1;
 constexpr auto kShutdownWait = std::chrono::seconds(60);
 
 void check(int rc, const char* call) {
-  if (rc == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING];
-  int length = 0;
-  MPI_Error_string(rc, text, &length);
-  fail(ErrorCode::kUnavailable, "disaggregation: {} failed: {}", call,
-       std::string(text, static_cast<size_t>(length)));
+  check_mpi(rc, "disaggregation", call);
 }
 
 // Sleeps a little longer each time nothing came (1 us .. 1 ms), reset when something did.
@@ -57,6 +53,19 @@ class Backoff {
  private:
   std::chrono::microseconds pause_{1};
 };
+
+// Whether a message from `source` is waiting (its envelope in `status`); when none is, waits
+// one backoff step first, so a polling loop can simply `continue`.
+bool probe(int source, MPI_Status& status, Backoff& backoff) {
+  int there = 0;
+  check(MPI_Iprobe(source, MPI_ANY_TAG, MPI_COMM_WORLD, &there, &status), "MPI_Iprobe");
+  if (!there) {
+    backoff.wait();
+    return false;
+  }
+  backoff.reset();
+  return true;
+}
 
 // Non-blocking sends whose buffers must live until MPI is done with them.
 template <typename T>
@@ -149,14 +158,8 @@ class MpiPrefillLink final : public RemotePrefill {
     const TimePoint deadline = Clock::now() + kShutdownWait;
     Backoff backoff;
     while (Clock::now() < deadline) {
-      int there = 0;
       MPI_Status status;
-      check(MPI_Iprobe(kPrefillRank, MPI_ANY_TAG, MPI_COMM_WORLD, &there, &status), "MPI_Iprobe");
-      if (!there) {
-        backoff.wait();
-        continue;
-      }
-      backoff.reset();
+      if (!probe(kPrefillRank, status, backoff)) continue;
       if (status.MPI_TAG == kByeTag) {
         check(MPI_Recv(nullptr, 0, MPI_INT32_T, kPrefillRank, kByeTag, MPI_COMM_WORLD,
                        MPI_STATUS_IGNORE),
@@ -231,14 +234,8 @@ void serve_prefill_rank(Model& model, const EngineOptions& options) {
   double compute_seconds = 0;
   for (;;) {
     sends.reap();
-    int there = 0;
     MPI_Status status;
-    check(MPI_Iprobe(kDecodeRank, MPI_ANY_TAG, MPI_COMM_WORLD, &there, &status), "MPI_Iprobe");
-    if (!there) {
-      backoff.wait();
-      continue;
-    }
-    backoff.reset();
+    if (!probe(kDecodeRank, status, backoff)) continue;
     int count = 0;
     check(MPI_Get_count(&status, MPI_INT32_T, &count), "MPI_Get_count");
     words.resize(static_cast<size_t>(count));

@@ -19,6 +19,7 @@
 #include "base/error.h"
 #include "base/logging.h"
 #include "dist/follower_kv_store.h"
+#include "dist/mpi_error.h"
 #include "dist/parallel_job.h"
 #include "dist/step_wire.h"
 
@@ -27,12 +28,7 @@ namespace rapide {
 namespace {
 
 void check(int rc, const char* call) {
-  if (rc == MPI_SUCCESS) return;
-  char text[MPI_MAX_ERROR_STRING];
-  int length = 0;
-  MPI_Error_string(rc, text, &length);
-  fail(ErrorCode::kUnavailable, "MPI job: {} failed: {}", call,
-       std::string(text, static_cast<size_t>(length)));
+  check_mpi(rc, "MPI job", call);
 }
 
 // The size of the next pass (0: the job ends). Followers wait for it with MPI_Ibcast, and a
