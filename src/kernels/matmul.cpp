@@ -3,6 +3,7 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "base/aligned_buffer.h"
@@ -30,6 +31,7 @@ const KernelSet& avx2_kernels() {
   static const KernelSet set{avx2::round_f16,
                              avx2::to_bf16,
                              avx2::quantize_q8,
+                             avx2::quantize_q8_k,
                              avx2::f32,
                              avx2::f16,
                              avx2::bf16,
@@ -49,6 +51,7 @@ const KernelSet& avx512_kernels() {
   static const KernelSet set{avx512::round_f16,
                              avx512::to_bf16,
                              avx512::quantize_q8,
+                             avx512::quantize_q8_k,
                              avx512::f32,
                              avx512::f16,
                              avx512::bf16,
@@ -294,8 +297,7 @@ Activations convert_activations(const KernelSet& ks, TensorType type, bool float
               matmul::quantize_q8_1(xt, cols, q + t * cols, d + t * blocks, sums + t * blocks);
               break;
             case matmul::RowAct::kQ8_K:
-              matmul::quantize_q8_k(xt, cols, q + t * cols, d + t * blocks,
-                                    bsums + t * blocks * 16);
+              ks.quantize_q8_k(xt, cols, q + t * cols, d + t * blocks, bsums + t * blocks * 16);
               break;
           }
         }
@@ -446,20 +448,12 @@ void WeightMatrix::multiply_same_shape(IsaLevel level, std::span<const WeightMat
     total_panels += m->impl_->packed.panels;
     work += n * m->impl_->packed.rows * m->impl_->packed.cols;
   }
-  const bool parallel = pool.size() > 1 && work >= kMinParallelWork;
-  // Converting activations is O(n * cols), worth spreading only for a batch of tokens.
-  const bool parallel_convert = parallel && n * first.cols >= kMinParallelWork;
-  const Activations a = convert_activations(
-      ks, first.type, first.float_act, x, n, first.cols, thread_scratch(), [&](auto&& convert) {
-        if (!parallel_convert) return convert(int64_t{0}, n);
-        pool.parallel_for(n, 1, [&](int64_t t0, int64_t t1, int) { convert(t0, t1); });
-      });
   const matmul::PanelKernel kernel = panel_kernel(ks, first.type);
   const bool row_type = !first.float_act && !first.kpanel() && matmul::is_row_type(first.type);
   const matmul::RowKernels row_kernels =
       row_type ? matmul::row_kernels(ks, first.type) : matmul::RowKernels{};
   // Panels [p0, p1) of the matrices laid end to end.
-  auto run_panels = [&](int64_t p0, int64_t p1, int64_t t0, int64_t t1) {
+  auto run_panels = [&](const Activations& a, int64_t p0, int64_t p1, int64_t t0, int64_t t1) {
     int64_t base = 0;
     for (size_t i = 0; i < ws.size() && base < p1; ++i) {
       const PackedWeights& w = ws[i]->impl_->packed;
@@ -476,22 +470,55 @@ void WeightMatrix::multiply_same_shape(IsaLevel level, std::span<const WeightMat
       base += w.panels;
     }
   };
-  if (!parallel) return run_panels(0, total_panels, 0, n);
+  auto convert_serial = [&](Scratch& scratch) {
+    return convert_activations(ks, first.type, first.float_act, x, n, first.cols, scratch,
+                               [&](auto&& convert) { convert(int64_t{0}, n); });
+  };
+  const bool parallel = pool.size() > 1 && work >= kMinParallelWork;
+  if (!parallel) return run_panels(convert_serial(thread_scratch()), 0, total_panels, 0, n);
   const int threads = pool.size();
   // Rows split evenly for decode and for tall matrices; a batch of tokens against short
   // matrices is split by tokens instead so every thread still gets work.
-  if (total_panels >= 8 * threads || n < 8 * threads) {
+  if (n <= 2) {
     // Decode streams the weights: two long chunks per thread keep each hardware prefetch
     // stream running (eight short ones restarted it four times per matrix; measured on
     // Zen 4, 2 threads: 77-82 % -> 81-89 % of the read probe in its fast mode, 105-112 % ->
     // 111-116 % in its slow one), and still let a thread take over a late one's second half.
+    //
+    // Each thread converts the activations itself, into its own scratch, the first time it
+    // joins this call. Converting once on the calling thread left the others idle meanwhile
+    // and then reading the converted values line by line from its cache inside the kernel,
+    // stalls a streaming loop cannot hide: on Zen 5 (2 threads) a 128 KiB Q4_K matrix took
+    // 3.9 us, 0.8 us of them converting and 0.5 us the worker's lag behind the caller.
     const int64_t grain =
-        n <= 2 ? std::max<int64_t>(2, (total_panels + 2 * threads - 1) / (2 * threads)) : 2;
-    pool.parallel_for(total_panels, grain,
-                      [&](int64_t p0, int64_t p1, int) { run_panels(p0, p1, 0, n); });
+        std::max<int64_t>(2, (total_panels + 2 * threads - 1) / (2 * threads));
+    // Unique per call, so a thread's scratch from an earlier call is never taken for this one.
+    static std::atomic<uint64_t> calls{0};
+    const uint64_t call = calls.fetch_add(1, std::memory_order_relaxed) + 1;
+    pool.parallel_for(total_panels, grain, [&](int64_t p0, int64_t p1, int) {
+      thread_local uint64_t converted_for = 0;
+      thread_local Activations a;
+      if (converted_for != call) {
+        a = convert_serial(thread_scratch());
+        converted_for = call;
+      }
+      run_panels(a, p0, p1, 0, n);
+    });
+    return;
+  }
+  // Converting activations is O(n * cols), worth spreading only for a batch of tokens.
+  const bool parallel_convert = n * first.cols >= kMinParallelWork;
+  const Activations a = convert_activations(
+      ks, first.type, first.float_act, x, n, first.cols, thread_scratch(), [&](auto&& convert) {
+        if (!parallel_convert) return convert(int64_t{0}, n);
+        pool.parallel_for(n, 1, [&](int64_t t0, int64_t t1, int) { convert(t0, t1); });
+      });
+  if (total_panels >= 8 * threads || n < 8 * threads) {
+    pool.parallel_for(total_panels, 2,
+                      [&](int64_t p0, int64_t p1, int) { run_panels(a, p0, p1, 0, n); });
   } else {
     pool.parallel_for(n, 4,
-                      [&](int64_t t0, int64_t t1, int) { run_panels(0, total_panels, t0, t1); });
+                      [&](int64_t t0, int64_t t1, int) { run_panels(a, 0, total_panels, t0, t1); });
   }
 }
 

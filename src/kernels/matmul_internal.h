@@ -79,6 +79,9 @@ using RoundKernel = void (*)(const float* x, float* out, int64_t count);        
 using Bf16Kernel = void (*)(const float* x, uint32_t* out, int64_t cols);       // one token
 using QuantizeKernel = void (*)(const float* x, int64_t cols, int bias_offset,  // one token
                                 int8_t* q, float* d, int32_t* bias);
+// Q8_K (kernels/rowquant.h): one token, bit-identical to matmul::quantize_q8_k.
+using QuantizeK8Kernel = void (*)(const float* x, int64_t cols, int8_t* q, float* d,
+                                  int16_t* bsums);
 
 // Dot product of n f32 values (ActQuant::kOff: a dequantized weight row with a token).
 using FloatDot = float (*)(const float* w, const float* x, int64_t n);
@@ -90,6 +93,7 @@ struct KernelSet {
   RoundKernel round_f16;
   Bf16Kernel to_bf16;
   QuantizeKernel quantize_q8;
+  QuantizeK8Kernel quantize_q8_k;
   PanelKernel f32, f16, bf16, q8_0, q4_0;
   int q8_bias_offset;             // what q8_0 expects in Activations::bias (q4_0 always wants 8)
   RowDot (*row_dot)(TensorType);  // the row-wise types' dot products
@@ -149,6 +153,7 @@ void kpanel(const PackedWeights&, const Activations&, int64_t, int64_t, int64_t,
   void to_bf16(const float* x, uint32_t* out, int64_t cols);                                       \
   void quantize_q8(const float* x, int64_t cols, int bias_offset, int8_t* q, float* d,             \
                    int32_t* bias);                                                                 \
+  void quantize_q8_k(const float* x, int64_t cols, int8_t* q, float* d, int16_t* bsums);           \
   void f32(const PackedWeights&, const Activations&, int64_t, int64_t, int64_t, int64_t, float*);  \
   void f16(const PackedWeights&, const Activations&, int64_t, int64_t, int64_t, int64_t, float*);  \
   void bf16(const PackedWeights&, const Activations&, int64_t, int64_t, int64_t, int64_t, float*); \

@@ -13,6 +13,7 @@
 #include "base/fp16.h"
 #include "base/thread_pool.h"
 #include "kernels/matmul.h"
+#include "kernels/matmul_internal.h"
 #include "kernels/rowquant.h"
 #include "kernels/superblock_plan.h"
 #include "weight_matrix_data.h"
@@ -215,6 +216,40 @@ TEST(RowQuant, SimdVariantsMatchReference) {
         }
       }
     }
+  }
+}
+
+// Each ISA's Q8_K activation quantizer against matmul::quantize_q8_k bit for bit: random
+// rows, an all-zero super-block, ties of |x| (the first position wins, whatever its sign),
+// a negative extreme and values that round exactly half-way.
+TEST(RowQuant, Q8KQuantizerTwinsAreBitIdentical) {
+  std::vector<matmul::QuantizeK8Kernel> twins;
+  if (cpu_features().best_level() >= IsaLevel::kAvx2) {
+    twins.push_back(matmul::avx2_kernels().quantize_q8_k);
+  }
+  if (cpu_features().best_level() >= IsaLevel::kAvx512) {
+    twins.push_back(matmul::avx512_kernels().quantize_q8_k);
+  }
+  constexpr int64_t kCols = 4 * kSuperBlock;
+  std::vector<float> x = random_activations(kCols, 21);
+  std::fill(x.begin() + kSuperBlock, x.begin() + 2 * kSuperBlock, 0.0f);  // block 1: zeros
+  x[2 * kSuperBlock + 40] = -3.0f;  // block 2: a tie of |x|, the negative one first
+  x[2 * kSuperBlock + 200] = 3.0f;
+  x[3 * kSuperBlock + 7] = -127.0f;  // block 3: iscale 1, so x = k + 0.5 rounds to even
+  for (int j = 8; j < 40; ++j) x[3 * kSuperBlock + j] = static_cast<float>(j - 24) + 0.5f;
+  std::vector<int8_t> q_ref(kCols), q(kCols);
+  std::vector<float> d_ref(4), d(4);
+  std::vector<int16_t> s_ref(64), s(64);
+  matmul::quantize_q8_k(x.data(), kCols, q_ref.data(), d_ref.data(), s_ref.data());
+  EXPECT_EQ(d_ref[1], 0.0f);
+  EXPECT_EQ(q_ref[2 * kSuperBlock + 40], -127);  // the first of the tie sets the sign
+  EXPECT_EQ(q_ref[2 * kSuperBlock + 200], 127);
+  for (matmul::QuantizeK8Kernel twin : twins) {
+    std::fill(q.begin(), q.end(), int8_t{99});
+    twin(x.data(), kCols, q.data(), d.data(), s.data());
+    for (int64_t i = 0; i < kCols; ++i) ASSERT_EQ(q[i], q_ref[i]) << "q " << i;
+    for (int b = 0; b < 4; ++b) ASSERT_EQ(d[b], d_ref[b]) << "d " << b;
+    for (int j = 0; j < 64; ++j) ASSERT_EQ(s[j], s_ref[j]) << "bsum " << j;
   }
 }
 
