@@ -71,9 +71,10 @@ class WeightMatrix {
   // The same with the kernels of one ISA level, which must not exceed what this CPU runs
   // (cpu_features().best_level()): tests and benchmarks compare the variants in-process.
   void multiply_with(IsaLevel level, const float* x, int64_t n, float* y, ThreadPool& pool) const;
-  // Several matrices of one type and width applied to the same x (Q/K/V, gate/up): the
-  // activations are converted once and all products run in one parallel dispatch, so a
-  // forward pass pays one conversion and one pool round trip instead of one per matrix.
+  // Several matrices of one width and type (or k-quant panels of any of Q4_K/Q5_K/Q6_K)
+  // applied to the same x (Q/K/V, gate/up): the activations are converted once and all
+  // products run in one parallel dispatch, so a forward pass pays one conversion and one
+  // pool round trip instead of one per matrix.
   // Each ys[i] gets what ws[i]->multiply(x, n, ys[i]) writes, bit for bit.
   static void multiply_group(std::span<const WeightMatrix* const> ws, const float* x, int64_t n,
                              std::span<float* const> ys, ThreadPool& pool);

@@ -302,19 +302,30 @@ TEST(RowQuant, GroupMultiplyEqualsEachMultiply) {
       }
     }
   }
-  const Matrix k4 = random_blocks(TensorType::kQ4_K, 24, 256, 3),
-               k6 = random_blocks(TensorType::kQ6_K, 16, 256, 4);
-  const WeightMatrix w4 = WeightMatrix::prepare(k4.view), w6 = WeightMatrix::prepare(k6.view);
-  const std::vector<float> x = random_activations(3 * 256, 8);
-  ThreadPool pool(2);
-  std::vector<float> y4(3 * 24), y6(3 * 16), e4(y4.size()), e6(y6.size());
-  w4.multiply_reference(x.data(), 3, e4.data());
-  w6.multiply_reference(x.data(), 3, e6.data());
-  const WeightMatrix* ws[] = {&w4, &w6};
-  float* const ys[] = {y4.data(), y6.data()};
-  WeightMatrix::multiply_group(ws, x.data(), 3, ys, pool);
-  EXPECT_EQ(y4, e4);
-  EXPECT_EQ(y6, e6);
+  // K-quant panels of different types share one dispatch (Q4_K_M's Q4_K key, Q6_K value):
+  // small (one thread) and large enough to be split across threads, decode and prefill.
+  for (int64_t rows : {24, 300}) {
+    const Matrix k4 = random_blocks(TensorType::kQ4_K, rows, 512, 3),
+                 k5 = random_blocks(TensorType::kQ5_K, rows / 2, 512, 5),
+                 k6 = random_blocks(TensorType::kQ6_K, rows + 16, 512, 4);
+    const WeightMatrix w4 = WeightMatrix::prepare(k4.view), w5 = WeightMatrix::prepare(k5.view),
+                       w6 = WeightMatrix::prepare(k6.view);
+    for (int64_t n : {1, 3, 40}) {
+      const std::vector<float> x = random_activations(n * 512, 8);
+      ThreadPool pool(2);
+      std::vector<float> y4(n * rows), y5(n * (rows / 2)), y6(n * (rows + 16));
+      std::vector<float> e4(y4.size()), e5(y5.size()), e6(y6.size());
+      w4.multiply_reference(x.data(), n, e4.data());
+      w5.multiply_reference(x.data(), n, e5.data());
+      w6.multiply_reference(x.data(), n, e6.data());
+      const WeightMatrix* ws[] = {&w4, &w5, &w6};
+      float* const ys[] = {y4.data(), y5.data(), y6.data()};
+      WeightMatrix::multiply_group(ws, x.data(), n, ys, pool);
+      EXPECT_EQ(y4, e4) << rows << " rows n=" << n;
+      EXPECT_EQ(y5, e5) << rows << " rows n=" << n;
+      EXPECT_EQ(y6, e6) << rows << " rows n=" << n;
+    }
+  }
 }
 
 TEST(RowQuant, PrepareRowsIsAShard) {
