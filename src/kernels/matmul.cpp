@@ -486,18 +486,19 @@ void WeightMatrix::multiply_same_shape(IsaLevel level, std::span<const WeightMat
   // Rows split evenly for decode and for tall matrices; a batch of tokens against short
   // matrices is split by tokens instead so every thread still gets work.
   if (n <= 2) {
-    // Decode streams the weights: two long chunks per thread keep each hardware prefetch
-    // stream running (eight short ones restarted it four times per matrix; measured on
-    // Zen 4, 2 threads: 77-82 % -> 81-89 % of the read probe in its fast mode, 105-112 % ->
-    // 111-116 % in its slow one), and still let a thread take over a late one's second half.
+    // Decode streams the weights: one contiguous range per thread, so each thread's
+    // hardware prefetch stream starts once per matrix (eight short chunks restarted it four
+    // times per matrix; measured on Zen 4, 2 threads: 77-82 % -> 81-89 % of the read probe
+    // with two chunks per thread; on Zen 5, synth100m, 5 pairs in time, two -> one chunk
+    // per thread: decode x1.05 for Q4_K_M, x1.14 for Q8_0). A thread that has not joined
+    // when the other finishes its range has the rest taken over, as for any parallel_for.
     //
     // Each thread converts the activations itself, into its own scratch, the first time it
     // joins this call. Converting once on the calling thread left the others idle meanwhile
     // and then reading the converted values line by line from its cache inside the kernel,
     // stalls a streaming loop cannot hide: on Zen 5 (2 threads) a 128 KiB Q4_K matrix took
     // 3.9 us, 0.8 us of them converting and 0.5 us the worker's lag behind the caller.
-    const int64_t grain =
-        std::max<int64_t>(2, (total_panels + 2 * threads - 1) / (2 * threads));
+    const int64_t grain = std::max<int64_t>(2, (total_panels + threads - 1) / threads);
     // Unique per call, so a thread's scratch from an earlier call is never taken for this one.
     static std::atomic<uint64_t> calls{0};
     const uint64_t call = calls.fetch_add(1, std::memory_order_relaxed) + 1;

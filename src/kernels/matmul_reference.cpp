@@ -183,12 +183,14 @@ void row_panels(const RowKernels& k, const PackedWeights& w, const Activations& 
 }
 
 const KernelSet& reference_kernels() {
-  static const KernelSet set{scalar::round_f16, scalar::to_bf16, scalar::quantize_q8,
-                             quantize_q8_k,     scalar::f32,       scalar::f16,     scalar::bf16,
-                             scalar::q8_0,      scalar::q4_0,    0,
-                             scalar::row_dot,   scalar::row_dot_tokens,
+  static const KernelSet set{scalar::round_f16,    scalar::to_bf16,
+                             scalar::quantize_q8,  quantize_q8_k,
+                             scalar::f32,          scalar::f16,
+                             scalar::bf16,         scalar::q8_0,
+                             scalar::q4_0,         0,
+                             scalar::row_dot,      scalar::row_dot_tokens,
                              scalar::row_dot_rows, scalar::dot_f32,
-                             scalar::dequant_row, scalar::kpanel};
+                             scalar::dequant_row,  scalar::kpanel};
   return set;
 }
 

@@ -67,8 +67,8 @@ void quantize_q8_k(const float* x, int64_t cols, int8_t* q, float* d, int16_t* b
       // The packs work within 128-bit lanes; the permute restores element order.
       const __m256i p01 = _mm256_packs_epi32(qi[0], qi[1]);
       const __m256i p23 = _mm256_packs_epi32(qi[2], qi[3]);
-      const __m256i bytes = _mm256_permutevar8x32_epi32(
-          _mm256_packs_epi16(p01, p23), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+      const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p01, p23),
+                                                        _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(qb + 8 * k), bytes);
     }
     d[b] = 1.0f / iscale;
