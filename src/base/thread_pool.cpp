@@ -10,7 +10,8 @@ namespace {
 constexpr int kSpinIterations = 20000;
 }  // namespace
 
-ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
+ThreadPool::ThreadPool(int n_threads)
+    : n_threads_(n_threads < 1 ? 1 : n_threads), ranges_(static_cast<size_t>(n_threads_)) {
   workers_.reserve(n_threads_ - 1);
   for (int t = 1; t < n_threads_; ++t) workers_.emplace_back([this, t] { worker_loop(t); });
 }
@@ -57,6 +58,17 @@ void ThreadPool::dispatch(Call call, void* ctx, bool all_threads) {
   while ((s & kActiveMask) != 0) {
     _mm_pause();
     s = join_state_.load(std::memory_order_acquire);
+  }
+}
+
+int64_t ThreadPool::claim_piece(int owner, bool front) {
+  std::atomic<uint64_t>& word = ranges_[static_cast<size_t>(owner)].pieces;
+  uint64_t w = word.load(std::memory_order_relaxed);
+  for (;;) {
+    const int64_t f = static_cast<int64_t>(w >> 32), b = static_cast<int64_t>(w & 0xffffffffu);
+    if (f >= b) return -1;
+    const uint64_t next = front ? pack_range(f + 1, b) : pack_range(f, b - 1);
+    if (word.compare_exchange_weak(w, next, std::memory_order_relaxed)) return front ? f : b - 1;
   }
 }
 

@@ -66,8 +66,54 @@ class ThreadPool {
              /*all_threads=*/false);
   }
 
+  // Like parallel_for, but [0, n) is first split into one contiguous range per thread, cut
+  // into pieces of `grain`: each thread walks its own range front to back, then takes pieces
+  // from the back of the others' ranges until none is left. Decode streams weights: a
+  // thread's memory stream stays one ascending run across its pieces (a hardware prefetch
+  // stream that is not restarted), a thread that finishes early still helps the slower one,
+  // and one the OS has not scheduled yet has its whole range taken over. The same thread
+  // owns the same range of every call with the same n (per-core caches keep their part).
+  template <typename F>
+  void parallel_ranges(int64_t n, int64_t grain, F&& fn) {
+    if (n <= 0) return;
+    if (grain < 1) grain = 1;
+    const int64_t pieces = (n + grain - 1) / grain;
+    if (pieces <= 1 || n_threads_ == 1 || pieces >= (int64_t{1} << 31)) {
+      fn(int64_t{0}, n, 0);
+      return;
+    }
+    for (int t = 0; t < n_threads_; ++t) {
+      ranges_[static_cast<size_t>(t)].pieces.store(
+          pack_range(pieces * t / n_threads_, pieces * (t + 1) / n_threads_),
+          std::memory_order_relaxed);
+    }
+    auto body = [&](int thread) {
+      auto run = [&](int64_t piece) {
+        const int64_t begin = piece * grain;
+        fn(begin, begin + grain < n ? begin + grain : n, thread);
+      };
+      for (int64_t p; (p = claim_piece(thread, /*front=*/true)) >= 0;) run(p);
+      for (int k = 1; k < n_threads_; ++k) {
+        const int victim = (thread + k) % n_threads_;
+        for (int64_t p; (p = claim_piece(victim, /*front=*/false)) >= 0;) run(p);
+      }
+    };
+    using Body = decltype(body);
+    dispatch([](void* ctx, int thread) { (*static_cast<Body*>(ctx))(thread); }, &body,
+             /*all_threads=*/false);
+  }
+
  private:
   using Call = void (*)(void* ctx, int thread);
+  // parallel_ranges: a thread's unclaimed pieces [front, back) in one word, so the owner
+  // (from the front) and a thief (from the back) never both take the last one.
+  static uint64_t pack_range(int64_t front, int64_t back) {
+    return (static_cast<uint64_t>(front) << 32) | static_cast<uint64_t>(back);
+  }
+  int64_t claim_piece(int owner, bool front);
+  struct alignas(64) Range {
+    std::atomic<uint64_t> pieces{0};
+  };
   // all_threads: wait until every worker has run the call (run()); otherwise the workers
   // that join before the caller finishes its own part run it, and late ones skip it.
   void dispatch(Call call, void* ctx, bool all_threads);
@@ -75,6 +121,7 @@ class ThreadPool {
   void worker_loop(int thread);
 
   int n_threads_;
+  std::vector<Range> ranges_;  // one per thread (after n_threads_: it sizes them)
   std::vector<std::thread> workers_;
   Call call_ = nullptr;
   void* ctx_ = nullptr;

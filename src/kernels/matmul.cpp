@@ -486,23 +486,24 @@ void WeightMatrix::multiply_same_shape(IsaLevel level, std::span<const WeightMat
   // Rows split evenly for decode and for tall matrices; a batch of tokens against short
   // matrices is split by tokens instead so every thread still gets work.
   if (n <= 2) {
-    // Decode streams the weights: one contiguous range per thread, so each thread's
-    // hardware prefetch stream starts once per matrix (eight short chunks restarted it four
-    // times per matrix; measured on Zen 4, 2 threads: 77-82 % -> 81-89 % of the read probe
-    // with two chunks per thread; on Zen 5, synth100m, 5 pairs in time, two -> one chunk
-    // per thread: decode x1.05 for Q4_K_M, x1.14 for Q8_0). A thread that has not joined
-    // when the other finishes its range has the rest taken over, as for any parallel_for.
+    // Decode streams the weights: one contiguous range per thread (ThreadPool::
+    // parallel_ranges), walked in pieces, so each thread's hardware prefetch stream starts
+    // once per matrix, and the first thread done takes pieces from the back of the other's
+    // range instead of waiting for it. (Measured on Zen 4, 2 threads: eight short chunks
+    // restarting the stream four times per matrix -> two per thread: 77-82 % -> 81-89 % of
+    // the read probe; on Zen 5, synth100m, 5 pairs in time, two chunks -> one range per
+    // thread: decode x1.05 Q4_K_M, x1.14 Q8_0.)
     //
     // Each thread converts the activations itself, into its own scratch, the first time it
     // joins this call. Converting once on the calling thread left the others idle meanwhile
     // and then reading the converted values line by line from its cache inside the kernel,
     // stalls a streaming loop cannot hide: on Zen 5 (2 threads) a 128 KiB Q4_K matrix took
     // 3.9 us, 0.8 us of them converting and 0.5 us the worker's lag behind the caller.
-    const int64_t grain = std::max<int64_t>(2, (total_panels + threads - 1) / threads);
+    const int64_t piece = std::max<int64_t>(4, total_panels / (8 * threads));
     // Unique per call, so a thread's scratch from an earlier call is never taken for this one.
     static std::atomic<uint64_t> calls{0};
     const uint64_t call = calls.fetch_add(1, std::memory_order_relaxed) + 1;
-    pool.parallel_for(total_panels, grain, [&](int64_t p0, int64_t p1, int) {
+    pool.parallel_ranges(total_panels, piece, [&](int64_t p0, int64_t p1, int) {
       thread_local uint64_t converted_for = 0;
       thread_local Activations a;
       if (converted_for != call) {

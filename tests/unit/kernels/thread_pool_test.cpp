@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include "base/thread_pool.h"
@@ -27,6 +29,52 @@ TEST(ThreadPool, ParallelForCoversEachIndexOnce) {
       }
     }
   }
+}
+
+// parallel_ranges: every index once, pieces aligned to the grain; a thread's own pieces come
+// in ascending order; and a thread that stalls in its first piece has the rest of its range
+// taken over by the others (the call still covers everything and returns).
+TEST(ThreadPool, ParallelRangesCoversEachIndexOnceAndSteals) {
+  for (int threads : {1, 2, 3, 5}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {1, 2, 7, 64, 1000}) {
+      for (int64_t grain : {1, 3, 16}) {
+        std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+        std::vector<int64_t> last_own(static_cast<size_t>(threads), -1);
+        pool.parallel_ranges(n, grain, [&](int64_t b, int64_t e, int thread) {
+          ASSERT_GE(thread, 0);
+          ASSERT_LT(thread, threads);
+          ASSERT_TRUE(b % grain == 0);
+          const int64_t pieces = (n + grain - 1) / grain, piece = b / grain;
+          if (threads == 1 || pieces == 1) {  // one call, as parallel_for makes
+            ASSERT_TRUE(b == 0 && e == n);
+          } else {
+            ASSERT_LE(e - b, grain);
+          }
+          const bool own =
+              piece >= pieces * thread / threads && piece < pieces * (thread + 1) / threads;
+          if (own) {  // front to back within the owner's range
+            ASSERT_GT(piece, last_own[static_cast<size_t>(thread)]);
+            last_own[static_cast<size_t>(thread)] = piece;
+          }
+          for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+        });
+        for (auto& h : hits) ASSERT_EQ(h.load(), 1) << threads << " " << n << " " << grain;
+      }
+    }
+  }
+  ThreadPool pool(3);
+  std::vector<std::atomic<int>> hits(300);
+  std::atomic<int> by_staller{0};
+  pool.parallel_ranges(300, 10, [&](int64_t b, int64_t e, int thread) {
+    if (thread == 1) {
+      ++by_staller;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    for (int64_t i = b; i < e; ++i) hits[static_cast<size_t>(i)]++;
+  });
+  for (auto& h : hits) ASSERT_EQ(h.load(), 1);
+  EXPECT_LE(by_staller.load(), 2);  // its range (10 pieces) went mostly to the others
 }
 
 TEST(ThreadPool, RunCallsEveryThreadOnce) {
