@@ -18,6 +18,14 @@ inline __m256i broadcast4(const int8_t* p) {
   return _mm256_set1_epi32(v);
 }
 
+// The largest of 8 floats.
+inline float hmax_ps(__m256 m) {
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+  return _mm_cvtss_f32(m4);
+}
+
 // Stores half h (8 rows) of panel p for token t, only the valid rows in the last panel.
 inline void store_half(float* y, int64_t rows, int64_t p, int h, int64_t t, uint32_t mask,
                        __m256 v) {

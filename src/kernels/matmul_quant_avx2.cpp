@@ -141,10 +141,7 @@ void quantize_q8(const float* x, int64_t cols, int bias_offset, int8_t* q, float
       v[k] = _mm256_loadu_ps(xb + 8 * k);
       m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v[k]));
     }
-    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-    const float amax = _mm_cvtss_f32(m4);
+    const float amax = hmax_ps(m);
     d[b] = fp16_to_fp32(fp32_to_fp16(amax / 127.0f));
     const __m256 id = _mm256_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
     __m256i qi[4];

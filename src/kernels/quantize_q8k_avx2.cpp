@@ -1,21 +1,13 @@
 // AVX2 twin of matmul::quantize_q8_k (kernels/rowquant.h), bit-identical to it for the
 // reasons given in quantize_q8k_avx512.cpp: the same arg-max, product, rounding (MXCSR
 // nearest even), clamp and d = 1 / iscale.
-#include <immintrin.h>
-
 #include <cstring>
 
-#include "kernels/matmul_internal.h"
+#include "kernels/avx2_common.h"
 
 namespace rapide::matmul::avx2 {
 
 namespace {
-inline float hmax(__m256 m) {
-  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-  m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-  return _mm_cvtss_f32(m4);
-}
 inline int hsum(__m256i v) {
   __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
   s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
@@ -34,7 +26,7 @@ void quantize_q8_k(const float* x, int64_t cols, int8_t* q, float* d, int16_t* b
     for (int k = 0; k < kVectors; ++k) {
       m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(xb + 8 * k)));
     }
-    const float amax = hmax(m);
+    const float amax = hmax_ps(m);
     if (amax == 0.0f) {
       d[b] = 0.0f;
       std::memset(qb, 0, kSuperBlock);
