@@ -3,9 +3,11 @@
 //   n = 1:      decode, memory-bound: GB/s of weights and % of the read-bandwidth roofline
 //               measured by the probe in the same process.
 //   n = 32/128: batched decode / prefill, compute-bound: GFLOP/s (2 per weight per token).
+// BM_StreamBySize: decode speed by matrix size (the fixed cost of each matrix).
 // Run:  build-kern/bench/matmul_bench [--benchmark_filter=Q8_0]   (RAPIDE_ISA=avx2 to compare)
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -140,6 +142,63 @@ BENCHMARK(BM_CachedMatvec)
     ->Arg(static_cast<int64_t>(TensorType::kQ4_K))
     ->Arg(static_cast<int64_t>(TensorType::kQ5_K))
     ->Arg(static_cast<int64_t>(TensorType::kQ6_K))
+    ->UseRealTime();
+
+// Decode's cost per matrix: 256 MiB of weights (more than any cache) in matrices of
+// state.range(1) KiB, multiplied one after another at n = 1 as a forward pass does, with
+// the read probe. A model step is dozens of 0.1-1 MiB matrices; if small ones stream far
+// below large ones, the fixed cost of each matrix (stream start, the threads' hand-off),
+// not the kernel, keeps decode under the roofline. RAPIDE_BENCH_THREADS=1 for one thread.
+void BM_StreamBySize(benchmark::State& state) {
+  const auto type = static_cast<TensorType>(state.range(0));
+  const int64_t row_bytes = tensor_row_bytes(type, kDim);
+  const int64_t rows = std::max<int64_t>(16, state.range(1) * 1024 / row_bytes / 16 * 16);
+  const int64_t count = (int64_t{256} << 20) / (rows * row_bytes);
+  // One matrix's bytes, packed count times (quantizing 256 MiB would take minutes).
+  const int64_t cols = kDim;
+  std::vector<uint8_t> data(static_cast<size_t>(rows * row_bytes));
+  std::vector<float> row(static_cast<size_t>(cols));
+  uint32_t rng = 12345;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (float& v : row) {
+      rng = rng * 1664525u + 1013904223u;
+      v = static_cast<float>(static_cast<int32_t>(rng)) * (0.02f / 2147483648.0f);
+    }
+    quantize_row(type, row.data(), data.data() + r * row_bytes, cols);
+  }
+  TensorView view;
+  view.name = std::string("bench");
+  view.type = type;
+  view.shape = {cols, rows};
+  view.data = data.data();
+  view.size_bytes = data.size();
+  std::vector<WeightMatrix> ms;
+  for (int64_t i = 0; i < count; ++i) ms.push_back(WeightMatrix::prepare(view));
+  std::vector<float> x(static_cast<size_t>(cols)), y(static_cast<size_t>(rows));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 37) % 101) * 0.01f - 0.5f;
+  for (const WeightMatrix& w : ms) w.multiply(x.data(), 1, y.data(), bench_pool());  // warm
+  int64_t steps = 0;
+  const auto start = std::chrono::steady_clock::now();
+  for (auto _ : state) {
+    for (const WeightMatrix& w : ms) w.multiply(x.data(), 1, y.data(), bench_pool());
+    benchmark::DoNotOptimize(y.data());
+    ++steps;
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double bytes = static_cast<double>(count * rows * row_bytes) * static_cast<double>(steps);
+  const double probe = measure_read_bandwidth(bench_pool(), size_t{256} << 20);  // same minute
+  state.SetLabel(std::string(tensor_type_name(type)));
+  state.counters["GB/s"] = bytes / seconds / 1e9;
+  state.counters["probe_GB/s"] = probe / 1e9;
+  state.counters["us/matrix"] = seconds / static_cast<double>(steps * count) * 1e6;
+  state.counters["threads"] = bench_pool().size();
+}
+BENCHMARK(BM_StreamBySize)
+    ->ArgsProduct({{static_cast<int64_t>(TensorType::kQ8_0),
+                    static_cast<int64_t>(TensorType::kQ4_K)},
+                   {128, 512, 2048, 65536}})
+    ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 
 void model_args(benchmark::internal::Benchmark* b) {
