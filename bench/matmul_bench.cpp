@@ -37,9 +37,15 @@ struct Model {
   double params = 0;
 };
 
-WeightMatrix random_matrix(TensorType type, int64_t rows, int64_t cols, uint32_t seed) {
+// Random weights of `type` in GGUF row layout, and a view of them for prepare().
+struct RandomWeights {
+  std::vector<uint8_t> data;
+  TensorView view;
+};
+RandomWeights random_weights(TensorType type, int64_t rows, int64_t cols, uint32_t seed) {
   const int64_t row_bytes = tensor_row_bytes(type, cols);
-  std::vector<uint8_t> data(static_cast<size_t>(rows * row_bytes));
+  RandomWeights w;
+  w.data.resize(static_cast<size_t>(rows * row_bytes));
   std::vector<float> row(static_cast<size_t>(cols));
   uint32_t state = seed * 2654435761u + 1;
   for (int64_t r = 0; r < rows; ++r) {
@@ -47,15 +53,19 @@ WeightMatrix random_matrix(TensorType type, int64_t rows, int64_t cols, uint32_t
       state = state * 1664525u + 1013904223u;
       v = static_cast<float>(static_cast<int32_t>(state)) * (0.02f / 2147483648.0f);
     }
-    quantize_row(type, row.data(), data.data() + r * row_bytes, cols);
+    quantize_row(type, row.data(), w.data.data() + r * row_bytes, cols);
   }
-  TensorView view;
-  view.name = std::string("bench");
-  view.type = type;
-  view.shape = {cols, rows};
-  view.data = data.data();
-  view.size_bytes = data.size();
-  return WeightMatrix::prepare(view);  // packs a copy: `data` may go
+  w.view.name = std::string("bench");
+  w.view.type = type;
+  w.view.shape = {cols, rows};
+  w.view.data = w.data.data();
+  w.view.size_bytes = w.data.size();
+  return w;
+}
+
+WeightMatrix random_matrix(TensorType type, int64_t rows, int64_t cols, uint32_t seed) {
+  const RandomWeights w = random_weights(type, rows, cols, seed);
+  return WeightMatrix::prepare(w.view);  // packs a copy: `w` may go
 }
 
 // One model at a time (the F16 one is 200+ MB).
@@ -156,31 +166,16 @@ void BM_StreamBySize(benchmark::State& state) {
   const int64_t count = (int64_t{256} << 20) / (rows * row_bytes);
   // One matrix's bytes, packed count times (quantizing 256 MiB would take minutes).
   const int64_t cols = kDim;
-  std::vector<uint8_t> data(static_cast<size_t>(rows * row_bytes));
-  std::vector<float> row(static_cast<size_t>(cols));
-  uint32_t rng = 12345;
-  for (int64_t r = 0; r < rows; ++r) {
-    for (float& v : row) {
-      rng = rng * 1664525u + 1013904223u;
-      v = static_cast<float>(static_cast<int32_t>(rng)) * (0.02f / 2147483648.0f);
-    }
-    quantize_row(type, row.data(), data.data() + r * row_bytes, cols);
-  }
-  TensorView view;
-  view.name = std::string("bench");
-  view.type = type;
-  view.shape = {cols, rows};
-  view.data = data.data();
-  view.size_bytes = data.size();
+  const RandomWeights w = random_weights(type, rows, cols, 12345);
   std::vector<WeightMatrix> ms;
-  for (int64_t i = 0; i < count; ++i) ms.push_back(WeightMatrix::prepare(view));
+  for (int64_t i = 0; i < count; ++i) ms.push_back(WeightMatrix::prepare(w.view));
   std::vector<float> x(static_cast<size_t>(cols)), y(static_cast<size_t>(rows));
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 37) % 101) * 0.01f - 0.5f;
-  for (const WeightMatrix& w : ms) w.multiply(x.data(), 1, y.data(), bench_pool());  // warm
+  for (const WeightMatrix& m : ms) m.multiply(x.data(), 1, y.data(), bench_pool());  // warm
   int64_t steps = 0;
   const auto start = std::chrono::steady_clock::now();
   for (auto _ : state) {
-    for (const WeightMatrix& w : ms) w.multiply(x.data(), 1, y.data(), bench_pool());
+    for (const WeightMatrix& m : ms) m.multiply(x.data(), 1, y.data(), bench_pool());
     benchmark::DoNotOptimize(y.data());
     ++steps;
   }
