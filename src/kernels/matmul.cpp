@@ -483,16 +483,10 @@ void WeightMatrix::multiply_same_shape(IsaLevel level, std::span<const WeightMat
   const bool parallel = pool.size() > 1 && work >= kMinParallelWork;
   if (!parallel) return run_panels(convert_serial(thread_scratch()), 0, total_panels, 0, n);
   const int threads = pool.size();
-  // Rows split evenly for decode and for tall matrices; a batch of tokens against short
-  // matrices is split by tokens instead so every thread still gets work.
   if (n <= 2) {
-    // Decode streams the weights: one contiguous range per thread (ThreadPool::
-    // parallel_ranges), walked in pieces, so each thread's hardware prefetch stream starts
-    // once per matrix, and the first thread done takes pieces from the back of the other's
-    // range instead of waiting for it. (Measured on Zen 4, 2 threads: eight short chunks
-    // restarting the stream four times per matrix -> two per thread: 77-82 % -> 81-89 % of
-    // the read probe; on Zen 5, synth100m, 5 pairs in time, two chunks -> one range per
-    // thread: decode x1.05 Q4_K_M, x1.14 Q8_0.)
+    // Decode streams the weights: one contiguous range of rows per thread, in pieces
+    // (ThreadPool::parallel_ranges says why). Measured on Zen 5, synth100m, 5 pairs in time:
+    // one range per thread instead of two chunks, decode x1.05 Q4_K_M, x1.14 Q8_0.
     //
     // Each thread converts the activations itself, into its own scratch, the first time it
     // joins this call. Converting once on the calling thread left the others idle meanwhile
@@ -521,6 +515,8 @@ void WeightMatrix::multiply_same_shape(IsaLevel level, std::span<const WeightMat
         if (!parallel_convert) return convert(int64_t{0}, n);
         pool.parallel_for(n, 1, [&](int64_t t0, int64_t t1, int) { convert(t0, t1); });
       });
+  // Rows split evenly for tall matrices; a batch of tokens against short matrices is split
+  // by tokens instead so every thread still gets work.
   if (total_panels >= 8 * threads || n < 8 * threads) {
     pool.parallel_for(total_panels, 2,
                       [&](int64_t p0, int64_t p1, int) { run_panels(a, p0, p1, 0, n); });
