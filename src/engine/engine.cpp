@@ -45,6 +45,12 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, const EngineOptions& op
   // At once, rather than after a long stall in the allocator and then bad_alloc.
   check_budget_fits(kv_budget, memory_limit_bytes());
   kv_ = PagedKvStore::with_budget(layout, kv_budget, max_context_, options_.kv_layout);
+  if (c.every_layer_window() > 0 && options_.batching == BatchingMode::kContinuous) {
+    // One step adds a prefill chunk, or a decode token and its guesses, to a sequence.
+    const int guesses = std::max(options_.spec.tokens, options_.spec.max_tokens);
+    kv_->set_sliding_window(c.every_layer_window(),
+                            std::max(options_.prefill_chunk, 1 + std::max(0, guesses)));
+  }
   prefix_cache_ = make_prefix_cache(layout);
   sharing_ =
       std::make_unique<PrefixSharingProbe>(options_.kv_block_size, model_identity(model_, layout));

@@ -127,6 +127,8 @@ StepPlan Scheduler::schedule(TimePoint now) {
                    [](const auto& a, const auto& b) { return runs_before(*a, *b); });
   for (auto& s : running_) {
     if (!s->padding) register_blocks(*s);  // a padded row's tokens are no prefix anyone sends
+    // After registering: a block that leaves the window stays cached for the next prompt.
+    kv_.free_outside_window(s->kv_id, s->num_computed);
   }
 
   // Decodes first (one token each, what TPOT depends on), then prefill chunks.

@@ -72,6 +72,11 @@ struct ModelConfig {
     return sliding_window > 0 && (window_layers == WindowLayers::kAll ||
                                   (window_layers == WindowLayers::kEven && layer % 2 == 0));
   }
+  // The window every layer attends through (Phi-3, a windowed llama): KV older than it is
+  // read by no layer. 0 when some layer sees the whole context (gemma2's odd layers).
+  int every_layer_window() const {
+    return window_layers == WindowLayers::kAll ? sliding_window : 0;
+  }
 };
 
 }  // namespace rapide

@@ -30,6 +30,7 @@
 // rounding; the figures are in docs/kv-cache.md.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -72,6 +73,17 @@ inline int value_chunk_end(int start, int block_size) {
 // SIMD conversions do in the default rounding mode.
 inline int8_t value_weight_code(float w, float inverse) {
   return static_cast<int8_t>(std::nearbyint(w * inverse));
+}
+
+// The first KV block any attention kernel reads for a query that sees `n_positions`
+// positions through a sliding `window` (0: none, all blocks). Keys before the window are
+// skipped a whole block at a time and values from the chunk that holds the first visible
+// block's start (the scalar kernel starts later still), so blocks before this one are never
+// read: a KV cache may free them once no later query can see them (PagedKvStore).
+inline int first_block_read(int n_positions, int window, int block_size) {
+  if (window <= 0) return 0;
+  const int first_key = std::max(0, n_positions - window) / block_size * block_size;
+  return value_chunk_start(first_key, block_size) / block_size;
 }
 
 }  // namespace rapide

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "base/error.h"
+#include "kernels/attention_value_weights.h"
 #include "kv/memory_budget.h"
 
 namespace rapide {
@@ -37,7 +38,39 @@ std::span<const int32_t> PagedKvStore::block_table(int32_t seq_id) const {
 
 int32_t PagedKvStore::blocks_for_new_sequence(int n_positions) const {
   if (mode_ == KvLayoutMode::kContiguous) return blocks_for(max_context_, block_size());
-  return blocks_for(n_positions, block_size());
+  const int32_t all = blocks_for(n_positions, block_size());
+  return window_ > 0 ? std::min(all, window_blocks_) : all;
+}
+
+void PagedKvStore::set_sliding_window(int window, int step_positions) {
+  if (window < 0 || step_positions < 1) {
+    fail(ErrorCode::kInvalidArgument, "sliding window {} / step of {} positions is invalid", window,
+         step_positions);
+  }
+  window_ = mode_ == KvLayoutMode::kPaged ? window : 0;
+  // Before a reserve a sequence holds from the block first_block_read gives (at most
+  // window - 1 positions back, less a value chunk's or a block's rounding) to its end; the
+  // reserve adds up to a step, and the span may straddle one more block boundary.
+  const int64_t span =
+      static_cast<int64_t>(window) + step_positions + std::max(block_size(), kValueChunk);
+  window_blocks_ = static_cast<int32_t>(
+      std::min<int64_t>(INT32_MAX - 1, (span + block_size() - 1) / block_size()) + 1);
+}
+
+int32_t PagedKvStore::free_outside_window(int32_t seq_id, int next_position) {
+  if (window_ == 0) return 0;
+  auto it = sequences_.find(seq_id);
+  if (it == sequences_.end()) return 0;
+  Sequence& seq = it->second;
+  // The next query sees next_position + 1 positions; later ones start no earlier.
+  const int32_t keep = std::min(static_cast<int32_t>(seq.blocks.size()),
+                                first_block_read(next_position + 1, window_, block_size()));
+  const int32_t before = seq.freed;
+  for (; seq.freed < keep; ++seq.freed) {
+    pool_.free(seq.blocks[static_cast<size_t>(seq.freed)]);
+    seq.blocks[static_cast<size_t>(seq.freed)] = kFreedBlock;
+  }
+  return seq.freed - before;
 }
 
 int32_t PagedKvStore::shared_blocks_to_write(const Sequence& seq, int n_positions) const {
@@ -52,7 +85,11 @@ int32_t PagedKvStore::shared_blocks_to_write(const Sequence& seq, int n_position
 
 int32_t PagedKvStore::blocks_needed(int32_t seq_id, int n_positions) const {
   auto it = sequences_.find(seq_id);
-  if (it == sequences_.end()) return blocks_for_new_sequence(n_positions);
+  if (it == sequences_.end()) {
+    // What the first reserve allocates, not the windowed lifetime bound.
+    return blocks_for(mode_ == KvLayoutMode::kContiguous ? max_context_ : n_positions,
+                      block_size());
+  }
   const Sequence& seq = it->second;
   int32_t extra = 0;
   if (mode_ == KvLayoutMode::kContiguous) {
@@ -151,6 +188,12 @@ void PagedKvStore::truncate(int32_t seq_id, int n_positions) {
     fail(ErrorCode::kInvalidArgument, "cannot truncate sequence {} from {} to {} positions", seq_id,
          seq.positions, n_positions);
   }
+  if (seq.freed > 0 && first_block_read(n_positions + 1, window_, block_size()) < seq.freed) {
+    fail(ErrorCode::kInvalidArgument,
+         "cannot roll sequence {} back to {} positions: the sliding window already freed KV "
+         "blocks that position reads",
+         seq_id, n_positions);
+  }
   if (mode_ == KvLayoutMode::kPaged) {
     const size_t keep = static_cast<size_t>(blocks_for(n_positions, block_size()));
     // Last block first, as in release(): cached tail blocks are the least likely to be
@@ -167,7 +210,9 @@ void PagedKvStore::release(int32_t seq_id) {
   auto it = sequences_.find(seq_id);
   if (it == sequences_.end()) return;
   const std::vector<int32_t>& blocks = it->second.blocks;
-  for (auto b = blocks.rbegin(); b != blocks.rend(); ++b) pool_.free(*b);
+  for (auto b = blocks.rbegin(); b != blocks.rend(); ++b) {
+    if (*b != kFreedBlock) pool_.free(*b);
+  }
   sequences_.erase(it);
 }
 
@@ -194,8 +239,10 @@ KvUsage PagedKvStore::usage() const {
   u.free_blocks = free_blocks();
   u.cached_free_blocks = pool_.cached_free_blocks();
   for (const auto& [id, seq] : sequences_) {
-    u.reserved_positions += static_cast<int64_t>(seq.blocks.size()) * block_size();
-    u.used_positions += seq.positions;
+    const int64_t freed_positions = static_cast<int64_t>(seq.freed) * block_size();
+    u.reserved_positions +=
+        static_cast<int64_t>(seq.blocks.size()) * block_size() - freed_positions;
+    u.used_positions += seq.positions - freed_positions;
   }
   u.wasted_bytes = static_cast<uint64_t>(u.reserved_positions - u.used_positions) *
                    (pool_.block_bytes() / block_size());

@@ -16,6 +16,11 @@
 // written by a sequence that owns it alone: reserve() copies a shared block before the
 // sequence writes into it (copy-on-write) and drops the content hash of an unshared one.
 //
+// Sliding windows: when every layer attends through a window (set_sliding_window), the
+// blocks before what a sequence's next query can see are freed (free_outside_window) and
+// their table entries become kFreedBlock; a sequence then holds about window + one step of
+// positions however long it grows, and admission counts that bound instead of its length.
+//
 // Not thread-safe: one engine thread owns the store (see ARCHITECTURE.md). block_table()
 // spans stay valid until the next call that changes that sequence.
 #pragma once
@@ -41,7 +46,8 @@ struct KvUsage {
   int32_t cached_free_blocks = 0;  // free, but still holding reusable content
   int64_t reserved_positions = 0;  // slots in the sequences' blocks (shared blocks counted
                                    // once per sequence)
-  int64_t used_positions = 0;      // positions the sequences hold
+  int64_t used_positions = 0;      // positions the sequences hold (not those in blocks
+                                   // freed outside the sliding window)
   uint64_t wasted_bytes = 0;       // (reserved - used) positions, in bytes
 };
 
@@ -70,9 +76,21 @@ class PagedKvStore final : public KvStore {
   BlockPool& pool() { return pool_; }
   const BlockPool& pool() const { return pool_; }
 
-  // Blocks a new sequence of n_positions takes: ceil(n / block_size) paged, the whole
-  // max-context reservation contiguous.
+  // The most blocks a sequence of n_positions holds at once: ceil(n / block_size) paged (no
+  // more than the sliding window's bound), the whole max-context reservation contiguous.
   int32_t blocks_for_new_sequence(int n_positions) const;
+
+  // Every layer attends through `window` positions (0: none; ModelConfig::every_layer_window)
+  // and no reserve adds more than `step_positions` positions to a sequence that already has
+  // some (a prefill chunk plus guesses): together they bound the blocks a sequence holds.
+  // Paged mode only; contiguous mode reserves the whole context anyway.
+  void set_sliding_window(int window, int step_positions);
+  int sliding_window() const { return window_; }
+  // Frees the sequence's blocks that no query at `next_position` or later reads, marking
+  // them kFreedBlock in its table, and returns how many it freed. A freed block that holds
+  // cached content stays in the pool as an evictable cached block. The caller must never
+  // truncate the sequence below next_position afterwards (truncate refuses).
+  int32_t free_outside_window(int32_t seq_id, int next_position);
   // Extra blocks reserve(seq_id, n_positions) would allocate now (0 when already covered),
   // counting a copy-on-write of a shared tail block. An unknown sequence counts as new.
   int32_t blocks_needed(int32_t seq_id, int n_positions) const;
@@ -92,7 +110,8 @@ class PagedKvStore final : public KvStore {
 
   // Rolls the sequence back to its first n_positions (rejected speculative tokens,
   // preemption to a prefix). Paged mode frees whole blocks past the new end; contiguous
-  // mode keeps its reservation. Throws kInvalidArgument when n_positions > positions().
+  // mode keeps its reservation. Throws kInvalidArgument when n_positions > positions() or
+  // when the query at n_positions would read a block the sliding window freed.
   void truncate(int32_t seq_id, int n_positions);
 
   // Drops every block reference of the sequence at once (finished, aborted, preempted) and
@@ -131,6 +150,7 @@ class PagedKvStore final : public KvStore {
   struct Sequence {
     std::vector<int32_t> blocks;
     int positions = 0;
+    int32_t freed = 0;  // leading blocks freed outside the sliding window (kFreedBlock)
   };
 
   static int32_t blocks_for(int n_positions, int block_size);
@@ -143,6 +163,8 @@ class PagedKvStore final : public KvStore {
   BlockPool pool_;
   int max_context_;
   KvLayoutMode mode_;
+  int window_ = 0;
+  int32_t window_blocks_ = 0;  // the most blocks a windowed sequence holds at once
   std::unordered_map<int32_t, Sequence> sequences_;
 };
 

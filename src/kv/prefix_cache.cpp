@@ -295,6 +295,7 @@ void PrefixCache::cache_blocks(int32_t kv_id, std::span<const uint64_t> hashes, 
   for (size_t b = static_cast<size_t>(*registered); b < full; ++b) {
     const int32_t block = table[b];
     const uint64_t hash = hashes[b];
+    if (block == kFreedBlock) continue;  // left the sliding window before it was registered
     if (pool.has_hash(block)) continue;  // a shared hit: already registered
     auto it = blocks_.find(hash);
     if (it != blocks_.end() && it->second.ram_block >= 0) {

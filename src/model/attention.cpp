@@ -102,7 +102,11 @@ void Attention::plan_shared_prefix_jobs(KvStore& kv, const Batch& batch, int n_k
       const int limit =
           std::min({shared_blocks, full_blocks(singles_[end]), static_cast<int>(other.size())});
       int common = 0;
-      while (common < limit && other[common] == first_table[common]) ++common;
+      // A freed block (outside the sliding window) is no content either could share.
+      while (common < limit && other[common] == first_table[common] &&
+             first_table[common] != kFreedBlock) {
+        ++common;
+      }
       // Joining must not cost the others much of what they share (a document after a
       // system prompt): at least one block, and three quarters of the current run.
       if (common == 0 || common * 4 < shared_blocks * 3) break;

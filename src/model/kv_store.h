@@ -132,12 +132,17 @@ inline int kv_code(const uint8_t* part, size_t byte, bool high, KvType type) {
   return high ? part[byte] >> 4 : part[byte] & 0x0F;
 }
 
+// A block-table entry whose block was freed (outside every layer's sliding window).
+constexpr int32_t kFreedBlock = -1;
+
 class KvStore {
  public:
   virtual ~KvStore() = default;
   virtual const KvLayout& layout() const = 0;
   // Blocks of sequence `seq_id` in position order. Before a forward pass the caller makes
-  // sure they cover every position the batch writes for that sequence.
+  // sure they cover every position the batch writes for that sequence. Leading entries may
+  // be kFreedBlock when every layer has a sliding window: blocks that no query of the
+  // sequence reads any more (first_block_read, kernels/attention_value_weights.h).
   virtual std::span<const int32_t> block_table(int32_t seq_id) const = 0;
   // Start of block `block` (block_bytes() long).
   virtual uint8_t* block_data(int32_t block) = 0;

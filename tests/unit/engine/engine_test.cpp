@@ -193,6 +193,35 @@ TEST_F(EngineTest, PreemptionUnderATinyKvBudgetCompletesEveryRequestUnchanged) {
   EXPECT_EQ(st.kv.used_blocks, 0);
 }
 
+// A model that attends through a window on every layer: the engine frees the blocks that
+// left it, so requests four times longer than the whole KV budget run, concurrently and with
+// preemption, and still give exactly the tokens of a run that keeps every position.
+TEST_F(EngineTest, SlidingWindowRunsRequestsLongerThanTheKvBudget) {
+  auto file = std::make_shared<ModelFile>(*loaded_.file);
+  file->config.sliding_window = 32;
+  file->config.window_layers = WindowLayers::kAll;
+  Model windowed(file);
+  EngineOptions o = small_options();
+  o.kv_memory = "100KiB";  // 10 blocks of 16 = 160 positions
+  o.prefill_chunk = 16;
+  std::vector<Spec> specs;
+  for (int i = 0; i < 4; ++i) specs.push_back({mixed_specs()[i].prompt, 400, 0.0f, 1});
+  Engine engine(windowed, *loaded_.tokenizer, o);
+  const auto outcomes = run_together(engine, specs);
+  ThreadPool pool(2);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    SCOPED_TRACE(i);
+    const auto prompt = loaded_.tokenizer->encode(specs[i].prompt, true);
+    EXPECT_EQ(outcomes[i].tokens, greedy(windowed, prompt, 400, pool).tokens);
+  }
+  EXPECT_EQ(engine.stats().kv.used_blocks, 0);
+
+  // The same budget without the window cannot take the request at all.
+  Engine unwindowed(*loaded_.model, *loaded_.tokenizer, o);
+  auto q = std::make_shared<EventQueue>();
+  EXPECT_THROW(unwindowed.submit(make_request(*loaded_.tokenizer, specs[0], q)), Error);
+}
+
 TEST_F(EngineTest, AbortFreesBlocksAtOnce) {
   EngineOptions o = small_options();
   Engine engine(*loaded_.model, *loaded_.tokenizer, o);

@@ -2,14 +2,17 @@
 // on; export/import; shared blocks with copy-on-write.
 #include "kv/paged_kv_store.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "base/error.h"
+#include "kernels/attention_value_weights.h"
 
 namespace rapide {
 namespace {
@@ -313,6 +316,86 @@ TEST(KvLayoutMode, ParsesTheFlagValues) {
   EXPECT_STREQ(kv_layout_mode_name(KvLayoutMode::kContiguous), "contiguous");
   expect_error([] { parse_kv_layout_mode("Paged!"); }, ErrorCode::kInvalidArgument,
                "paged or contiguous");
+}
+
+// Window 40 over 16-position blocks: the query at position 100 sees keys 61..100, and
+// attention reads from the value chunk (32 positions) holding block 3's start: block 2.
+TEST(PagedKvStore, SlidingWindowFreesTheBlocksNoLaterQueryReads) {
+  PagedKvStore kv(small_layout(), 16, 10000);
+  kv.set_sliding_window(40, 8);
+  kv.reserve(0, 100);
+  const std::vector<int32_t> before = table_of(kv, 0);
+  kv.pool().set_hash(before[0], 77);  // a prefix-cache block: stays cached once freed
+  EXPECT_EQ(kv.free_outside_window(0, 100), 2);
+  EXPECT_EQ(kv.free_outside_window(0, 100), 0);  // idempotent
+  const std::vector<int32_t> after = table_of(kv, 0);
+  ASSERT_EQ(after.size(), before.size());
+  EXPECT_EQ(after[0], kFreedBlock);
+  EXPECT_EQ(after[1], kFreedBlock);
+  EXPECT_TRUE(std::equal(after.begin() + 2, after.end(), before.begin() + 2));
+  EXPECT_EQ(kv.free_blocks(), 16 - 5);
+  EXPECT_EQ(kv.pool().cached_free_blocks(), 1);
+  const KvUsage u = kv.usage();
+  EXPECT_EQ(u.used_positions, 100 - 32);
+  EXPECT_EQ(u.reserved_positions, (7 - 2) * 16);
+  EXPECT_EQ(kv.wasted_positions(0), 12);
+
+  // Rolling back a few rejected guesses is fine; back to where freed blocks are read is not.
+  kv.truncate(0, 95);
+  expect_error([&] { kv.truncate(0, 60); }, ErrorCode::kInvalidArgument, "sliding window");
+  EXPECT_EQ(kv.positions(0), 95);
+  kv.release(0);  // skips the freed entries: a double free would throw
+  kv.check_no_leaks();
+}
+
+// Whatever the block size and step, a sequence far longer than the pool runs in a pool of
+// exactly the windowed bound, never holding more: freeing keeps up with growth.
+TEST(PagedKvStore, SlidingWindowBoundsWhatASequenceHoldsForever) {
+  for (int block_size : {4, 8, 16, 32, 48}) {
+    for (int step : {1, 7, 64}) {
+      SCOPED_TRACE(fmt::format("block {} step {}", block_size, step));
+      const int window = 37;
+      PagedKvStore probe(KvLayout{1, 1, 4, block_size, KvType::kF32}, 1, 100000);
+      probe.set_sliding_window(window, step);
+      const int32_t bound = probe.blocks_for_new_sequence(100000);
+      EXPECT_EQ(probe.blocks_for_new_sequence(10), (10 + block_size - 1) / block_size);
+      PagedKvStore kv(KvLayout{1, 1, 4, block_size, KvType::kF32}, bound, 100000);
+      kv.set_sliding_window(window, step);
+      ASSERT_TRUE(kv.can_ever_fit(100000));
+      int32_t most = 0;
+      for (int n = 0; n < 5000; n += step) {
+        kv.free_outside_window(0, n);
+        ASSERT_TRUE(kv.try_reserve(0, n + step)) << "at " << n;
+        most = std::max(most, kv.used_blocks());
+        // Every block the next queries read is still there.
+        const auto table = kv.block_table(0);
+        for (int q = n; q < n + step; ++q) {
+          for (size_t b = static_cast<size_t>(first_block_read(q + 1, window, block_size));
+               b <= static_cast<size_t>(q / block_size); ++b) {
+            ASSERT_NE(table[b], kFreedBlock) << "query " << q << " block " << b;
+          }
+        }
+      }
+      EXPECT_LE(most, bound);
+      EXPECT_LE(bound, (window + step + 32) / block_size + 3);
+      kv.release(0);
+      kv.check_no_leaks();
+    }
+  }
+}
+
+TEST(PagedKvStore, SlidingWindowDoesNothingWithoutAWindowOrInContiguousMode) {
+  PagedKvStore plain(small_layout(), 16, 1000);
+  plain.reserve(0, 200);
+  EXPECT_EQ(plain.free_outside_window(0, 200), 0);
+  PagedKvStore contiguous(small_layout(), 70, 1000, KvLayoutMode::kContiguous);
+  contiguous.set_sliding_window(40, 8);
+  contiguous.reserve(0, 200);
+  EXPECT_EQ(contiguous.free_outside_window(0, 200), 0);
+  EXPECT_EQ(contiguous.blocks_for_new_sequence(10), 63);
+  plain.release(0);
+  contiguous.release(0);
+  expect_error([&] { plain.set_sliding_window(-1, 8); }, ErrorCode::kInvalidArgument, "window");
 }
 
 }  // namespace

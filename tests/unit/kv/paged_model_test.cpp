@@ -2,9 +2,11 @@
 // layout, interleaving of sequences' blocks, rollbacks or block transfers between stores,
 // attention must compute exactly what it computes over ContiguousKvStore. Blocks a prefix
 // cache adopts from another store (prefill/decode disaggregation) are hit and decode exactly.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -13,6 +15,7 @@
 
 #include "base/thread_pool.h"
 #include "formats/model_file.h"
+#include "kernels/kv_rows.h"
 #include "kv/block_hash.h"
 #include "kv/paged_kv_store.h"
 #include "kv/prefix_cache.h"
@@ -61,6 +64,11 @@ class PagedModelTest : public ::testing::Test {
   // before each forward pass for each sequence that will hold n positions after it.
   std::vector<Generation> generate(KvStore& kv, const std::vector<std::vector<int32_t>>& prompts,
                                    int n_new, const std::function<void(int32_t, int)>& prepare) {
+    return generate(*model_, kv, prompts, n_new, prepare);
+  }
+  std::vector<Generation> generate(Model& model, KvStore& kv,
+                                   const std::vector<std::vector<int32_t>>& prompts, int n_new,
+                                   const std::function<void(int32_t, int)>& prepare) {
     const int n = static_cast<int>(prompts.size());
     std::vector<Generation> out(n);
     Batch batch;
@@ -71,8 +79,8 @@ class PagedModelTest : public ::testing::Test {
       }
     }
     for (int step = 0; step < n_new; ++step) {
-      std::span<const float> logits = model_->forward(batch, kv, pool_);
-      const int vocab = model_->config().vocab_size;
+      std::span<const float> logits = model.forward(batch, kv, pool_);
+      const int vocab = model.config().vocab_size;
       batch.clear();
       for (int s = 0; s < n; ++s) {
         std::span<const float> row = logits.subspan(static_cast<size_t>(s) * vocab, vocab);
@@ -278,6 +286,78 @@ TEST_F(PagedModelTest, PrefixCacheAdoptsBlocksOfAnotherStoreAndHitsThemExactly) 
   expect_same(reference, continued);
   decode.release(3);
   decode.check_no_leaks();
+}
+
+// Counts the reads of blocks the sliding window freed (attention must make none), serving
+// a live block instead so that a wrong read shows in the logits too.
+class FreedBlockGuard final : public KvStore {
+ public:
+  explicit FreedBlockGuard(PagedKvStore& kv) : kv_(kv) {}
+  const KvLayout& layout() const override { return kv_.layout(); }
+  std::span<const int32_t> block_table(int32_t seq_id) const override {
+    return kv_.block_table(seq_id);
+  }
+  uint8_t* block_data(int32_t block) override {
+    if (block != kFreedBlock) return kv_.block_data(block);
+    freed_reads_.fetch_add(1);
+    return kv_.block_data(kv_.block_table(0).back());
+  }
+  int freed_reads() const { return freed_reads_.load(); }
+
+ private:
+  PagedKvStore& kv_;
+  std::atomic<int> freed_reads_{0};
+};
+
+// stories260K made to attend through a 24-position window on every layer: freeing the
+// blocks before the window (PagedKvStore::free_outside_window, in a pool of only the
+// windowed bound) must change no logit, for f16 and quantized KV and for block sizes below,
+// at and above attention's value chunk.
+TEST_F(PagedModelTest, FreeingBlocksOutsideTheSlidingWindowChangesNoLogit) {
+  constexpr int kWindow = 24;
+  constexpr int kSteps = 150;
+  auto windowed_file = std::make_shared<ModelFile>(*file_);
+  windowed_file->config.sliding_window = kWindow;
+  windowed_file->config.window_layers = WindowLayers::kAll;
+  Model windowed(windowed_file);
+  const std::vector<int32_t>& prompt = kPrompts[2];
+  const int plen = static_cast<int>(prompt.size());
+  // q4_0 needs head dimensions of 16 (stories260K has 8); it reads values in q8_0's chunks.
+  for (KvType type : {KvType::kF16, KvType::kQ8_0}) {
+    for (int block_size : {8, 16, 48}) {
+      SCOPED_TRACE(fmt::format("{} blocks of {}", kv_type_name(type), block_size));
+      const KvLayout kv_layout = KvLayout::for_model(windowed.config(), block_size, type);
+      auto run = [&](KvStore& kv, const std::function<void(int32_t, int)>& prepare) {
+        return generate(windowed, kv, {prompt}, kSteps, prepare)[0];
+      };
+      PagedKvStore all(kv_layout, 64, max_context());
+      const Generation reference = run(all, [&](int32_t s, int n) { all.reserve(s, n); });
+      all.release(0);
+      // The window is in force: the same store without it computes other logits.
+      const Generation unwindowed =
+          generate(all, {prompt}, kSteps, [&](int32_t s, int n) { all.reserve(s, n); })[0];
+      all.release(0);
+      EXPECT_NE(reference.logits.back(), unwindowed.logits.back());
+
+      PagedKvStore probe(kv_layout, 1, max_context());
+      probe.set_sliding_window(kWindow, plen);
+      PagedKvStore kv(kv_layout, probe.blocks_for_new_sequence(max_context()), max_context());
+      kv.set_sliding_window(kWindow, plen);
+      ASSERT_LT(kv.total_blocks(), (plen + kSteps + block_size - 1) / block_size)
+          << "the pool must be too small for the whole sequence";
+      FreedBlockGuard guard(kv);
+      int freed = 0;
+      const Generation windowed_run = run(guard, [&](int32_t s, int n) {
+        freed += kv.free_outside_window(s, n - 1);  // the next query is at n - 1
+        kv.reserve(s, n);
+      });
+      EXPECT_EQ(guard.freed_reads(), 0);
+      EXPECT_GT(freed, 0);
+      expect_same(reference, windowed_run);
+      kv.release(0);
+      kv.check_no_leaks();
+    }
+  }
 }
 
 }  // namespace
