@@ -92,7 +92,7 @@ bool json_bool(const json& config, const char* key, const std::string& name, boo
   return config[key].get<bool>();
 }
 
-// Gemma 2's soft-caps and window: null turns the feature off, absence means the default.
+// Gemma 2's soft-caps: null turns the cap off, absence means the default.
 float json_float_or_off(const json& config, const char* key, const std::string& name,
                         float fallback) {
   if (config.contains(key) && config[key].is_null()) return 0.0f;
@@ -104,6 +104,7 @@ float json_float_or_off(const json& config, const char* key, const std::string& 
 void read_gemma2_config(const json& config, const std::string& name, ModelConfig& c) {
   c.attn_softcap = json_float_or_off(config, "attn_logit_softcapping", name, 50.0f);
   c.final_softcap = json_float_or_off(config, "final_logit_softcapping", name, 30.0f);
+  // Likewise the window: null means every layer attends to the whole context.
   c.sliding_window = config.contains("sliding_window") && config["sliding_window"].is_null()
                          ? 0
                          : json_int(config, "sliding_window", name, 4096);
