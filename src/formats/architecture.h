@@ -11,7 +11,7 @@
 //   gemma2    embeddings times sqrt(dim), GeGLU (tanh GELU), post-attention and post-FFN
 //             norms, attention and final logit soft-caps, window on even layers, tied head.
 //             Its norm weights are used as stored: llama.cpp's converter already added
-//             Gemma's "+1".
+//             Gemma's "+1" (and load_hf adds it to a Hugging Face folder's).
 #pragma once
 
 #include <string_view>

@@ -1,5 +1,6 @@
 #include "formats/hf_loader.h"
 
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -12,8 +13,10 @@
 
 #include "base/aligned_buffer.h"
 #include "base/error.h"
+#include "base/fp16.h"
 #include "base/mapped_file.h"
 #include "formats/architecture.h"
+#include "formats/gguf_model.h"
 #include "formats/hf_tokenizer.h"
 #include "formats/model_checks.h"
 #include "formats/model_json.h"
@@ -68,7 +71,190 @@ const uint8_t* aligned_view(ModelFile& m, const SafetensorsTensor& t) {
   return copy->data();
 }
 
+// config.json `architectures` name -> GGUF architecture. The rope layout follows from the
+// GGUF name (rope_style_for_architecture); llama's NORM layout holds after the Q/K permutation.
+struct HfArchitecture {
+  const char* hf;
+  const char* gguf;
+};
+constexpr HfArchitecture kHfArchitectures[] = {
+    {"LlamaForCausalLM", "llama"},       {"MistralForCausalLM", "llama"},
+    {"MixtralForCausalLM", "llama"},     {"Qwen2ForCausalLM", "qwen2"},
+    {"Qwen2MoeForCausalLM", "qwen2moe"}, {"Phi3ForCausalLM", "phi3"},
+    {"Gemma2ForCausalLM", "gemma2"},
+};
+
+bool json_bool(const json& config, const char* key, const std::string& name, bool fallback) {
+  if (!config.contains(key) || config[key].is_null()) return fallback;
+  if (!config[key].is_boolean()) {
+    fail(ErrorCode::kCorrupt, "'{}': config.json '{}' must be true or false", name, key);
+  }
+  return config[key].get<bool>();
+}
+
+// Gemma 2's soft-caps: null turns the cap off, absence means the default.
+float json_float_or_off(const json& config, const char* key, const std::string& name,
+                        float fallback) {
+  if (config.contains(key) && config[key].is_null()) return 0.0f;
+  return json_float(config, key, name, fallback);
+}
+
+// The Gemma 2 keys llama.cpp's converter reads from transformers' Gemma2Config (defaults as
+// there), and the variants rapide does not compute.
+void read_gemma2_config(const json& config, const std::string& name, ModelConfig& c) {
+  c.attn_softcap = json_float_or_off(config, "attn_logit_softcapping", name, 50.0f);
+  c.final_softcap = json_float_or_off(config, "final_logit_softcapping", name, 30.0f);
+  // Likewise the window: null means every layer attends to the whole context.
+  c.sliding_window = config.contains("sliding_window") && config["sliding_window"].is_null()
+                         ? 0
+                         : json_int(config, "sliding_window", name, 4096);
+  // The attention scale is stored (query_pre_attn_scalar), not derived from the model size as
+  // llama.cpp must for GGUF files (architecture.cpp).
+  c.query_scale = 1.0f / std::sqrt(json_float(config, "query_pre_attn_scalar", name, 256.0f));
+  if (config.contains("hidden_activation") && config["hidden_activation"].is_string() &&
+      config["hidden_activation"].get<std::string>() != "gelu_pytorch_tanh") {
+    fail(ErrorCode::kUnsupported,
+         "'{}': hidden_activation '{}' is not supported (Gemma 2 runs gelu_pytorch_tanh)", name,
+         config["hidden_activation"].get<std::string>());
+  }
+  if (config.contains("layer_types") && !config["layer_types"].is_null()) {
+    const json& types = config["layer_types"];
+    bool even_windowed = types.is_array() && types.size() == static_cast<size_t>(c.n_layers);
+    for (size_t l = 0; even_windowed && l < types.size(); ++l) {
+      even_windowed = types[l] == (l % 2 == 0 ? "sliding_attention" : "full_attention");
+    }
+    if (!even_windowed) {
+      fail(ErrorCode::kUnsupported,
+           "'{}': config.json layer_types is not Gemma 2's pattern (sliding_attention on even "
+           "layers, full_attention on odd ones)",
+           name);
+    }
+  }
+}
+
+void read_qwen2moe_config(const json& config, const std::string& name, ModelConfig& c) {
+  c.n_experts = json_int(config, "num_experts", name);
+  c.n_experts_used = json_int(config, "num_experts_per_tok", name);
+  c.expert_ffn_dim = json_int(config, "moe_intermediate_size", name);
+  c.shared_expert_ffn_dim = json_int(config, "shared_expert_intermediate_size", name);
+  // transformers renormalises the top-k weights when norm_topk_prob is set; llama.cpp never
+  // does for qwen2moe, which matches the default (false) that Qwen1.5-MoE ships with.
+  c.normalize_expert_weights = json_bool(config, "norm_topk_prob", name, false);
+  const bool dense_layers =
+      json_int(config, "decoder_sparse_step", name, 1) != 1 ||
+      (config.contains("mlp_only_layers") && config["mlp_only_layers"].is_array() &&
+       !config["mlp_only_layers"].empty());
+  if (dense_layers) {
+    fail(ErrorCode::kUnsupported,
+         "'{}': dense layers between mixture-of-experts layers (decoder_sparse_step, "
+         "mlp_only_layers) are not supported",
+         name);
+  }
+}
+
+// The element type's value as F32 (the safetensors dtypes: F32, F16, BF16).
+float element_f32(TensorType type, const uint8_t* data, int64_t i) {
+  if (type == TensorType::kF32) {
+    float v;
+    std::memcpy(&v, data + 4 * i, 4);
+    return v;
+  }
+  uint16_t h;
+  std::memcpy(&h, data + 2 * i, 2);
+  return type == TensorType::kF16 ? fp16_to_fp32(h) : bf16_to_fp32(h);
+}
+
+// The TensorView of one (non-expert) tensor, with the converter's changes (hf_loader.h).
+TensorView adapt_tensor(ModelFile& m, const SafetensorsTensor& t, std::string name,
+                        const std::string& dir) {
+  const ModelConfig& c = m.config;
+  TensorView view{std::move(name), t.type, std::vector<int64_t>(t.shape.rbegin(), t.shape.rend()),
+                  aligned_view(m, t), t.size_bytes};
+  const bool is_q = view.name.ends_with("attn_q.weight") || view.name.ends_with("attn_q.bias");
+  const bool is_k = view.name.ends_with("attn_k.weight") || view.name.ends_with("attn_k.bias");
+  if (c.architecture == "llama" && (is_q || is_k)) {
+    const int heads = is_q ? c.n_heads : c.n_kv_heads;
+    const int64_t rows = t.shape[0];
+    if (rows % (2 * heads) != 0) {
+      fail(ErrorCode::kCorrupt, "'{}': tensor '{}' has {} rows, not a multiple of 2 x {} heads",
+           dir, t.name, rows, heads);
+    }
+    auto copy = std::make_shared<AlignedBuffer<uint8_t>>(t.size_bytes);
+    permute_rope_rows(view.data, copy->data(), rows, static_cast<int64_t>(t.size_bytes) / rows,
+                      heads);
+    m.storage.push_back(copy);
+    view.data = copy->data();
+  }
+  if (c.architecture == "gemma2" && view.name.ends_with("norm.weight")) {
+    const int64_t n = view.element_count();
+    auto copy = std::make_shared<AlignedBuffer<float>>(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) (*copy)[i] = element_f32(t.type, view.data, i) + 1.0f;
+    m.storage.push_back(copy);
+    view.type = TensorType::kF32;
+    view.data = reinterpret_cast<const uint8_t*>(copy->data());
+    view.size_bytes = static_cast<size_t>(n) * sizeof(float);
+  }
+  if (view.name.ends_with("ffn_gate_inp_shexp.weight") && view.shape.size() == 2 &&
+      view.shape[1] == 1) {
+    view.shape.pop_back();
+  }
+  return view;
+}
+
+// The Hugging Face name of expert `e` in the layout of `hf` (another expert's name).
+std::string expert_hf_name(const std::string& hf, int e) {
+  static const std::regex kExpert(R"(\.experts\.\d+\.)");
+  return std::regex_replace(hf, kExpert, fmt::format(".experts.{}.", e));
+}
+
+// One stacked expert tensor from its per-expert parts (hf_loader.h).
+TensorView stack_experts(ModelFile& m, const std::string& name,
+                         const std::map<int, SafetensorsTensor>& parts, const std::string& dir) {
+  const int n = m.config.n_experts;
+  const SafetensorsTensor& first = parts.begin()->second;
+  if (n == 0) {
+    fail(ErrorCode::kCorrupt, "'{}': expert tensor '{}' but config.json declares no experts", dir,
+         first.name);
+  }
+  if (parts.rbegin()->first >= n) {
+    fail(ErrorCode::kCorrupt, "'{}': tensor '{}' is expert {} but config.json declares {} experts",
+         dir, parts.rbegin()->second.name, parts.rbegin()->first, n);
+  }
+  for (int e = 0; e < n; ++e) {
+    if (!parts.contains(e)) {
+      fail(ErrorCode::kCorrupt, "'{}': missing tensor '{}' (config.json declares {} experts)", dir,
+           expert_hf_name(first.name, e), n);
+    }
+  }
+  for (const auto& [e, t] : parts) {
+    if (t.type != first.type || t.shape != first.shape || t.shape.size() != 2) {
+      fail(ErrorCode::kCorrupt,
+           "'{}': tensor '{}' is {} [{}] but '{}' is {} [{}]: the experts of a layer must be "
+           "matrices of one dtype and shape",
+           dir, t.name, tensor_type_name(t.type), fmt::join(t.shape, ", "), first.name,
+           tensor_type_name(first.type), fmt::join(first.shape, ", "));
+    }
+  }
+  auto stacked = std::make_shared<AlignedBuffer<uint8_t>>(first.size_bytes * n);
+  for (const auto& [e, t] : parts) {
+    std::memcpy(stacked->data() + first.size_bytes * e, t.data, t.size_bytes);
+  }
+  m.storage.push_back(stacked);
+  return {
+      name, first.type, {first.shape[1], first.shape[0], n}, stacked->data(), first.size_bytes * n};
+}
+
 }  // namespace
+
+const char* hf_architectures() {
+  static const std::string list = [] {
+    std::string s;
+    for (const HfArchitecture& a : kHfArchitectures)
+      s += (s.empty() ? "" : ", ") + std::string(a.hf);
+    return s;
+  }();
+  return list.c_str();
+}
 
 ModelConfig config_from_hf_json(const std::string& config_json, const std::string& name) {
   const json config = parse_model_json(config_json, fmt::format("'{}': config.json", name));
@@ -79,25 +265,20 @@ ModelConfig config_from_hf_json(const std::string& config_json, const std::strin
     arch = config["architectures"][0].get<std::string>();
   }
   ModelConfig c;
-  if (arch == "LlamaForCausalLM" || arch == "MistralForCausalLM") {
-    c.architecture = "llama";
-    c.rope_style = RopeStyle::kNormal;  // after the Q/K permutation below
-  } else if (arch == "Qwen2ForCausalLM") {
-    c.architecture = "qwen2";
-    c.rope_style = RopeStyle::kNeox;
-  } else if (arch == "Phi3ForCausalLM") {
-    c.architecture = "phi3";
-    c.rope_style = RopeStyle::kNeox;
+  const auto known = std::find_if(std::begin(kHfArchitectures), std::end(kHfArchitectures),
+                                  [&](const HfArchitecture& a) { return arch == a.hf; });
+  if (known == std::end(kHfArchitectures)) {
+    fail(ErrorCode::kUnsupported, "'{}': architecture '{}' is not supported ({})", name,
+         arch.empty() ? "(none)" : arch, hf_architectures());
+  }
+  c.architecture = known->gguf;
+  c.rope_style = rope_style_for_architecture(c.architecture);
+  if (arch == "Phi3ForCausalLM") {
     c.fused_qkv = true;  // qkv_proj; gate_up_proj is fused too (architecture.h)
     if (config.contains("partial_rotary_factor") && config["partial_rotary_factor"].is_number() &&
         config["partial_rotary_factor"].get<double>() != 1.0) {
       fail(ErrorCode::kUnsupported, "'{}': partial rotary embeddings are not supported", name);
     }
-  } else {
-    fail(ErrorCode::kUnsupported,
-         "'{}': architecture '{}' is not supported (LlamaForCausalLM, MistralForCausalLM, "
-         "Qwen2ForCausalLM, Phi3ForCausalLM)",
-         name, arch.empty() ? "(none)" : arch);
   }
   c.name = fs::path(name).filename().string();
   c.dim = json_int(config, "hidden_size", name);
@@ -111,11 +292,14 @@ ModelConfig config_from_hf_json(const std::string& config_json, const std::strin
     fail(ErrorCode::kCorrupt, "'{}': {} attention heads are not a multiple of {} KV heads", name,
          c.n_heads, c.n_kv_heads);
   }
-  if (!config.contains("head_dim") && c.dim % c.n_heads != 0) {
+  // Gemma2Config's head_dim defaults to 256, not to hidden_size / heads.
+  const bool head_dim_given = config.contains("head_dim") || c.architecture == "gemma2";
+  if (!head_dim_given && c.dim % c.n_heads != 0) {
     fail(ErrorCode::kCorrupt, "'{}': hidden_size {} is not a multiple of {} heads", name, c.dim,
          c.n_heads);
   }
-  c.head_dim = json_int(config, "head_dim", name, c.dim / c.n_heads);
+  c.head_dim =
+      json_int(config, "head_dim", name, c.architecture == "gemma2" ? 256 : c.dim / c.n_heads);
   c.rms_eps = json_float(config, "rms_norm_eps", name, 1e-6f);
   c.tied_embeddings = config.contains("tie_word_embeddings") &&
                       config["tie_word_embeddings"].is_boolean() &&
@@ -124,6 +308,12 @@ ModelConfig config_from_hf_json(const std::string& config_json, const std::strin
   apply_architecture_facts(c);
   // Phi-3 windows every layer; a Mistral-style llama window is ignored, as llama.cpp does.
   if (c.architecture == "phi3") c.sliding_window = json_int(config, "sliding_window", name, 0);
+  if (c.architecture == "gemma2") read_gemma2_config(config, name, c);
+  if (arch == "MixtralForCausalLM") {
+    c.n_experts = json_int(config, "num_local_experts", name);
+    c.n_experts_used = json_int(config, "num_experts_per_tok", name);
+  }
+  if (c.architecture == "qwen2moe") read_qwen2moe_config(config, name, c);
   if (config.contains("rope_scaling") && !config["rope_scaling"].is_null()) {
     const json& s = config["rope_scaling"];
     std::string type;
@@ -147,15 +337,16 @@ ModelConfig config_from_hf_json(const std::string& config_json, const std::strin
   return c;
 }
 
-std::string gguf_name_for_hf(const std::string& hf, const std::string& file) {
+HfTensorTarget gguf_target_for_hf(const std::string& hf, const std::string& architecture,
+                                  const std::string& file) {
   static const std::map<std::string, std::string> kTop = {
       {"model.embed_tokens.weight", "token_embd.weight"},
       {"model.norm.weight", "output_norm.weight"},
       {"lm_head.weight", "output.weight"},
   };
+  // Within model.layers.N.
   static const std::map<std::string, std::string> kLayer = {
       {"input_layernorm.weight", "attn_norm.weight"},
-      {"post_attention_layernorm.weight", "ffn_norm.weight"},
       {"self_attn.q_proj.weight", "attn_q.weight"},
       {"self_attn.k_proj.weight", "attn_k.weight"},
       {"self_attn.v_proj.weight", "attn_v.weight"},
@@ -166,20 +357,51 @@ std::string gguf_name_for_hf(const std::string& hf, const std::string& file) {
       {"mlp.gate_proj.weight", "ffn_gate.weight"},
       {"mlp.up_proj.weight", "ffn_up.weight"},
       {"mlp.down_proj.weight", "ffn_down.weight"},
-      {"self_attn.qkv_proj.weight", "attn_qkv.weight"},  // Phi-3: rows [Q; K; V]
-      {"mlp.gate_up_proj.weight", "ffn_up.weight"},      // Phi-3: rows [gate; up]
+      {"self_attn.qkv_proj.weight", "attn_qkv.weight"},         // Phi-3: rows [Q; K; V]
+      {"mlp.gate_up_proj.weight", "ffn_up.weight"},             // Phi-3: rows [gate; up]
+      {"block_sparse_moe.gate.weight", "ffn_gate_inp.weight"},  // Mixtral router
+      {"mlp.gate.weight", "ffn_gate_inp.weight"},               // Qwen2-MoE router
+      {"mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight"},
+      {"mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight"},
+      {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight"},
+      {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight"},
       {"self_attn.rotary_emb.inv_freq", ""},
   };
-  if (auto it = kTop.find(hf); it != kTop.end()) return it->second;
+  // The norm after attention: Llama's precedes the FFN; Gemma 2 has one on each side.
+  static const std::map<std::string, std::string> kNorms = {
+      {"post_attention_layernorm.weight", "ffn_norm.weight"}};
+  static const std::map<std::string, std::string> kGemma2Norms = {
+      {"post_attention_layernorm.weight", "post_attention_norm.weight"},
+      {"pre_feedforward_layernorm.weight", "ffn_norm.weight"},
+      {"post_feedforward_layernorm.weight", "post_ffw_norm.weight"}};
+  // Within model.layers.N, with the expert index taken out of "...experts.E.".
+  static const std::map<std::string, std::string> kExperts = {
+      {"block_sparse_moe.experts.w1.weight", "ffn_gate_exps.weight"},  // Mixtral
+      {"block_sparse_moe.experts.w3.weight", "ffn_up_exps.weight"},
+      {"block_sparse_moe.experts.w2.weight", "ffn_down_exps.weight"},
+      {"mlp.experts.gate_proj.weight", "ffn_gate_exps.weight"},  // Qwen2-MoE
+      {"mlp.experts.up_proj.weight", "ffn_up_exps.weight"},
+      {"mlp.experts.down_proj.weight", "ffn_down_exps.weight"},
+  };
+  if (auto it = kTop.find(hf); it != kTop.end()) return {it->second};
   static const std::regex kLayerName(R"(model\.layers\.(\d{1,6})\.(.+))");
-  std::smatch match;
-  if (std::regex_match(hf, match, kLayerName)) {
-    if (auto it = kLayer.find(match[2].str()); it != kLayer.end()) {
-      return it->second.empty() ? "" : "blk." + match[1].str() + "." + it->second;
+  static const std::regex kExpertName(R"((.+)\.experts\.(\d{1,6})\.(.+))");
+  std::smatch layer, expert;
+  if (std::regex_match(hf, layer, kLayerName)) {
+    const std::string block = "blk." + layer[1].str() + ".", rest = layer[2].str();
+    const auto& norms = architecture == "gemma2" ? kGemma2Norms : kNorms;
+    for (const auto* table : {&kLayer, &norms}) {
+      if (auto it = table->find(rest); it != table->end()) {
+        return {it->second.empty() ? "" : block + it->second};
+      }
+    }
+    if (std::regex_match(rest, expert, kExpertName)) {
+      const auto it = kExperts.find(expert[1].str() + ".experts." + expert[3].str());
+      if (it != kExperts.end()) return {block + it->second, std::stoi(expert[2].str())};
     }
   }
-  fail(ErrorCode::kUnsupported, "'{}': unexpected tensor '{}' for a Llama/Qwen2/Phi-3 model", file,
-       hf);
+  fail(ErrorCode::kUnsupported, "'{}': unexpected tensor '{}' for a {} model", file, hf,
+       architecture);
 }
 
 void permute_rope_rows(const uint8_t* in, uint8_t* out, int64_t rows, int64_t row_bytes,
@@ -227,35 +449,24 @@ ModelFile load_hf(const std::string& dir_path) {
   }
 
   const ModelConfig& c = m.config;
-  const bool permute = c.architecture == "llama";
+  // Expert matrices by stacked GGUF name and expert index, stacked once all shards are read.
+  std::map<std::string, std::map<int, SafetensorsTensor>> experts;
   for (const std::string& shard : shards) {
     const SafetensorsFile file = SafetensorsFile::open((dir / shard).string());
     m.storage.push_back(file.owner());
     for (const SafetensorsTensor& t : file.tensors()) {
-      std::string name = gguf_name_for_hf(t.name, file.path());
-      if (name.empty()) continue;
-      if (m.find(name) != nullptr) {
-        fail(ErrorCode::kCorrupt, "'{}': tensor '{}' appears twice", dir_path, t.name);
+      HfTensorTarget target = gguf_target_for_hf(t.name, c.architecture, file.path());
+      if (target.name.empty()) continue;
+      const bool twice = target.expert >= 0 ? !experts[target.name].emplace(target.expert, t).second
+                                            : m.find(target.name) != nullptr;
+      if (twice) fail(ErrorCode::kCorrupt, "'{}': tensor '{}' appears twice", dir_path, t.name);
+      if (target.expert < 0) {
+        m.tensors.push_back(adapt_tensor(m, t, std::move(target.name), dir_path));
       }
-      TensorView view{name, t.type, std::vector<int64_t>(t.shape.rbegin(), t.shape.rend()),
-                      aligned_view(m, t), t.size_bytes};
-      const bool is_q = name.ends_with("attn_q.weight") || name.ends_with("attn_q.bias");
-      const bool is_k = name.ends_with("attn_k.weight") || name.ends_with("attn_k.bias");
-      if (permute && (is_q || is_k)) {
-        const int heads = is_q ? c.n_heads : c.n_kv_heads;
-        const int64_t rows = t.shape[0];
-        if (rows % (2 * heads) != 0) {
-          fail(ErrorCode::kCorrupt, "'{}': tensor '{}' has {} rows, not a multiple of 2 x {} heads",
-               dir_path, t.name, rows, heads);
-        }
-        auto copy = std::make_shared<AlignedBuffer<uint8_t>>(t.size_bytes);
-        permute_rope_rows(view.data, copy->data(), rows, static_cast<int64_t>(t.size_bytes) / rows,
-                          heads);
-        m.storage.push_back(copy);
-        view.data = copy->data();
-      }
-      m.tensors.push_back(std::move(view));
     }
+  }
+  for (const auto& [name, parts] : experts) {
+    m.tensors.push_back(stack_experts(m, name, parts, dir_path));
   }
   // With tie_word_embeddings, transformers may save either of the two shared tensors (e.g.
   // only lm_head.weight); keep one, as token_embd.weight, like llama.cpp's converter.

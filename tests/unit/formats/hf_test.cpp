@@ -109,12 +109,119 @@ TEST(HfLoader, PermuteMatchesLlamaCppForOneHead) {
 }
 
 TEST(HfLoader, MapsNames) {
-  EXPECT_EQ(gguf_name_for_hf("model.layers.12.self_attn.o_proj.weight", "f"),
-            "blk.12.attn_output.weight");
-  EXPECT_EQ(gguf_name_for_hf("model.layers.0.mlp.down_proj.weight", "f"), "blk.0.ffn_down.weight");
-  EXPECT_EQ(gguf_name_for_hf("model.layers.3.self_attn.rotary_emb.inv_freq", "f"), "");
-  expect_error([] { gguf_name_for_hf("model.layers.0.mlp.experts.weight", "f"); },
+  auto name = [](const std::string& hf, const std::string& arch = "llama") {
+    return gguf_target_for_hf(hf, arch, "f").name;
+  };
+  EXPECT_EQ(name("model.layers.12.self_attn.o_proj.weight"), "blk.12.attn_output.weight");
+  EXPECT_EQ(name("model.layers.0.mlp.down_proj.weight"), "blk.0.ffn_down.weight");
+  EXPECT_EQ(name("model.layers.3.self_attn.rotary_emb.inv_freq"), "");
+  EXPECT_EQ(gguf_target_for_hf("model.layers.0.mlp.down_proj.weight", "llama", "f").expert, -1);
+  expect_error([] { gguf_target_for_hf("model.layers.0.mlp.experts.weight", "qwen2moe", "f"); },
                ErrorCode::kUnsupported, "unexpected tensor 'model.layers.0.mlp.experts.weight'");
+  // Gemma 2's post_attention_layernorm follows attention; Llama's precedes the FFN.
+  EXPECT_EQ(name("model.layers.1.post_attention_layernorm.weight"), "blk.1.ffn_norm.weight");
+  EXPECT_EQ(name("model.layers.1.post_attention_layernorm.weight", "gemma2"),
+            "blk.1.post_attention_norm.weight");
+  EXPECT_EQ(name("model.layers.1.pre_feedforward_layernorm.weight", "gemma2"),
+            "blk.1.ffn_norm.weight");
+  EXPECT_EQ(name("model.layers.1.post_feedforward_layernorm.weight", "gemma2"),
+            "blk.1.post_ffw_norm.weight");
+  expect_error(
+      [] { gguf_target_for_hf("model.layers.1.pre_feedforward_layernorm.weight", "llama", "f"); },
+      ErrorCode::kUnsupported, "unexpected tensor");
+  // Experts: Mixtral's w1/w3/w2 are gate/up/down.
+  const HfTensorTarget w3 =
+      gguf_target_for_hf("model.layers.2.block_sparse_moe.experts.7.w3.weight", "llama", "f");
+  EXPECT_EQ(w3.name, "blk.2.ffn_up_exps.weight");
+  EXPECT_EQ(w3.expert, 7);
+  EXPECT_EQ(name("model.layers.2.block_sparse_moe.gate.weight"), "blk.2.ffn_gate_inp.weight");
+  const HfTensorTarget down =
+      gguf_target_for_hf("model.layers.0.mlp.experts.12.down_proj.weight", "qwen2moe", "f");
+  EXPECT_EQ(down.name, "blk.0.ffn_down_exps.weight");
+  EXPECT_EQ(down.expert, 12);
+  EXPECT_EQ(name("model.layers.0.mlp.gate.weight", "qwen2moe"), "blk.0.ffn_gate_inp.weight");
+  EXPECT_EQ(name("model.layers.0.mlp.shared_expert.up_proj.weight", "qwen2moe"),
+            "blk.0.ffn_up_shexp.weight");
+  EXPECT_EQ(name("model.layers.0.mlp.shared_expert_gate.weight", "qwen2moe"),
+            "blk.0.ffn_gate_inp_shexp.weight");
+  expect_error(
+      [] { gguf_target_for_hf("model.layers.0.mlp.experts.1.w1.weight", "qwen2moe", "f"); },
+      ErrorCode::kUnsupported, "unexpected tensor");
+}
+
+TEST(HfLoader, Gemma2ConfigReadsItsKeysOrTransformersDefaults) {
+  const std::string common =
+      R"("architectures": ["Gemma2ForCausalLM"], "hidden_size": 64, "intermediate_size": 128,
+         "num_hidden_layers": 4, "num_attention_heads": 2, "vocab_size": 16)";
+  // query_pre_attn_scalar is read, not derived from the model size as for GGUF files.
+  ModelConfig c =
+      config_from_hf_json("{" + common + R"(, "head_dim": 32, "query_pre_attn_scalar": 16,
+          "attn_logit_softcapping": null, "final_logit_softcapping": 7.5, "sliding_window": 8,
+          "layer_types": ["sliding_attention", "full_attention", "sliding_attention",
+                          "full_attention"]})",
+                          "g");
+  EXPECT_EQ(c.architecture, "gemma2");
+  EXPECT_EQ(c.query_scale, 0.25f);
+  EXPECT_EQ(c.attn_softcap, 0.0f);  // null: no cap
+  EXPECT_EQ(c.final_softcap, 7.5f);
+  EXPECT_EQ(c.sliding_window, 8);
+  EXPECT_EQ(c.window_layers, WindowLayers::kEven);
+  EXPECT_EQ(c.rope_style, RopeStyle::kNeox);
+  EXPECT_TRUE(c.post_norms && c.tied_embeddings);
+  c = config_from_hf_json("{" + common + "}", "g");
+  EXPECT_EQ(c.head_dim, 256);
+  EXPECT_EQ(c.query_scale, 1.0f / 16.0f);
+  EXPECT_EQ(c.attn_softcap, 50.0f);
+  EXPECT_EQ(c.final_softcap, 30.0f);
+  EXPECT_EQ(c.sliding_window, 4096);
+  expect_error(
+      [&] { config_from_hf_json("{" + common + R"(, "hidden_activation": "gelu"})", "g"); },
+      ErrorCode::kUnsupported, "hidden_activation 'gelu'");
+  expect_error(
+      [&] {
+        config_from_hf_json("{" + common + R"(, "layer_types": ["full_attention",
+            "sliding_attention", "full_attention", "sliding_attention"]})",
+                            "g");
+      },
+      ErrorCode::kUnsupported, "layer_types");
+}
+
+TEST(HfLoader, MoeConfigsGiveExpertCounts) {
+  const std::string common =
+      R"("hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+         "num_attention_heads": 2, "vocab_size": 16, "num_experts_per_tok": 2)";
+  ModelConfig c = config_from_hf_json(
+      R"({"architectures": ["MixtralForCausalLM"], "num_local_experts": 8, "sliding_window": 4,
+          )" +
+          common + "}",
+      "m");
+  EXPECT_EQ(c.architecture, "llama");
+  EXPECT_EQ(c.n_experts, 8);
+  EXPECT_EQ(c.n_experts_used, 2);
+  EXPECT_EQ(c.expert_ffn_dim, 128);
+  EXPECT_TRUE(c.normalize_expert_weights);
+  EXPECT_EQ(c.sliding_window, 0);  // ignored for llama, as llama.cpp does
+  const std::string qwen =
+      R"({"architectures": ["Qwen2MoeForCausalLM"], "num_experts": 4, "moe_intermediate_size": 32,
+          "shared_expert_intermediate_size": 96, )" +
+      common;
+  c = config_from_hf_json(qwen + "}", "q");
+  EXPECT_EQ(c.architecture, "qwen2moe");
+  EXPECT_EQ(c.n_experts, 4);
+  EXPECT_EQ(c.expert_ffn_dim, 32);
+  EXPECT_EQ(c.shared_expert_ffn_dim, 96);
+  EXPECT_FALSE(c.normalize_expert_weights);
+  EXPECT_TRUE(
+      config_from_hf_json(qwen + R"(, "norm_topk_prob": true})", "q").normalize_expert_weights);
+  expect_error([&] { config_from_hf_json(qwen + R"(, "mlp_only_layers": [1]})", "q"); },
+               ErrorCode::kUnsupported, "dense layers");
+  expect_error([&] { config_from_hf_json(qwen + R"(, "decoder_sparse_step": 2})", "q"); },
+               ErrorCode::kUnsupported, "dense layers");
+  expect_error(
+      [&] {
+        config_from_hf_json(R"({"architectures": ["MixtralForCausalLM"], )" + common + "}", "m");
+      },
+      ErrorCode::kCorrupt, "lacks 'num_local_experts'");
 }
 
 // Writes a safetensors file of F32 tensors {name: (shape, values)}.
