@@ -194,10 +194,6 @@ TensorView adapt_tensor(ModelFile& m, const SafetensorsTensor& t, std::string na
     view.data = reinterpret_cast<const uint8_t*>(copy->data());
     view.size_bytes = static_cast<size_t>(n) * sizeof(float);
   }
-  if (view.name.ends_with("ffn_gate_inp_shexp.weight") && view.shape.size() == 2 &&
-      view.shape[1] == 1) {
-    view.shape.pop_back();
-  }
   return view;
 }
 

@@ -16,7 +16,8 @@
 //     tensor per layer, experts stacked in index order ([n_experts][rows][cols] row-major,
 //     GGUF shape {cols, rows, n_experts}). Every expert must be there, all of one dtype and
 //     shape.
-//   * Qwen2-MoE's shared_expert_gate, a [1, dim] matrix, is the vector ffn_gate_inp_shexp.
+// Qwen2-MoE's shared_expert_gate, a [1, dim] matrix, stays {dim, 1} as in a converted GGUF;
+// check_model reads trailing dimensions of 1 as absent, like llama.cpp.
 #pragma once
 
 #include <cstdint>

@@ -9,10 +9,17 @@
 namespace rapide {
 namespace {
 
+// Trailing dimensions of 1 do not change a tensor's layout, and llama.cpp ignores them (a
+// converted Qwen1.5-MoE stores its shared-expert gate as {dim, 1}, read as {dim}).
+std::vector<int64_t> without_trailing_ones(std::vector<int64_t> shape) {
+  while (shape.size() > 1 && shape.back() == 1) shape.pop_back();
+  return shape;
+}
+
 void expect_shape(const ModelFile& m, const std::string& name, std::vector<int64_t> shape) {
   const TensorView* t = m.find(name);
   if (t == nullptr) fail(ErrorCode::kCorrupt, "'{}': missing tensor '{}'", m.path, name);
-  if (t->shape != shape) {
+  if (without_trailing_ones(t->shape) != without_trailing_ones(shape)) {
     fail(ErrorCode::kCorrupt, "'{}': tensor '{}' has shape [{}], expected [{}] from the config",
          m.path, name, fmt::join(t->shape, ", "), fmt::join(shape, ", "));
   }

@@ -17,6 +17,7 @@
 #include <random>
 
 #include "base/error.h"
+#include "formats/model_checks.h"
 #include "golden/greedy_runner.h"
 #include "test_paths.h"
 
@@ -309,6 +310,23 @@ TEST(ModelFormatsAgree, Phi3GgufVsHfFolder) {
   EXPECT_TRUE(h.fused_qkv && h.fused_gate_up && h.scale_query_first);
   EXPECT_EQ(h.sliding_window, 2047);
   EXPECT_EQ(h.rope_style, RopeStyle::kNeox);
+}
+
+// llama.cpp's converter writes Qwen1.5-MoE's [1, dim] shared-expert gate as GGUF {dim, 1},
+// which llama.cpp reads as {dim}: trailing dimensions of 1 are accepted, others are not.
+TEST(ModelFormatsAgree, TrailingDimensionsOfOneAreTheSameShape) {
+  const std::string file = "reference/llamacpp/models/qwen2moe-F32.gguf";
+  RAPIDE_REQUIRE_SHARED(file);
+  ModelFile m = load_model(shared_path(file));
+  auto gate = std::find_if(m.tensors.begin(), m.tensors.end(), [](const TensorView& t) {
+    return t.name == "blk.0.ffn_gate_inp_shexp.weight";
+  });
+  ASSERT_NE(gate, m.tensors.end());
+  const int64_t dim = m.config.dim;
+  gate->shape = {dim, 1};
+  EXPECT_NO_THROW(check_model(m));
+  gate->shape = {1, dim};
+  EXPECT_THROW(check_model(m), Error);
 }
 
 // Norms go in as w - 1 and load as (w - 1) + 1: exact for the reference's weights, all in
