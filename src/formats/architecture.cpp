@@ -67,6 +67,12 @@ void describe_architecture(const GgufFile& gguf, ModelConfig& c) {
   } else if (c.architecture == "phi3") {
     c.fused_qkv = gguf.find_tensor("blk.0.attn_qkv.weight") != nullptr;
     c.sliding_window = u32_or(gguf, p + "attention.sliding_window", 0);
+  } else if (c.architecture == "llama") {
+    // Mistral-style: every layer windowed when the file says so. llama.cpp's converter does
+    // not write the key for Mistral (nor does llama.cpp read it), so its files run unwindowed
+    // here as there; a file that carries it gets the model's own attention.
+    c.sliding_window = u32_or(gguf, p + "attention.sliding_window", 0);
+    c.window_layers = WindowLayers::kAll;
   } else if (c.architecture == "gemma2") {
     // llama.cpp's defaults are Gemma 2's published values; files written by its converter
     // always carry the keys.

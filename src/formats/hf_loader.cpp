@@ -302,8 +302,12 @@ ModelConfig config_from_hf_json(const std::string& config_json, const std::strin
                       config["tie_word_embeddings"].get<bool>();
   c.rope_theta = json_float(config, "rope_theta", name, 10000.0f);
   apply_architecture_facts(c);
-  // Phi-3 windows every layer; a Mistral-style llama window is ignored, as llama.cpp does.
-  if (c.architecture == "phi3") c.sliding_window = json_int(config, "sliding_window", name, 0);
+  // Phi-3, Mistral and Mixtral window every layer when sliding_window is set (null: off), as
+  // transformers does; Llama has no window.
+  if (c.architecture == "phi3" || arch == "MistralForCausalLM" || arch == "MixtralForCausalLM") {
+    c.sliding_window = json_int(config, "sliding_window", name, 0);
+    c.window_layers = WindowLayers::kAll;
+  }
   if (c.architecture == "gemma2") read_gemma2_config(config, name, c);
   if (arch == "MixtralForCausalLM") {
     c.n_experts = json_int(config, "num_local_experts", name);

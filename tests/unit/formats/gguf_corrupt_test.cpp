@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include "base/mapped_file.h"
 #include "formats/gguf_model.h"
@@ -267,6 +268,21 @@ TEST(GgufCorrupt, CommittedCorpusIsRejected) {
     }
   }
   EXPECT_GE(files, 20);
+}
+
+// Mistral-style sliding windows in GGUF: a llama file that carries
+// llama.attention.sliding_window attends through it on every layer; one without (what
+// llama.cpp's converter writes for Mistral) attends to the whole context, as in llama.cpp.
+TEST(GgufModel, LlamaSlidingWindowKeyWindowsEveryLayer) {
+  auto window = [](std::optional<uint32_t> value) {
+    GgufWriter w = testing::tiny_llama_writer();
+    if (value) w.set("llama.attention.sliding_window", GgufValue::u32(*value));
+    std::vector<uint8_t> copy = w.to_bytes();
+    return model_from_gguf(GgufFile::parse(copy.data(), copy.size(), "w.gguf"))
+        .config.every_layer_window();
+  };
+  EXPECT_EQ(window(16), 16);
+  EXPECT_EQ(window(std::nullopt), 0);
 }
 
 }  // namespace

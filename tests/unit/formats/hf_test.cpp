@@ -186,6 +186,25 @@ TEST(HfLoader, Gemma2ConfigReadsItsKeysOrTransformersDefaults) {
       ErrorCode::kUnsupported, "layer_types");
 }
 
+// transformers windows every Mistral layer when sliding_window is set (Mistral 7B v0.1:
+// 4096) and none when it is null (v0.2 on); Llama has no window whatever the config says.
+TEST(HfLoader, MistralSlidingWindowCoversEveryLayer) {
+  const std::string common =
+      R"("hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+         "num_attention_heads": 2, "vocab_size": 16)";
+  auto window = [&](const std::string& arch, const std::string& value) {
+    return config_from_hf_json(R"({"architectures": [")" + arch + R"("], "sliding_window": )" +
+                                   value + ", " + common + "}",
+                               "m")
+        .every_layer_window();
+  };
+  EXPECT_EQ(window("MistralForCausalLM", "4096"), 4096);
+  EXPECT_EQ(window("MistralForCausalLM", "null"), 0);
+  EXPECT_EQ(window("LlamaForCausalLM", "4096"), 0);
+  EXPECT_EQ(window("Qwen2ForCausalLM", "4096"), 0);  // use_sliding_window is off by default
+  EXPECT_THROW(window("MistralForCausalLM", "-3"), Error);
+}
+
 TEST(HfLoader, MoeConfigsGiveExpertCounts) {
   const std::string common =
       R"("hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
@@ -200,7 +219,7 @@ TEST(HfLoader, MoeConfigsGiveExpertCounts) {
   EXPECT_EQ(c.n_experts_used, 2);
   EXPECT_EQ(c.expert_ffn_dim, 128);
   EXPECT_TRUE(c.normalize_expert_weights);
-  EXPECT_EQ(c.sliding_window, 0);  // ignored for llama, as llama.cpp does
+  EXPECT_EQ(c.every_layer_window(), 4);  // Mistral-style: every layer
   const std::string qwen =
       R"({"architectures": ["Qwen2MoeForCausalLM"], "num_experts": 4, "moe_intermediate_size": 32,
           "shared_expert_intermediate_size": 96, )" +
