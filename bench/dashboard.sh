@@ -16,7 +16,9 @@
 #   bench/dashboard.sh
 #
 # Environment: BUILD_DIR, MODEL_DIR (bench/common.sh), WORK (scratch, /tmp/rapide-bench-dashboard),
-# PAIRS (8), REQUESTS per run (32). The server runs on its default threads (physical cores).
+# PAIRS (8), REQUESTS per run (32), POLL_PATH (/dashboard/state; /health gives the noise floor
+# of the same A/B: a poll that costs the server nothing). The server runs on its default
+# threads (physical cores).
 set -euo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
@@ -45,15 +47,17 @@ start_poller() {
   # One keep-alive connection, as the browser's fetch() keeps: a curl process per poll
   # would add a fork and exec a second to the machine (not the server's cost) and, on two
   # cores, stall one of the server's compute threads each time.
-  python3 - "$port" <<'PY' &
+  python3 - "$port" "${POLL_PATH:-/dashboard/state}" <<'PY' &
 import http.client, sys, time
 conn = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]))
 while True:
-    conn.request("GET", "/dashboard/state")
+    conn.request("GET", sys.argv[2])
     conn.getresponse().read()
     time.sleep(1)
 PY
   poller_pid=$!
+  # Python's start-up (tens of ms of CPU) is not the page's cost: let it pass before the run.
+  sleep 2
 }
 stop_poller() {
   kill "$poller_pid" 2>/dev/null || true
