@@ -206,15 +206,23 @@ TEST_F(EngineTest, SlidingWindowRunsRequestsLongerThanTheKvBudget) {
   o.prefill_chunk = 16;
   std::vector<Spec> specs;
   for (int i = 0; i < 4; ++i) specs.push_back({mixed_specs()[i].prompt, 400, 0.0f, 1});
-  Engine engine(windowed, *loaded_.tokenizer, o);
-  const auto outcomes = run_together(engine, specs);
   ThreadPool pool(2);
-  for (size_t i = 0; i < specs.size(); ++i) {
-    SCOPED_TRACE(i);
-    const auto prompt = loaded_.tokenizer->encode(specs[i].prompt, true);
-    EXPECT_EQ(outcomes[i].tokens, greedy(windowed, prompt, 400, pool).tokens);
+  std::vector<std::vector<int32_t>> expected;
+  for (const Spec& s : specs) {
+    expected.push_back(
+        greedy(windowed, loaded_.tokenizer->encode(s.prompt, true), 400, pool).tokens);
   }
-  EXPECT_EQ(engine.stats().kv.used_blocks, 0);
+  // Speculation rolls rejected guesses back: never into the freed blocks.
+  for (SpecMode spec : {SpecMode::kOff, SpecMode::kNgram}) {
+    SCOPED_TRACE(spec_mode_name(spec));
+    o.spec.mode = spec;
+    o.spec.tokens = 4;
+    Engine engine(windowed, *loaded_.tokenizer, o);
+    const auto outcomes = run_together(engine, specs);
+    for (size_t i = 0; i < specs.size(); ++i) EXPECT_EQ(outcomes[i].tokens, expected[i]) << i;
+    EXPECT_EQ(engine.stats().kv.used_blocks, 0);
+    if (spec == SpecMode::kNgram) EXPECT_GT(engine.stats().spec.accepted, 0u);
+  }
 
   // The same budget without the window cannot take the request at all.
   Engine unwindowed(*loaded_.model, *loaded_.tokenizer, o);
