@@ -54,6 +54,12 @@ std::string token_text(const TokenizerData& t, int32_t id) {
   return t.tokens[id];
 }
 
+// Which layers ModelConfig::sliding_window applies to.
+const char* window_layers_name(const ModelConfig& c) {
+  if (c.sliding_window <= 0 || c.window_layers == WindowLayers::kNone) return "none";
+  return c.window_layers == WindowLayers::kAll ? "all" : "even";
+}
+
 nlohmann::json to_json(const ModelFile& m, const GgufFile* gguf) {
   using nlohmann::json;
   const ModelConfig& c = m.config;
@@ -76,7 +82,14 @@ nlohmann::json to_json(const ModelFile& m, const GgufFile* gguf) {
                    {"rope_scale", c.rope_scale},
                    {"rope_style", c.rope_style == RopeStyle::kNeox ? "neox" : "normal"},
                    {"tied_embeddings", c.tied_embeddings},
-                   {"qkv_bias", c.qkv_bias}};
+                   {"qkv_bias", c.qkv_bias},
+                   {"sliding_window", c.sliding_window},
+                   {"window_layers", window_layers_name(c)},
+                   {"attn_softcap", c.attn_softcap},
+                   {"final_softcap", c.final_softcap},
+                   {"n_experts", c.n_experts},
+                   {"n_experts_used", c.n_experts_used},
+                   {"shared_expert_ffn_dim", c.shared_expert_ffn_dim}};
   json tensors = json::array();
   for (const auto& t : m.tensors) {
     tensors.push_back({{"name", t.name},
@@ -126,6 +139,20 @@ void print_text(const ModelFile& m, const GgufFile* gguf, bool all_metadata) {
              c.rope_style == RopeStyle::kNeox ? "neox" : "normal");
   fmt::print("  tied_embeddings {}  qkv_bias {}\n", c.tied_embeddings ? "yes" : "no",
              c.qkv_bias ? "yes" : "no");
+  if (c.sliding_window > 0) {
+    // Whether the engine can free KV outside the window (every layer) or not (gemma2).
+    fmt::print("  sliding window {} on {} layers{}\n", c.sliding_window, window_layers_name(c),
+               c.every_layer_window() > 0 ? " (the engine frees KV outside it)" : "");
+  }
+  if (c.attn_softcap > 0 || c.final_softcap > 0) {
+    fmt::print("  soft-caps: attention {:g}  final {:g}\n", c.attn_softcap, c.final_softcap);
+  }
+  if (c.n_experts > 0) {
+    fmt::print("  experts {} ({} per token){}\n", c.n_experts, c.n_experts_used,
+               c.shared_expert_ffn_dim > 0
+                   ? fmt::format(", shared expert ffn {}", c.shared_expert_ffn_dim)
+                   : "");
+  }
   fmt::print("parameters:      {} ({} of tensor data)\n",
              human_count(summarize_model(m).parameters), human_bytes(m.total_tensor_bytes()));
 

@@ -116,7 +116,24 @@ TEST(Cli, InspectDescribesModels) {
   EXPECT_EQ(j["config"]["dim"], 128);
   EXPECT_EQ(j["tokenizer"]["bos"]["text"], "<|start_story|>");
   EXPECT_EQ(j["tensors"].size(), 20u);
+  EXPECT_EQ(j["config"]["window_layers"], "none");
   out.clear();
+  // The block description: gemma2's window on even layers frees nothing, its soft-caps.
+  const std::string gemma2 = "reference/llamacpp/models/gemma2-F32.gguf";
+  if (std::filesystem::exists(testing::shared_path(gemma2))) {
+    ASSERT_EQ(run(rapide + " inspect " + testing::shared_path(gemma2), &out), 0);
+    EXPECT_NE(out.find("sliding window 32 on even layers\n"), std::string::npos) << out;
+    EXPECT_NE(out.find("soft-caps: attention 20  final 10"), std::string::npos) << out;
+    out.clear();
+    ASSERT_EQ(run(rapide + " inspect --json " +
+                      testing::shared_path("reference/llamacpp/models/qwen2moe-F32.gguf"),
+                  &out),
+              0);
+    const nlohmann::json moe = nlohmann::json::parse(out);
+    EXPECT_EQ(moe["config"]["n_experts"], 4);
+    EXPECT_EQ(moe["config"]["n_experts_used"], 2);
+    out.clear();
+  }
   ASSERT_EQ(
       run(rapide + " inspect " + testing::shared_path("models/stories260K/stories260K.bin"), &out),
       0);
