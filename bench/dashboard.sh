@@ -16,14 +16,14 @@
 #   bench/dashboard.sh
 #
 # Environment: BUILD_DIR, MODEL_DIR (bench/common.sh), WORK (scratch, /tmp/rapide-bench-dashboard),
-# PAIRS (8), REQUESTS per run (32), POLL_PATH (/dashboard/state; /health gives the noise floor
+# PAIRS (12), REQUESTS per run (32), POLL_PATH (/dashboard/state; /health gives the noise floor
 # of the same A/B: a poll that costs the server nothing). The server runs on its default
 # threads (physical cores).
 set -euo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 work="${WORK:-/tmp/rapide-bench-dashboard}"
-pairs="${PAIRS:-8}"
+pairs="${PAIRS:-12}"
 requests="${REQUESTS:-32}"
 bench_build rapide
 synth="$(synth_model q8_0)"
