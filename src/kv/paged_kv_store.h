@@ -85,7 +85,6 @@ class PagedKvStore final : public KvStore {
   // some (a prefill chunk plus guesses): together they bound the blocks a sequence holds.
   // Paged mode only; contiguous mode reserves the whole context anyway.
   void set_sliding_window(int window, int step_positions);
-  int sliding_window() const { return window_; }
   // Frees the sequence's blocks that no query at `next_position` or later reads, marking
   // them kFreedBlock in its table, and returns how many it freed. A freed block that holds
   // cached content stays in the pool as an evictable cached block. The caller must never

@@ -221,7 +221,9 @@ TEST_F(EngineTest, SlidingWindowRunsRequestsLongerThanTheKvBudget) {
     const auto outcomes = run_together(engine, specs);
     for (size_t i = 0; i < specs.size(); ++i) EXPECT_EQ(outcomes[i].tokens, expected[i]) << i;
     EXPECT_EQ(engine.stats().kv.used_blocks, 0);
-    if (spec == SpecMode::kNgram) EXPECT_GT(engine.stats().spec.accepted, 0u);
+    if (spec == SpecMode::kNgram) {
+      EXPECT_GT(engine.stats().spec.accepted, 0u);
+    }
   }
 
   // The same budget without the window cannot take the request at all.
