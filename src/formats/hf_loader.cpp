@@ -8,8 +8,9 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
-#include <regex>
+#include <optional>
 #include <set>
+#include <string_view>
 
 #include "base/aligned_buffer.h"
 #include "base/error.h"
@@ -197,10 +198,33 @@ TensorView adapt_tensor(ModelFile& m, const SafetensorsTensor& t, std::string na
   return view;
 }
 
+// A name split around an index: `head` + marker + index + "." + `rest` ("model.layers.3.mlp"
+// at "model.layers.", "mlp.experts.5.w1" at ".experts.").
+struct IndexedName {
+  std::string head;
+  int index = 0;
+  std::string rest;
+};
+
+// Splits `name` at the last `marker` followed by 1-6 digits, a dot and more text; nullopt
+// when the name has no such part.
+std::optional<IndexedName> split_at_index(const std::string& name, std::string_view marker) {
+  const size_t at = name.rfind(marker);
+  if (at == std::string::npos) return std::nullopt;
+  const size_t first = at + marker.size();
+  size_t end = first;
+  while (end < name.size() && end - first < 7 && name[end] >= '0' && name[end] <= '9') ++end;
+  if (end == first || end - first > 6 || end + 1 >= name.size() || name[end] != '.') {
+    return std::nullopt;
+  }
+  return IndexedName{name.substr(0, at), std::stoi(name.substr(first, end - first)),
+                     name.substr(end + 1)};
+}
+
 // The Hugging Face name of expert `e` in the layout of `hf` (another expert's name).
 std::string expert_hf_name(const std::string& hf, int e) {
-  static const std::regex kExpert(R"(\.experts\.\d+\.)");
-  return std::regex_replace(hf, kExpert, fmt::format(".experts.{}.", e));
+  const auto parts = split_at_index(hf, ".experts.");
+  return parts ? fmt::format("{}.experts.{}.{}", parts->head, e, parts->rest) : hf;
 }
 
 // One stacked expert tensor from its per-expert parts (hf_loader.h).
@@ -384,20 +408,18 @@ HfTensorTarget gguf_target_for_hf(const std::string& hf, const std::string& arch
       {"mlp.experts.down_proj.weight", "ffn_down_exps.weight"},
   };
   if (auto it = kTop.find(hf); it != kTop.end()) return {it->second};
-  static const std::regex kLayerName(R"(model\.layers\.(\d{1,6})\.(.+))");
-  static const std::regex kExpertName(R"((.+)\.experts\.(\d{1,6})\.(.+))");
-  std::smatch layer, expert;
-  if (std::regex_match(hf, layer, kLayerName)) {
-    const std::string block = "blk." + layer[1].str() + ".", rest = layer[2].str();
+  if (const auto layer = split_at_index(hf, "model.layers."); layer && layer->head.empty()) {
+    const std::string block = fmt::format("blk.{}.", layer->index);
     const auto& norms = architecture == "gemma2" ? kGemma2Norms : kNorms;
     for (const auto* table : {&kLayer, &norms}) {
-      if (auto it = table->find(rest); it != table->end()) {
+      if (auto it = table->find(layer->rest); it != table->end()) {
         return {it->second.empty() ? "" : block + it->second};
       }
     }
-    if (std::regex_match(rest, expert, kExpertName)) {
-      const auto it = kExperts.find(expert[1].str() + ".experts." + expert[3].str());
-      if (it != kExperts.end()) return {block + it->second, std::stoi(expert[2].str())};
+    if (const auto expert = split_at_index(layer->rest, ".experts.");
+        expert && !expert->head.empty()) {
+      const auto it = kExperts.find(expert->head + ".experts." + expert->rest);
+      if (it != kExperts.end()) return {block + it->second, expert->index};
     }
   }
   fail(ErrorCode::kUnsupported, "'{}': unexpected tensor '{}' for a {} model", file, hf,

@@ -118,6 +118,13 @@ TEST(HfLoader, MapsNames) {
   EXPECT_EQ(gguf_target_for_hf("model.layers.0.mlp.down_proj.weight", "llama", "f").expert, -1);
   expect_error([] { gguf_target_for_hf("model.layers.0.mlp.experts.weight", "qwen2moe", "f"); },
                ErrorCode::kUnsupported, "unexpected tensor 'model.layers.0.mlp.experts.weight'");
+  // Layer indices are 1-6 digits followed by the rest of the name.
+  for (const char* bad :
+       {"model.layers.1234567.mlp.down_proj.weight", "model.layers..mlp.down_proj.weight",
+        "model.layers.4", "x.model.layers.0.mlp.down_proj.weight"}) {
+    expect_error([&] { gguf_target_for_hf(bad, "llama", "f"); }, ErrorCode::kUnsupported,
+                 "unexpected tensor");
+  }
   // Gemma 2's post_attention_layernorm follows attention; Llama's precedes the FFN.
   EXPECT_EQ(name("model.layers.1.post_attention_layernorm.weight"), "blk.1.ffn_norm.weight");
   EXPECT_EQ(name("model.layers.1.post_attention_layernorm.weight", "gemma2"),
