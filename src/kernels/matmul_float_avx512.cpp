@@ -13,9 +13,9 @@ namespace rapide::matmul::avx512 {
 namespace {
 
 // Bytes ahead of the current column at which each panel stream is prefetched: far enough
-// to cover memory latency at decode, when every weight byte comes from DRAM. Only the
-// multi-panel tiles prefetch: a single panel is one contiguous stream per thread, which the
-// hardware prefetcher follows better without help (see run_tiles).
+// to cover memory latency at decode, when every weight byte comes from DRAM. The F32/F16
+// tiles prefetch only with several panels: a lone (leftover) panel is one contiguous
+// stream, which the hardware prefetcher follows without help.
 constexpr int64_t kPrefetchBytes = 1024;
 
 struct LoadF32 {
@@ -101,20 +101,24 @@ struct Bf16Tile {
   }
 };
 
-// Few tokens (DecodeR panels at once): F16 streams one panel, a single contiguous stream
-// per thread (measured on Zen 4, 1 thread, CPU time: 101-110 % of the read probe against
-// 94-101 % for 4 prefetched panels; its one FMA chain per 32 bytes still outruns DRAM).
-// BF16 keeps 4 panels, whose vdpbf16ps chains measured no better on one.
+// Few tokens: four prefetched panels at once, for every type. F16 once
+// streamed a single panel, but with one token its tile is one FMA chain, 4 cycles of latency
+// per 32-byte column: about 27 GB/s per thread at 3.4 GHz, below a fast minute's share of
+// DRAM. Measured on Zen 5 (2 threads, synth100m F16, bench_speed_report decode against the
+// probe of the same minute, 3 alternated rounds): 1 panel 187-207 tok/s (60-68 % of the
+// probe), 4 panels 229-252 tok/s (81-93 %), 2 panels 181-190, 6 or 8 panels worse than 4.
+// Four chains hide the latency; the per-lane order over the columns does not change.
+//
 // Many tokens: PR panels x PT tokens = 24 accumulators. F16 uses 3 x 8: on Zen 4 (1 thread,
 // CPU time, synth100m, n = 128) it reached 91 % of the measured zmm FMA peak against 81 %
 // for 2 x 12 (4 x 6 matched 3 x 8); 8 token rows of activations stay in L1 where 12 do not,
 // and per 24 FMAs it issues 11 loads instead of 14. On Ice Lake, whose vcvtph2ps takes the
 // FMA ports, 3 x 8 costs 30 FMA-port uops per 24 FMAs against 32 for 4 x 6.
-template <int DecodeR, template <int, int> class Tile, int PR = 2, int PT = 12>
+template <template <int, int> class Tile, int PR = 2, int PT = 12>
 void run_tiles(const PackedWeights& w, const Activations& a, int64_t p0, int64_t p1, int64_t t0,
                int64_t t1, float* y, int64_t bytes_per_token) {
   if (t1 - t0 <= 2) {
-    drive<DecodeR, 2, Tile>(w, a, p0, p1, t0, t1, y, bytes_per_token);
+    drive<4, 2, Tile>(w, a, p0, p1, t0, t1, y, bytes_per_token);
   } else {
     drive<PR, PT, Tile>(w, a, p0, p1, t0, t1, y, bytes_per_token);
   }
@@ -153,17 +157,17 @@ void to_bf16(const float* x, uint32_t* out, int64_t cols) {
 
 void f32(const PackedWeights& w, const Activations& a, int64_t p0, int64_t p1, int64_t t0,
          int64_t t1, float* y) {
-  run_tiles<4, F32Tile>(w, a, p0, p1, t0, t1, y, a.stride * 4);
+  run_tiles<F32Tile>(w, a, p0, p1, t0, t1, y, a.stride * 4);
 }
 
 void f16(const PackedWeights& w, const Activations& a, int64_t p0, int64_t p1, int64_t t0,
          int64_t t1, float* y) {
-  run_tiles<1, F16Tile, 3, 8>(w, a, p0, p1, t0, t1, y, a.stride * 4);
+  run_tiles<F16Tile, 3, 8>(w, a, p0, p1, t0, t1, y, a.stride * 4);
 }
 
 void bf16(const PackedWeights& w, const Activations& a, int64_t p0, int64_t p1, int64_t t0,
           int64_t t1, float* y) {
-  run_tiles<4, Bf16Tile>(w, a, p0, p1, t0, t1, y, a.stride * 4);
+  run_tiles<Bf16Tile>(w, a, p0, p1, t0, t1, y, a.stride * 4);
 }
 
 }  // namespace rapide::matmul::avx512
