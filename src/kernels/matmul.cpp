@@ -516,10 +516,16 @@ void WeightMatrix::multiply_same_shape(IsaLevel level, std::span<const WeightMat
         pool.parallel_for(n, 1, [&](int64_t t0, int64_t t1, int) { convert(t0, t1); });
       });
   // Rows split evenly for tall matrices; a batch of tokens against short matrices is split
-  // by tokens instead so every thread still gets work.
+  // by tokens instead so every thread still gets work. The rows go by parallel_ranges in
+  // pieces of 2 panels: a thread that finishes first takes single pieces from the back of the
+  // other's range, where 8 shared chunks left it waiting for up to an eighth of the matrix.
+  // Measured on Zen 5 (2 threads, synth100m Q8_0, bench_speed_report: the sum over 64 decode
+  // steps of 32 sequences of each step's fastest of 10-15 runs, the two ways alternating run
+  // by run): 11.97 -> 11.57 and 12.69 -> 12.30 ms per step; a 128-token prefill the same
+  // within 0.5 %.
   if (total_panels >= 8 * threads || n < 8 * threads) {
-    pool.parallel_for(total_panels, 2,
-                      [&](int64_t p0, int64_t p1, int) { run_panels(a, p0, p1, 0, n); });
+    pool.parallel_ranges(total_panels, 2,
+                         [&](int64_t p0, int64_t p1, int) { run_panels(a, p0, p1, 0, n); });
   } else {
     pool.parallel_for(n, 4,
                       [&](int64_t t0, int64_t t1, int) { run_panels(a, 0, total_panels, t0, t1); });
