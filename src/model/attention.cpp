@@ -218,7 +218,12 @@ void Attention::attend_planned(KvStore& kv, int layer, const Batch& batch, const
   if (work < kMinParallelWork) {
     run_jobs(0, n_jobs, 0);
   } else {
-    pool.parallel_for(n_jobs, 1, run_jobs);
+    // Each thread walks its own run of jobs and then takes pairs from the back of the
+    // other's (ThreadPool::parallel_ranges), which ends a step with less waiting than 8
+    // shared chunks. Measured on Zen 5 (2 threads, synth100m Q8_0, 32 sequences decoding,
+    // per-step minima over alternated runs): 11.66 -> 11.41 and 11.77 -> 11.55 ms per step;
+    // a 512-token prefill 0-4 % faster.
+    pool.parallel_ranges(n_jobs, 2, run_jobs);
   }
 }
 
