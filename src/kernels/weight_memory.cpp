@@ -1,6 +1,6 @@
 #include "kernels/weight_memory.h"
 
-#include <sys/mman.h>
+#include "base/huge_pages.h"
 
 #include <cstdlib>
 #include <mutex>
@@ -12,7 +12,6 @@ namespace rapide::matmul {
 
 namespace {
 
-constexpr size_t kHugePage = size_t{2} << 20;
 // Slabs are this large unless one matrix needs more: big enough that the tail left when
 // the next matrix does not fit wastes little, small enough to give back on unload.
 constexpr size_t kSlabBytes = size_t{32} << 20;
@@ -44,23 +43,6 @@ SlabPool& slab_pool() {
   return *pool;
 }
 
-// A 2 MiB-aligned anonymous mapping of `bytes` (a multiple of kHugePage), or null.
-uint8_t* map_aligned(size_t bytes) {
-  void* raw =
-      mmap(nullptr, bytes + kHugePage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (raw == MAP_FAILED) return nullptr;
-  const auto start = reinterpret_cast<uintptr_t>(raw);
-  const uintptr_t aligned = round_up(start, kHugePage);
-  if (aligned > start) munmap(raw, aligned - start);
-  const uintptr_t end = start + bytes + kHugePage;
-  if (end > aligned + bytes)
-    munmap(reinterpret_cast<void*>(aligned + bytes), end - aligned - bytes);
-  auto* base = reinterpret_cast<uint8_t*>(aligned);
-  // Advice only: where THP is off the slab simply stays on 4 KiB pages.
-  madvise(base, bytes, MADV_HUGEPAGE);
-  return base;
-}
-
 }  // namespace
 
 WeightBuffer::WeightBuffer(size_t bytes) : size_(bytes) {
@@ -76,7 +58,7 @@ WeightBuffer::WeightBuffer(size_t bytes) : size_(bytes) {
     }
     if (slab_ == nullptr) {
       const size_t slab_bytes = round_up(need > kSlabBytes ? need : kSlabBytes, kHugePage);
-      if (uint8_t* base = map_aligned(slab_bytes)) {
+      if (uint8_t* base = map_huge_pages(slab_bytes)) {
         auto* s = new Slab;
         s->base = base;
         s->size = slab_bytes;
@@ -122,7 +104,7 @@ void WeightBuffer::release() {
     SlabPool& pool = slab_pool();
     std::lock_guard<std::mutex> lock(pool.mutex);
     if (--slab_->live == 0) {
-      munmap(slab_->base, slab_->size);
+      unmap_pages(slab_->base, slab_->size);
       std::erase(pool.slabs, slab_);
       delete slab_;
     }

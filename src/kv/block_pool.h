@@ -22,7 +22,7 @@
 #include <functional>
 #include <vector>
 
-#include "base/aligned_buffer.h"
+#include "base/huge_pages.h"
 #include "model/kv_store.h"
 
 namespace rapide {
@@ -109,7 +109,7 @@ class BlockPool {
   int32_t n_cached_free_ = 0;
   // blocks_[n_blocks_] is the sentinel of the circular free queue.
   std::vector<BlockInfo> blocks_;
-  AlignedBuffer<uint8_t> memory_;
+  LargeBuffer memory_;  // huge pages: attention reads runs far apart (base/huge_pages.h)
   EvictionListener on_evict_;
 };
 

@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "base/aligned_buffer.h"
+#include "base/huge_pages.h"
 #include "model/kv_store.h"
 
 namespace rapide {
@@ -30,7 +30,7 @@ class ContiguousKvStore final : public KvStore {
   int n_sequences_;
   int blocks_per_sequence_;
   std::vector<int32_t> tables_;  // n_sequences x blocks_per_sequence
-  AlignedBuffer<uint8_t> memory_;
+  LargeBuffer memory_;           // huge pages: attention reads runs far apart (base/huge_pages.h)
 };
 
 }  // namespace rapide
