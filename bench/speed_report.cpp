@@ -1,5 +1,5 @@
 // bench_speed_report MODEL [--threads N] [--prompt 128] [--decode 64] [--batch-sizes 1,4,16,32]
-//                          [--batch-prompt 16]
+//                          [--batch-prompt 16] [--kv-block-size 16]
 //                          [--act-quant int8|off|bf16]
 //
 // Measures, in one run: this machine's read bandwidth (the decode roofline), decode tok/s at
@@ -12,9 +12,9 @@
 #include <sstream>
 #include <vector>
 
-#include "base/percentile.h"
 #include "base/clock.h"
 #include "base/cpu_features.h"
+#include "base/percentile.h"
 #include "base/thread_pool.h"
 #include "formats/model_file.h"
 #include "kernels/bandwidth.h"
@@ -24,7 +24,6 @@
 namespace {
 
 using namespace rapide;
-
 
 // Tokens per wall second and per CPU-second of `threads` cores (tokens * threads / process CPU
 // seconds: what that many whole cores give; spin-waits count, so it underestimates). On a
@@ -37,12 +36,12 @@ struct Rate {
 // Decode `steps` tokens for `n_seqs` sequences after a prompt of prompt_len tokens each;
 // returns aggregate generated tokens per second (medians over repeats).
 Rate decode_speed(Model& model, ThreadPool& pool, int n_seqs, int prompt_len, int steps,
-                  int repeats) {
+                  int repeats, int kv_block) {
   std::vector<double> rates, cpu_rates;
   std::mt19937 rng(1);
   const int vocab = model.config().vocab_size;
   for (int r = 0; r < repeats; ++r) {
-    ContiguousKvStore kv(model.config(), n_seqs, prompt_len + steps + 1);
+    ContiguousKvStore kv(model.config(), n_seqs, prompt_len + steps + 1, KvType::kF16, kv_block);
     Batch batch;
     for (int s = 0; s < n_seqs; ++s) {
       for (int p = 0; p < prompt_len; ++p) batch.add(rng() % vocab, s, p, p + 1 == prompt_len);
@@ -85,7 +84,7 @@ Rate prefill_speed(Model& model, ThreadPool& pool, int prompt_len, int repeats) 
 int main(int argc, char** argv) {
   CLI::App app{"decode/prefill speed of a model against this machine's limits"};
   std::string model_path;
-  int threads = 0, prompt = 128, decode = 64, repeats = 5, batch_prompt = 16;
+  int threads = 0, prompt = 128, decode = 64, repeats = 5, batch_prompt = 16, kv_block = 16;
   std::string batch_sizes = "1", act_quant = "int8";
   app.add_option("model", model_path, "model file")->required();
   app.add_option("-t,--threads", threads, "threads (default: physical cores)");
@@ -96,6 +95,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--batch-prompt", batch_prompt,
                  "prompt tokens of each sequence before a batched decode (its starting context)")
+      ->capture_default_str();
+  app.add_option("--kv-block-size", kv_block,
+                 "positions per KV block in the decode runs (the engine's --kv-block-size: the "
+                 "blocks' memory layout, all layers of 16 positions per block by default)")
       ->capture_default_str();
   app.add_option("--act-quant", act_quant, "int8 | off | bf16 (see rapide --act-quant)")
       ->check(CLI::IsMember({"int8", "off", "bf16"}))
@@ -137,7 +140,7 @@ int main(int argc, char** argv) {
       std::vector<double> rates, probes, ratios;
       for (int r = 0; r < repeats; ++r) {
         const double probe = measure_read_bandwidth(pool, size_t{256} << 20);
-        const double rate = decode_speed(model, pool, 1, 16, decode, 1).wall;
+        const double rate = decode_speed(model, pool, 1, 16, decode, 1, kv_block).wall;
         probes.push_back(probe);
         rates.push_back(rate);
         ratios.push_back(rate * weight_bytes / probe);
@@ -149,7 +152,7 @@ int main(int argc, char** argv) {
           "%.1f-%.1f GB/s)\n",
           median(rates), 100.0 * median(ratios), repeats, *low / 1e9, *high / 1e9);
     } else {
-      const Rate rate = decode_speed(model, pool, n, batch_prompt, decode, repeats);
+      const Rate rate = decode_speed(model, pool, n, batch_prompt, decode, repeats, kv_block);
       std::printf(
           "decode batch %d (contexts %d-%d): %.1f tok/s aggregate, %.1f GFLOP/s; per CPU-second "
           "of %d cores: %.1f tok/s, %.1f GFLOP/s (%.0f %% of prefill's computed)\n",
