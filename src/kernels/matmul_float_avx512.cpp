@@ -116,6 +116,13 @@ struct Bf16Tile {
 // probe), 4 panels 229-252 tok/s (81-93 %), 2 panels 181-190, 6 or 8 panels worse than 4.
 // Four chains hide the latency; the per-lane order over the columns does not change.
 //
+// A few tokens (a speculative verification's k + 1 rows, a handful of sequences): one tile
+// takes every token, so each panel is streamed from DRAM once, as at decode: 4 panels x up to
+// 6 tokens, then 2 x 12. Measured on Zen 5 (2 threads, synth100m, decode steps of n
+// sequences, per-step minima of runs alternated in one process): F16 n = 3 / 5 / 9 at
+// 3.87 / 4.36 / 7.01 ms per step against 4.26 / 4.93 / 8.19 with 3 x 8 tiles; BF16 n = 3 / 5
+// at 3.64 / 4.04 against 4.41 / 4.99 with 2 x 12 (n = 9 the same).
+//
 // Many tokens: PR panels x PT tokens = 24 accumulators. F16 uses 3 x 8: on Zen 4 (1 thread,
 // CPU time, synth100m, n = 128) it reached 91 % of the measured zmm FMA peak against 81 %
 // for 2 x 12 (4 x 6 matched 3 x 8); 8 token rows of activations stay in L1 where 12 do not,
@@ -124,8 +131,13 @@ struct Bf16Tile {
 template <template <int, int> class Tile, int PR = 2, int PT = 12>
 void run_tiles(const PackedWeights& w, const Activations& a, int64_t p0, int64_t p1, int64_t t0,
                int64_t t1, float* y, int64_t bytes_per_token) {
-  if (t1 - t0 <= 2) {
+  const int64_t t = t1 - t0;
+  if (t <= 2) {
     drive<4, 2, Tile>(w, a, p0, p1, t0, t1, y, bytes_per_token);
+  } else if (t <= 6) {
+    drive<4, 6, Tile>(w, a, p0, p1, t0, t1, y, bytes_per_token);
+  } else if (t <= 12) {
+    drive<2, 12, Tile>(w, a, p0, p1, t0, t1, y, bytes_per_token);
   } else {
     drive<PR, PT, Tile>(w, a, p0, p1, t0, t1, y, bytes_per_token);
   }

@@ -71,7 +71,7 @@ struct Shape {
 };
 // Rows that are not multiples of the 16-row panel or of any register tile.
 const Shape kShapes[] = {{16, 32}, {37, 64}, {100, 96}, {161, 256}, {5, 32}};
-const int64_t kTokens[] = {1, 2, 3, 8, 17, 64};
+const int64_t kTokens[] = {1, 2, 3, 6, 8, 12, 17, 64};
 
 // Every ISA level this CPU runs, the scalar reference first.
 std::vector<IsaLevel> runnable_levels() {
