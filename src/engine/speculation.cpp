@@ -6,20 +6,43 @@
 namespace rapide {
 
 std::vector<int32_t> propose_ngram(std::span<const int32_t> tokens, int k, int min_n, int max_n) {
-  const int length = static_cast<int>(tokens.size());
-  if (k <= 0) return {};
-  for (int n = std::min(max_n, length - 1); n >= std::max(1, min_n); --n) {
-    const std::span<const int32_t> pattern = tokens.last(static_cast<size_t>(n));
-    // The most recent earlier occurrence: recent text predicts better (a repeated line, the
-    // paragraph being copied), and its continuation is the one the model just saw.
-    for (int start = length - n - 1; start >= 0; --start) {
-      if (!std::equal(pattern.begin(), pattern.end(), tokens.begin() + start)) continue;
-      const int from = start + n;
-      const int count = std::min(k, length - from);
-      return {tokens.begin() + from, tokens.begin() + from + count};
+  if (k <= 0 || tokens.empty()) return {};
+  // The text grows by each guess, so later guesses can follow a loop past the sequence's end.
+  const size_t window = std::min(tokens.size(), static_cast<size_t>(kNgramLookupWindow));
+  std::vector<int32_t> text(tokens.end() - static_cast<std::ptrdiff_t>(window), tokens.end());
+  std::vector<int32_t> guesses;
+  struct Follower {
+    int32_t token;
+    int count;
+  };
+  std::vector<Follower> followers;  // in order of first sight, latest occurrence first
+  for (int g = 0; g < k; ++g) {
+    const int length = static_cast<int>(text.size());
+    followers.clear();
+    for (int n = std::min(max_n, length - 1); n >= std::max(1, min_n) && followers.empty(); --n) {
+      const auto pattern = text.end() - n;
+      for (int start = length - n - 1; start >= 0; --start) {
+        if (!std::equal(pattern, text.end(), text.begin() + start)) continue;
+        const int32_t next = text[static_cast<size_t>(start + n)];
+        auto it = std::find_if(followers.begin(), followers.end(),
+                               [&](const Follower& f) { return f.token == next; });
+        if (it == followers.end()) {
+          followers.push_back({next, 1});
+        } else {
+          ++it->count;
+        }
+      }
     }
+    if (followers.empty()) break;
+    // The most frequent follower; of equals, the one seen first (the latest occurrence).
+    const Follower* best = &followers[0];
+    for (const Follower& f : followers) {
+      if (f.count > best->count) best = &f;
+    }
+    guesses.push_back(best->token);
+    text.push_back(best->token);
   }
-  return {};
+  return guesses;
 }
 
 void StepCostModel::observe(int rows, double seconds) {

@@ -40,8 +40,15 @@
 
 namespace rapide {
 
-// Prompt lookup: the continuation of the most recent earlier occurrence of the sequence's
-// last n tokens (n from max_n down to min_n, longest match first), at most k tokens.
+// Prompt lookup, at most k guesses, one at a time: each follows the longest suffix (n from
+// max_n down to min_n) of the sequence and the guesses so far that occurs earlier in the last
+// kNgramLookupWindow tokens, and is the token that most often followed it there, the latest
+// occurrence's of equals. Copying a passage that occurs once is the latest occurrence's
+// continuation; text that loops, as a small or random model's greedy output does, is
+// predicted by what usually comes next, and past the sequence's end. On synth100m's greedy
+// output (the first 256 tokens, offline replay) 4 guesses per step gave 2.15 tokens per
+// verification against 1.78 copying the latest occurrence's continuation.
+constexpr int kNgramLookupWindow = 1024;  // bounds a guess at ~max_n x 1024 comparisons
 std::vector<int32_t> propose_ngram(std::span<const int32_t> tokens, int k, int min_n, int max_n);
 
 // The step cost model: seconds = a + b * rows, least squares over the last kWindow steps.

@@ -99,14 +99,33 @@ class SpeculativeTest : public ::testing::Test {
 
 TEST_F(SpeculativeTest, NgramProposerFindsTheLatestLongestMatch) {
   const std::vector<int32_t> t = {1, 2, 3, 9, 1, 2, 3, 7, 8, 5, 1, 2, 3};
-  // "1 2 3" occurs at 0 and 4; the latest earlier one (4) continues with 7 8 5.
+  // "1 2 3" occurs at 0 and 4, once each followed by 9 and 7: the latest (4) wins the tie and
+  // its continuation 7 8 5 follows.
   EXPECT_EQ(propose_ngram(t, 3, 1, 3), (std::vector<int32_t>{7, 8, 5}));
-  EXPECT_EQ(propose_ngram(t, 8, 1, 3), (std::vector<int32_t>{7, 8, 5, 1, 2, 3}));
+  // Past the sequence's end the guesses keep following the loop: "1 2 3" has now been
+  // followed by 7 twice.
+  EXPECT_EQ(propose_ngram(t, 8, 1, 3), (std::vector<int32_t>{7, 8, 5, 1, 2, 3, 7, 8}));
   EXPECT_TRUE(propose_ngram(std::vector<int32_t>{4, 5, 6}, 3, 1, 3).empty());  // nothing repeats
   EXPECT_TRUE(propose_ngram(t, 0, 1, 3).empty());
   // min_n above every match length: nothing.
   EXPECT_TRUE(propose_ngram(std::vector<int32_t>{1, 2, 9, 1}, 2, 2, 3).empty());
   EXPECT_EQ(propose_ngram(std::vector<int32_t>{1, 2, 9, 1}, 2, 1, 3), (std::vector<int32_t>{2, 9}));
+}
+
+TEST_F(SpeculativeTest, NgramProposerPrefersTheMostFrequentFollower) {
+  // "5 1" was followed by 9 twice and, most recently, by 4 once: 9 is the better guess.
+  const std::vector<int32_t> t = {5, 1, 9, 5, 1, 9, 5, 1, 4, 5, 1};
+  EXPECT_EQ(propose_ngram(t, 1, 1, 3), (std::vector<int32_t>{9}));
+  // The longest suffix decides before frequency does: "4 5 1" is new, but with min_n 3
+  // nothing shorter may stand in.
+  EXPECT_TRUE(propose_ngram(t, 1, 3, 3).empty());
+  // Only the last kNgramLookupWindow tokens are searched.
+  std::vector<int32_t> long_text = {7, 7, 8};
+  long_text.insert(long_text.end(), kNgramLookupWindow, 0);
+  long_text.push_back(7);
+  EXPECT_EQ(propose_ngram(long_text, 1, 1, 1), (std::vector<int32_t>{}));  // the 7s fell out
+  long_text.push_back(7);
+  EXPECT_EQ(propose_ngram(long_text, 1, 1, 1), (std::vector<int32_t>{7}));
 }
 
 TEST_F(SpeculativeTest, GreedyOutputIsUnchangedAloneAndInMixedBatches) {
