@@ -23,6 +23,7 @@ Scheduler::Scheduler(const EngineOptions& options, PagedKvStore& kv, PrefixCache
       prefix_cache_(prefix_cache),
       proposer_(proposer),
       spec_(options.spec) {
+  if (proposer_ != nullptr) spec_.set_costly_proposer(proposer_->costly());
   spec_stats_.accepted_histogram.assign(static_cast<size_t>(options.spec.max_tokens) + 1, 0);
   if (options.spec.tokens > options.spec.max_tokens) {
     spec_stats_.accepted_histogram.assign(static_cast<size_t>(options.spec.tokens) + 1, 0);

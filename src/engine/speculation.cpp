@@ -132,10 +132,10 @@ SpecDecision SpecController::choose(RequestId id, int rows, int tokens) {
     // Not even guesses that are always right would pay at this batch: no probe either.
     if (best_k(kPerfectAlpha).predicted_speedup < kMargin) return {};
     // Below break-even: plain decoding, with a probe now and then so a sequence whose text
-    // turned predictable (a quote, a list) can turn speculation back on. Probes grow rarer
-    // while they keep failing: a draft model's probe first catches up on every token it
+    // turned predictable (a quote, a list) can turn speculation back on. A draft model's
+    // probes grow rarer while they keep failing: each first catches up on every token it
     // skipped, which is not free.
-    if (++s.steps_off < s.reprobe_after) return {};
+    if (++s.steps_off < (costly_proposer_ ? s.reprobe_after : kCheapReprobeSteps)) return {};
     s.steps_off = 0;
     s.reprobe_after = std::min(s.reprobe_after * 2, kMaxReprobeSteps);
     return {1, best.predicted_speedup};

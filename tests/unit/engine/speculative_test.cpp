@@ -380,6 +380,40 @@ TEST(SpecControllerCosts, DraftPassesCountAndHopelessProbesAreSkipped) {
   EXPECT_GT(d.predicted_speedup, 1.3);
 }
 
+// Below break-even a draft model's probes back off (32 steps, then 64, ...); prompt lookup,
+// which costs nothing without a guess, is probed every kCheapReprobeSteps steps for good.
+TEST(SpecControllerCosts, CheapProposersAreReprobedOftenCostlyOnesBackOff) {
+  const RequestId id = 5;
+  auto probe_steps = [&](bool costly) {
+    SpecController c(SpecOptions{costly ? SpecMode::kDraft : SpecMode::kNgram, -1, 8, 1, 4});
+    c.set_costly_proposer(costly);
+    for (int i = 0; i < 8; ++i) {
+      c.costs().observe(1, 0.0040);  // memory-bound: guesses that were right would pay
+      c.costs().observe(5, 0.0045);
+    }
+    for (int i = 0; i < 40; ++i) c.observe(id, 1, 0);  // every guess failed
+    std::vector<int> steps;
+    for (int i = 1; i <= 300; ++i) {
+      if (c.choose(id, 1, -1).k > 0) {
+        steps.push_back(i);
+        c.observe(id, 1, 0);  // the probe fails too
+      }
+    }
+    return steps;
+  };
+  const std::vector<int> cheap = probe_steps(false);
+  ASSERT_GE(cheap.size(), 2u);
+  EXPECT_EQ(cheap[0], SpecController::kCheapReprobeSteps);
+  for (size_t i = 1; i < cheap.size(); ++i) {
+    EXPECT_EQ(cheap[i] - cheap[i - 1], SpecController::kCheapReprobeSteps);
+  }
+  const std::vector<int> costly = probe_steps(true);
+  ASSERT_EQ(costly.size(), 3u);  // at 32, 32 + 64, 96 + 128 = 224
+  EXPECT_EQ(costly[0], SpecController::kReprobeSteps);
+  EXPECT_EQ(costly[1] - costly[0], 2 * SpecController::kReprobeSteps);
+  EXPECT_EQ(costly[2] - costly[1], 4 * SpecController::kReprobeSteps);
+}
+
 // A draft model: the Q8_0 copy of the target drafts for the F16 target (and the target for
 // itself, where every guess must be accepted). Greedy output is the target's, token for token.
 TEST_F(SpeculativeTest, DraftModelIsLosslessAndAgreesWithItself) {
