@@ -192,9 +192,9 @@ StepPlan Scheduler::schedule(TimePoint now) {
   return build_plan(work, std::move(plan), now);
 }
 
-StepPlan Scheduler::build_plan(const std::vector<Work>& work, StepPlan plan, TimePoint now) {
+StepPlan Scheduler::build_plan(std::vector<Work>& work, StepPlan plan, TimePoint now) {
   plan.sequences.reserve(work.size());
-  for (const Work& w : work) {
+  for (Work& w : work) {
     Sequence& s = *w.sequence;
     if (s.timings.first_scheduled == TimePoint{}) s.timings.first_scheduled = now;
     ScheduledSequence out;
@@ -206,7 +206,7 @@ StepPlan Scheduler::build_plan(const std::vector<Work>& work, StepPlan plan, Tim
     // Logits are due once the chunk reaches the end of the sequence's tokens.
     out.logits_rows = s.num_computed + w.n_tokens == static_cast<int>(s.tokens.size()) ? 1 : 0;
     out.draft_tokens = w.drafts;
-    out.draft_distributions = w.draft_distributions;
+    out.draft_distributions = std::move(w.draft_distributions);  // k x vocab: not copied
     if (!w.drafts.empty()) out.logits_rows += static_cast<int32_t>(w.drafts.size());
     const std::span<const int32_t> table = kv_.block_table(s.kv_id);
     out.block_table.assign(table.begin(), table.end());

@@ -105,7 +105,7 @@ class Scheduler {
   // Reserves the work's positions and adds it to the plan's bookkeeping.
   void plan_work(Sequence& s, int n, bool is_decode, std::vector<Work>& work, StepPlan& plan,
                  int& budget);
-  StepPlan build_plan(const std::vector<Work>& work, StepPlan plan, TimePoint now);
+  StepPlan build_plan(std::vector<Work>& work, StepPlan plan, TimePoint now);
   // Speculation for the decodes just planned, asked of the proposer at once: guesses that fit
   // the budget, the context, the request's remaining tokens and the free blocks (never
   // preempting for them).
