@@ -6,7 +6,8 @@
 namespace rapide {
 
 std::vector<int32_t> propose_ngram(std::span<const int32_t> tokens, int k, int min_n, int max_n) {
-  if (k <= 0 || tokens.empty()) return {};
+  min_n = std::max(1, min_n);
+  if (k <= 0 || tokens.empty() || max_n < min_n) return {};
   // The text grows by each guess, so later guesses can follow a loop past the sequence's end.
   const size_t window = std::min(tokens.size(), static_cast<size_t>(kNgramLookupWindow));
   std::vector<int32_t> text(tokens.end() - static_cast<std::ptrdiff_t>(window), tokens.end());
@@ -15,28 +16,43 @@ std::vector<int32_t> propose_ngram(std::span<const int32_t> tokens, int k, int m
     int32_t token;
     int count;
   };
-  std::vector<Follower> followers;  // in order of first sight, latest occurrence first
+  // followers[n]: what followed the text's last n tokens, in order of first sight (latest
+  // occurrence first).
+  std::vector<std::vector<Follower>> followers(static_cast<size_t>(max_n) + 1);
   for (int g = 0; g < k; ++g) {
     const int length = static_cast<int>(text.size());
-    followers.clear();
-    for (int n = std::min(max_n, length - 1); n >= std::max(1, min_n) && followers.empty(); --n) {
-      const auto pattern = text.end() - n;
-      for (int start = length - n - 1; start >= 0; --start) {
-        if (!std::equal(pattern, text.end(), text.begin() + start)) continue;
-        const int32_t next = text[static_cast<size_t>(start + n)];
-        auto it = std::find_if(followers.begin(), followers.end(),
+    for (auto& f : followers) f.clear();
+    // One pass from the latest position back: each earlier occurrence of the last token is
+    // a match of every n up to the length its preceding tokens agree for.
+    const int32_t last = text.back();
+    for (int q = length - 2; q >= 0; --q) {
+      if (text[static_cast<size_t>(q)] != last) continue;
+      int m = 1;
+      while (m < max_n && m <= q &&
+             text[static_cast<size_t>(q - m)] == text[static_cast<size_t>(length - 1 - m)]) {
+        ++m;
+      }
+      const int32_t next = text[static_cast<size_t>(q + 1)];
+      for (int n = min_n; n <= m; ++n) {
+        std::vector<Follower>& seen = followers[static_cast<size_t>(n)];
+        auto it = std::find_if(seen.begin(), seen.end(),
                                [&](const Follower& f) { return f.token == next; });
-        if (it == followers.end()) {
-          followers.push_back({next, 1});
+        if (it == seen.end()) {
+          seen.push_back({next, 1});
         } else {
           ++it->count;
         }
       }
     }
-    if (followers.empty()) break;
-    // The most frequent follower; of equals, the one seen first (the latest occurrence).
-    const Follower* best = &followers[0];
-    for (const Follower& f : followers) {
+    // The longest suffix that occurred, then its most frequent follower; of equals, the one
+    // seen first (the latest occurrence).
+    const std::vector<Follower>* longest = nullptr;
+    for (int n = max_n; n >= min_n && longest == nullptr; --n) {
+      if (!followers[static_cast<size_t>(n)].empty()) longest = &followers[static_cast<size_t>(n)];
+    }
+    if (longest == nullptr) break;
+    const Follower* best = &longest->front();
+    for (const Follower& f : *longest) {
       if (f.count > best->count) best = &f;
     }
     guesses.push_back(best->token);
