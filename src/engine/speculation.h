@@ -48,7 +48,7 @@ namespace rapide {
 // predicted by what usually comes next, and past the sequence's end. On synth100m's greedy
 // output (the first 256 tokens, offline replay) 4 guesses per step gave 2.15 tokens per
 // verification against 1.78 copying the latest occurrence's continuation.
-constexpr int kNgramLookupWindow = 1024;  // bounds a guess at ~max_n x 1024 comparisons
+constexpr int kNgramLookupWindow = 1024;  // a guess is one pass over at most this many tokens
 std::vector<int32_t> propose_ngram(std::span<const int32_t> tokens, int k, int min_n, int max_n);
 
 // The step cost model: seconds = a + b * rows, least squares over the last kWindow steps.
