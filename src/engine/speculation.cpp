@@ -12,18 +12,21 @@ std::vector<int32_t> propose_ngram(std::span<const int32_t> tokens, int k, int m
   const size_t window = std::min(tokens.size(), static_cast<size_t>(kNgramLookupWindow));
   std::vector<int32_t> text(tokens.end() - static_cast<std::ptrdiff_t>(window), tokens.end());
   std::vector<int32_t> guesses;
+  struct Hit {
+    int agree;     // how many tokens up to this occurrence equal the text's last ones
+    int32_t next;  // the token that followed it
+  };
   struct Follower {
     int32_t token;
     int count;
   };
-  // followers[n]: what followed the text's last n tokens, in order of first sight (latest
-  // occurrence first).
-  std::vector<std::vector<Follower>> followers(static_cast<size_t>(max_n) + 1);
+  std::vector<Hit> hits;  // latest occurrence first
+  std::vector<Follower> followers;
   for (int g = 0; g < k; ++g) {
     const int length = static_cast<int>(text.size());
-    for (auto& f : followers) f.clear();
-    // One pass from the latest position back: each earlier occurrence of the last token is
-    // a match of every n up to the length its preceding tokens agree for.
+    // One pass from the latest position back over the earlier occurrences of the last token.
+    hits.clear();
+    int longest = 0;
     const int32_t last = text.back();
     for (int q = length - 2; q >= 0; --q) {
       if (text[static_cast<size_t>(q)] != last) continue;
@@ -32,27 +35,25 @@ std::vector<int32_t> propose_ngram(std::span<const int32_t> tokens, int k, int m
              text[static_cast<size_t>(q - m)] == text[static_cast<size_t>(length - 1 - m)]) {
         ++m;
       }
-      const int32_t next = text[static_cast<size_t>(q + 1)];
-      for (int n = min_n; n <= m; ++n) {
-        std::vector<Follower>& seen = followers[static_cast<size_t>(n)];
-        auto it = std::find_if(seen.begin(), seen.end(),
-                               [&](const Follower& f) { return f.token == next; });
-        if (it == seen.end()) {
-          seen.push_back({next, 1});
-        } else {
-          ++it->count;
-        }
-      }
+      hits.push_back({m, text[static_cast<size_t>(q + 1)]});
+      longest = std::max(longest, m);
     }
+    if (longest < min_n) break;
     // The longest suffix that occurred, then its most frequent follower; of equals, the one
     // seen first (the latest occurrence).
-    const std::vector<Follower>* longest = nullptr;
-    for (int n = max_n; n >= min_n && longest == nullptr; --n) {
-      if (!followers[static_cast<size_t>(n)].empty()) longest = &followers[static_cast<size_t>(n)];
+    followers.clear();
+    for (const Hit& h : hits) {
+      if (h.agree < longest) continue;
+      auto it = std::find_if(followers.begin(), followers.end(),
+                             [&](const Follower& f) { return f.token == h.next; });
+      if (it == followers.end()) {
+        followers.push_back({h.next, 1});
+      } else {
+        ++it->count;
+      }
     }
-    if (longest == nullptr) break;
-    const Follower* best = &longest->front();
-    for (const Follower& f : *longest) {
+    const Follower* best = &followers.front();
+    for (const Follower& f : followers) {
       if (f.count > best->count) best = &f;
     }
     guesses.push_back(best->token);
