@@ -113,8 +113,9 @@ struct Q4Weights {
   // Q4_0, bench_speed_report: the sum over 64 decode steps of each step's fastest time, with
   // and without alternating run by run in one process): at probe 33-36 GB/s 1.46 -> 1.20 and
   // 1.51 -> 1.25 ms per token (4 blocks ahead 1.47, 8 1.32, 24 1.22-1.33, 32 1.23-1.29); at
-  // 51-67 GB/s 1.08 -> 0.96 and 1.00 -> 0.92 ms. Q8_0 measured no gain (8-32 blocks ahead,
-  // 0-4 % slower): it keeps the hardware prefetcher alone.
+  // 51-67 GB/s 1.08 -> 0.96 and 1.00 -> 0.92 ms. Q8_0 measured slower with it (4-32 blocks
+  // ahead, 0-20 %): it keeps the hardware prefetcher alone. The blocks prefetched past a
+  // panel's end are the next panel's, or nothing (a prefetch never faults).
   static constexpr int64_t kDecodePrefetchBlocks = 16;
   template <int R, int T>
   static void dot(__m512i (&iacc)[R][T], const uint8_t* const (&pb)[R],
