@@ -215,7 +215,15 @@ TEST_F(CliAdvise, F32WeightsAtBatchOneAreQuantized) {
   ASSERT_EQ(a["headline"], "quantize") << a.dump(1);
   const auto& p = finding(a, "quantize")["prediction"];
   EXPECT_EQ(p["metric"], "TPOT p50");
-  EXPECT_LT(p["after"].get<double>(), 0.6 * p["before"].get<double>()) << p.dump();
+  // The prediction scales the weights' measured share of the step by the bytes Q8_0 saves.
+  // That share is a timing (roofline over step) and moves with the machine's load, so the
+  // test holds the prediction to what the arithmetic allows, not to one machine's share:
+  // the finding only fires at a share of 0.25 / 0.7 or more, so TPOT must fall by at least
+  // 0.36 x (1 - 34/128) = 26 %, and it can never fall below the byte ratio 34/128 (reached when
+  // the weights are the whole step).
+  const double before = p["before"].get<double>(), after = p["after"].get<double>();
+  EXPECT_LT(after, 0.74 * before) << p.dump();
+  EXPECT_GE(after, (34.0 / 128.0) * before * (1 - 1e-9)) << p.dump();
 }
 
 TEST_F(CliAdvise, OfflineFilesGiveTheSameAdvice) {
