@@ -18,6 +18,7 @@
 #include "base/thread_pool.h"
 #include "formats/model_file.h"
 #include "kernels/bandwidth.h"
+#include "kernels/kv_rows.h"
 #include "model/contiguous_kv_store.h"
 #include "model/model.h"
 
@@ -36,12 +37,12 @@ struct Rate {
 // Decode `steps` tokens for `n_seqs` sequences after a prompt of prompt_len tokens each;
 // returns aggregate generated tokens per second (medians over repeats).
 Rate decode_speed(Model& model, ThreadPool& pool, int n_seqs, int prompt_len, int steps,
-                  int repeats, int kv_block) {
+                  int repeats, int kv_block, KvType kv_type) {
   std::vector<double> rates, cpu_rates;
   std::mt19937 rng(1);
   const int vocab = model.config().vocab_size;
   for (int r = 0; r < repeats; ++r) {
-    ContiguousKvStore kv(model.config(), n_seqs, prompt_len + steps + 1, KvType::kF16, kv_block);
+    ContiguousKvStore kv(model.config(), n_seqs, prompt_len + steps + 1, kv_type, kv_block);
     Batch batch;
     for (int s = 0; s < n_seqs; ++s) {
       for (int p = 0; p < prompt_len; ++p) batch.add(rng() % vocab, s, p, p + 1 == prompt_len);
@@ -85,7 +86,7 @@ int main(int argc, char** argv) {
   CLI::App app{"decode/prefill speed of a model against this machine's limits"};
   std::string model_path;
   int threads = 0, prompt = 128, decode = 64, repeats = 5, batch_prompt = 16, kv_block = 16;
-  std::string batch_sizes = "1", act_quant = "int8";
+  std::string batch_sizes = "1", act_quant = "int8", kv_type_name = "f16";
   app.add_option("model", model_path, "model file")->required();
   app.add_option("-t,--threads", threads, "threads (default: physical cores)");
   app.add_option("--prompt", prompt, "prefill prompt length")->capture_default_str();
@@ -103,7 +104,13 @@ int main(int argc, char** argv) {
   app.add_option("--act-quant", act_quant, "int8 | off | bf16 (see rapide --act-quant)")
       ->check(CLI::IsMember({"int8", "off", "bf16"}))
       ->capture_default_str();
+  app.add_option("--kv-type", kv_type_name,
+                 "f16 | f32 | q8_0 | q4_0: the KV cache's element type in the decode runs (the "
+                 "engine's --kv-type)")
+      ->check(CLI::IsMember({"f16", "f32", "q8_0", "q4_0"}))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  const KvType kv_type = parse_kv_type(kv_type_name);
   if (threads <= 0) threads = physical_core_count();
 
   ThreadPool pool(threads);
@@ -140,7 +147,7 @@ int main(int argc, char** argv) {
       std::vector<double> rates, probes, ratios;
       for (int r = 0; r < repeats; ++r) {
         const double probe = measure_read_bandwidth(pool, size_t{256} << 20);
-        const double rate = decode_speed(model, pool, 1, 16, decode, 1, kv_block).wall;
+        const double rate = decode_speed(model, pool, 1, 16, decode, 1, kv_block, kv_type).wall;
         probes.push_back(probe);
         rates.push_back(rate);
         ratios.push_back(rate * weight_bytes / probe);
@@ -152,7 +159,8 @@ int main(int argc, char** argv) {
           "%.1f-%.1f GB/s)\n",
           median(rates), 100.0 * median(ratios), repeats, *low / 1e9, *high / 1e9);
     } else {
-      const Rate rate = decode_speed(model, pool, n, batch_prompt, decode, repeats, kv_block);
+      const Rate rate =
+          decode_speed(model, pool, n, batch_prompt, decode, repeats, kv_block, kv_type);
       std::printf(
           "decode batch %d (contexts %d-%d): %.1f tok/s aggregate, %.1f GFLOP/s; per CPU-second "
           "of %d cores: %.1f tok/s, %.1f GFLOP/s (%.0f %% of prefill's computed)\n",

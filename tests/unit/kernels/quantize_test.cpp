@@ -2,6 +2,7 @@
 // quantizers (ggml-quants.c), byte for byte.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -78,6 +79,27 @@ TEST(QuantizeRow, Q8_0MatchesLlamaCppBytes) {
     llama_q8_0(x.data(), ref.data(), n);
     ASSERT_EQ(0, std::memcmp(ours.data(), ref.data(), ours.size() * sizeof(BlockQ8_0)));
   }
+}
+
+// A block whose largest magnitude is 127 has d = 1 and id = 1, so its codes are the
+// values rounded: halves go away from zero (roundf), just below a half goes down.
+TEST(QuantizeRow, Q8_0RoundsHalvesAwayFromZeroLikeTheReference) {
+  const float values[] = {127.0f,  2.5f,       -2.5f,       0.5f,         -0.5f,       1.5f,
+                          -126.5f, 126.5f,     3.49999976f, -3.49999976f, 0.49999997f, -0.49999997f,
+                          -127.0f, 7.5000005f, -7.5000005f, 0.0f,         -0.0f,       1e-30f};
+  std::vector<float> x(32, 0.25f);
+  std::copy(std::begin(values), std::end(values), x.begin());
+  BlockQ8_0 ours, ref;
+  quantize_row(TensorType::kQ8_0, x.data(), &ours, 32);
+  llama_q8_0(x.data(), &ref, 32);
+  ASSERT_EQ(0, std::memcmp(&ours, &ref, sizeof(BlockQ8_0)));
+  EXPECT_EQ(ours.qs[1], 3);
+  EXPECT_EQ(ours.qs[2], -3);
+  EXPECT_EQ(ours.qs[3], 1);
+  EXPECT_EQ(ours.qs[4], -1);
+  EXPECT_EQ(ours.qs[6], -127);
+  EXPECT_EQ(ours.qs[8], 3);
+  EXPECT_EQ(ours.qs[10], 0);
 }
 
 TEST(QuantizeRow, Q4_0MatchesLlamaCppBytes) {
