@@ -1,6 +1,6 @@
 // bench_speed_report MODEL [--threads N] [--prompt 128] [--decode 64] [--batch-sizes 1,4,16,32]
 //                          [--batch-prompt 16] [--kv-block-size 16]
-//                          [--act-quant int8|off|bf16]
+//                          [--act-quant int8|off|bf16] [--kv-type f16|f32|q8_0|q4_0]
 //
 // Measures, in one run: this machine's read bandwidth (the decode roofline), decode tok/s at
 // batch 1 as a fraction of that roofline, prefill tok/s and GFLOP/s for a prompt, and the
