@@ -142,6 +142,38 @@ TEST(WeightMatrix, SimdVariantsMatchReference) {
   }
 }
 
+// Decode of one or two tokens over a tall matrix: the float tiles then stream four panels a
+// quarter of each piece apart (matmul_float_avx512.cpp), with leftovers; pieces of 8 panels
+// with two threads, the whole matrix as one with one thread. 2053 rows: 129 panels, the last
+// one partial.
+TEST(WeightMatrix, DecodeOverManyPanelsMatchesReference) {
+  const std::vector<IsaLevel> levels = runnable_levels();
+  for (TensorType type : {TensorType::kF32, TensorType::kF16, TensorType::kBF16}) {
+    const Matrix m = make_matrix(type, 2053, 64, 5);
+    const WeightMatrix w = WeightMatrix::prepare(m.view);
+    for (int64_t n : {1, 2}) {
+      const std::vector<float> x = random_activations(n * 64, 13);
+      std::vector<float> ref(static_cast<size_t>(n * 2053));
+      w.multiply_reference(x.data(), n, ref.data());
+      for (int threads : {1, 2}) {
+        ThreadPool pool(threads);
+        for (IsaLevel level : levels) {
+          std::vector<float> y(ref.size(), NAN);
+          w.multiply_with(level, x.data(), n, y.data(), pool);
+          for (size_t i = 0; i < y.size(); ++i) {
+            if (type == TensorType::kBF16) {
+              ASSERT_NEAR(y[i], ref[i], 1e-5f * (1.0f + std::fabs(ref[i])));
+            } else {
+              ASSERT_EQ(y[i], ref[i]) << tensor_type_name(type) << " " << isa_level_name(level)
+                                      << " n" << n << " threads " << threads << " i" << i;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // ActQuant::kBf16 on F16 weights: the oracle is a double-precision product of the weights
 // and activations each rounded to bf16 independently of the kernels (fp32_to_bf16 of the
 // dequantized f16 value); every ISA variant computes it, and it stays close to the F16 path.
