@@ -119,19 +119,6 @@ struct Bf16Tile {
   }
 };
 
-// Decode of one or two tokens: the four panels a tile streams at once are a quarter of the
-// piece apart, so each of the four streams runs on through its quarter of the piece instead
-// of ending after one panel (adjacent panels: four new streams every 4 x 16 rows). The
-// leftover panels (fewer than four per quarter) go as before.
-template <template <int, int> class Tile, int T>
-void quartered_streams(const PackedWeights& w, const Activations& a, int64_t p0, int64_t p1,
-                       int64_t t0, int64_t t1, float* y, int64_t bytes_per_token) {
-  const int64_t quarter = (p1 - p0) / 4;
-  for (int64_t i = 0; i < quarter; ++i) Tile<4, T>::run_strided(w, a, p0 + i, quarter, t0, y);
-  if (p0 + 4 * quarter < p1)
-    drive<4, 2, Tile>(w, a, p0 + 4 * quarter, p1, t0, t1, y, bytes_per_token);
-}
-
 // Few tokens: four prefetched panels at once, for every type. F16 once
 // streamed a single panel, but with one token its tile is one FMA chain, 4 cycles of latency
 // per 32-byte column: about 27 GB/s per thread at 3.4 GHz, below a fast minute's share of
@@ -139,12 +126,12 @@ void quartered_streams(const PackedWeights& w, const Activations& a, int64_t p0,
 // probe of the same minute, 3 alternated rounds): 1 panel 187-207 tok/s (60-68 % of the
 // probe), 4 panels 229-252 tok/s (81-93 %), 2 panels 181-190, 6 or 8 panels worse than 4.
 // Four chains hide the latency; the per-lane order over the columns does not change.
-// The four are a quarter of the piece apart (quartered_streams): with adjacent panels the
-// four streams ended after one panel each (24 KiB of F16 at dim 768) and four new ones began.
-// Measured on Zen 5 (2 threads, probe 62-69 GB/s, per-step minima summed, alternated in one
-// process): F16 3.61 -> 3.14 and 3.49 -> 3.05 ms per token, BF16 3.48 -> 3.28 and 3.53 ->
-// 3.25 ms. Larger decode pieces (so that small matrices get longer quarters too) gained
-// nothing more.
+// The four are a quarter of the piece apart (drive_spread in matmul_drive.h): with adjacent panels
+// the four streams ended after one panel each (24 KiB of F16 at dim 768) and four new ones began.
+// Measured on Zen 5 (2 threads, per-step minima summed, alternated in one process): at probe
+// 62-69 GB/s F16 3.61 -> 3.14 and 3.49 -> 3.05 ms per token, BF16 3.48 -> 3.28 and 3.53 ->
+// 3.25 ms; at 31-32 GB/s F16 5.62 -> 5.20 and 5.87 -> 5.52, BF16 5.50 -> 5.16 and 5.25 -> 5.07.
+// Larger decode pieces (so that small matrices get longer quarters too) gained nothing more.
 //
 // A few tokens (a speculative verification's k + 1 rows, a handful of sequences): one tile
 // takes every token, so each panel is streamed from DRAM once, as at decode: 4 panels x up to
@@ -164,9 +151,9 @@ void run_tiles(const PackedWeights& w, const Activations& a, int64_t p0, int64_t
   const int64_t t = t1 - t0;
   if (t <= 0) return;
   if (t == 1) {
-    quartered_streams<Tile, 1>(w, a, p0, p1, t0, t1, y, bytes_per_token);
+    drive_spread<4, 1, Tile>(w, a, p0, p1, t0, t1, y, bytes_per_token);
   } else if (t == 2) {
-    quartered_streams<Tile, 2>(w, a, p0, p1, t0, t1, y, bytes_per_token);
+    drive_spread<4, 2, Tile>(w, a, p0, p1, t0, t1, y, bytes_per_token);
   } else if (t <= 6) {
     drive<4, 6, Tile>(w, a, p0, p1, t0, t1, y, bytes_per_token);
   } else if (t <= 12) {
