@@ -138,7 +138,9 @@ struct Bf16Tile {
 // 6 tokens, then 2 x 12. Measured on Zen 5 (2 threads, synth100m, decode steps of n
 // sequences, per-step minima of runs alternated in one process): F16 n = 3 / 5 / 9 at
 // 3.87 / 4.36 / 7.01 ms per step against 4.26 / 4.93 / 8.19 with 3 x 8 tiles; BF16 n = 3 / 5
-// at 3.64 / 4.04 against 4.41 / 4.99 with 2 x 12 (n = 9 the same).
+// at 3.64 / 4.04 against 4.41 / 4.99 with 2 x 12 (n = 9 the same). Their four panels are
+// spread too: F16 n = 3 / 5 4.02 -> 3.76 and 4.41 -> 4.26 ms, BF16 3.84 -> 3.64 and 4.19 ->
+// 4.11 ms (probe 56-60 GB/s).
 //
 // Many tokens: PR panels x PT tokens = 24 accumulators. F16 uses 3 x 8: on Zen 4 (1 thread,
 // CPU time, synth100m, n = 128) it reached 91 % of the measured zmm FMA peak against 81 %
@@ -154,8 +156,17 @@ void run_tiles(const PackedWeights& w, const Activations& a, int64_t p0, int64_t
     drive_spread<4, 1, Tile>(w, a, p0, p1, t0, t1, y, bytes_per_token);
   } else if (t == 2) {
     drive_spread<4, 2, Tile>(w, a, p0, p1, t0, t1, y, bytes_per_token);
-  } else if (t <= 6) {
-    drive<4, 6, Tile>(w, a, p0, p1, t0, t1, y, bytes_per_token);
+  } else if (t <= 6) {  // one tile of every token (the drive_spread rule again)
+    switch (t) {
+      case 3:
+        return drive_spread<4, 3, Tile>(w, a, p0, p1, t0, t1, y, bytes_per_token);
+      case 4:
+        return drive_spread<4, 4, Tile>(w, a, p0, p1, t0, t1, y, bytes_per_token);
+      case 5:
+        return drive_spread<4, 5, Tile>(w, a, p0, p1, t0, t1, y, bytes_per_token);
+      default:
+        return drive_spread<4, 6, Tile>(w, a, p0, p1, t0, t1, y, bytes_per_token);
+    }
   } else if (t <= 12) {
     drive<2, 12, Tile>(w, a, p0, p1, t0, t1, y, bytes_per_token);
   } else {

@@ -142,8 +142,8 @@ TEST(WeightMatrix, SimdVariantsMatchReference) {
   }
 }
 
-// Decode of one or two tokens over a tall matrix: the float tiles then stream four panels a
-// quarter of each piece apart (matmul_float_avx512.cpp), with leftovers; pieces of 8 panels
+// Decode of one to six tokens over a tall matrix: the float tiles then stream their panels
+// spread over each piece (drive_spread in matmul_drive.h), with leftovers; pieces of 8 panels
 // with two threads, the whole matrix as one with one thread. 2053 rows: 129 panels, the last
 // one partial.
 TEST(WeightMatrix, DecodeOverManyPanelsMatchesReference) {
@@ -151,7 +151,7 @@ TEST(WeightMatrix, DecodeOverManyPanelsMatchesReference) {
   for (TensorType type : {TensorType::kF32, TensorType::kF16, TensorType::kBF16}) {
     const Matrix m = make_matrix(type, 2053, 64, 5);
     const WeightMatrix w = WeightMatrix::prepare(m.view);
-    for (int64_t n : {1, 2}) {
+    for (int64_t n : {1, 2, 3, 5, 6}) {
       const std::vector<float> x = random_activations(n * 64, 13);
       std::vector<float> ref(static_cast<size_t>(n * 2053));
       w.multiply_reference(x.data(), n, ref.data());
