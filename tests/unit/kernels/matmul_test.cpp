@@ -142,13 +142,15 @@ TEST(WeightMatrix, SimdVariantsMatchReference) {
   }
 }
 
-// Decode of one to six tokens over a tall matrix: the float tiles then stream their panels
-// spread over each piece (drive_spread in matmul_drive.h), with leftovers; pieces of 8 panels
+// Decode of one to six tokens over a tall matrix: the float tiles (1-6 tokens) and the
+// Q8_0/Q4_0 ones (3-6) then stream their panels spread over each piece (drive_spread in
+// matmul_drive.h), with leftovers; pieces of 8 panels
 // with two threads, the whole matrix as one with one thread. 2053 rows: 129 panels, the last
 // one partial.
 TEST(WeightMatrix, DecodeOverManyPanelsMatchesReference) {
   const std::vector<IsaLevel> levels = runnable_levels();
-  for (TensorType type : {TensorType::kF32, TensorType::kF16, TensorType::kBF16}) {
+  for (TensorType type : {TensorType::kF32, TensorType::kF16, TensorType::kBF16, TensorType::kQ8_0,
+                          TensorType::kQ4_0}) {
     const Matrix m = make_matrix(type, 2053, 64, 5);
     const WeightMatrix w = WeightMatrix::prepare(m.view);
     for (int64_t n : {1, 2, 3, 5, 6}) {
