@@ -71,18 +71,19 @@ void drive(const PackedWeights& w, const Activations& a, int64_t p0, int64_t p1,
   }
 }
 
-// Decode of one or two tokens (T) by tiles of R panels that stream from DRAM: the R panels
-// of a tile are a 1/R of the block apart, so each of the R streams runs on through its part of
-// [p0, p1) instead of ending after one panel (adjacent panels: R new streams every R x 16
-// rows, each to be found by the hardware prefetcher again). The panels left over (fewer than
-// R per part) go through drive. Tile<R, T>::run_strided(w, a, p, stride, t, y) multiplies
-// panels p, p + stride, ..., p + (R - 1) * stride.
+// A few tokens (T = t1 - t0, one tile of them all: decode, a speculative verification, a
+// handful of sequences) by tiles of R panels that stream from DRAM: the R panels of a tile
+// are 1/R of [p0, p1) apart, so each of the R streams runs on through its part instead of
+// ending after one panel (adjacent panels: R new streams every R x 16 rows, each to be found
+// by the hardware prefetcher again). The panels left over (fewer than R per part) go through
+// drive. Tile<R, T>::run_strided(w, a, p, stride, t, y) multiplies panels p, p + stride, ...,
+// p + (R - 1) * stride.
 template <int R, int T, template <int, int> class Tile>
 void drive_spread(const PackedWeights& w, const Activations& a, int64_t p0, int64_t p1, int64_t t0,
                   int64_t t1, float* y, int64_t bytes_per_token) {
   const int64_t part = (p1 - p0) / R;
   for (int64_t i = 0; i < part; ++i) Tile<R, T>::run_strided(w, a, p0 + i, part, t0, y);
-  if (p0 + R * part < p1) drive<R, 2, Tile>(w, a, p0 + R * part, p1, t0, t1, y, bytes_per_token);
+  if (p0 + R * part < p1) drive<R, T, Tile>(w, a, p0 + R * part, p1, t0, t1, y, bytes_per_token);
 }
 
 // Mask of the valid rows of panel p (all 16 except in the last, padded panel).

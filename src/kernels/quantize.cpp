@@ -22,13 +22,15 @@ void check_length(TensorType type, int64_t n) {
   }
 }
 
-// std::roundf (halves away from zero) of a code, |v| <= 127 (or NaN, which gives what the
-// library's NaN gives once converted: x86's integer indefinite, 0 as an int8). x86 has no
-// instruction for this rounding, so roundf was a library call per element, and with fmaxf
-// the larger part of a block's cost: the KV cache quantizes every new position's K and V
-// (a 32-row decode step of synth100m with a Q8_0 cache spent 11 % of its time there). The
-// fraction v - trunc(v) is exact in float, so the comparison decides exactly as roundf.
+// std::roundf (halves away from zero) of a code, |v| <= 127. x86 has no instruction for
+// this rounding, so roundf was a library call per element, and with fmaxf the larger part of
+// a block's cost: the KV cache quantizes every new position's K and V (a 32-row decode step
+// of synth100m with a Q8_0 cache spent 11 % of its time there). The fraction v - trunc(v) is
+// exact in float, so the comparison decides exactly as roundf. A NaN (a block holding inf
+// or NaN) gives 0, the int8 that roundf's NaN became through x86's integer indefinite,
+// without the undefined conversion.
 inline int round_half_away(float v) {
+  if (!(std::fabs(v) < 2147483648.0f)) return 0;
   int t = static_cast<int>(v);
   const float frac = v - static_cast<float>(t);
   if (frac >= 0.5f) {
