@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "base/cpu_features.h"
@@ -112,31 +113,37 @@ TEST(WeightMatrix, ReferenceMatchesNaiveProduct) {
   }
 }
 
+// Every runnable ISA variant of w times x (n tokens) against the reference kernel: identical
+// bits (same packed layout, same summation order, same integer math), except vdpbf16ps,
+// which flushes subnormals (none here) and may differ by ulps.
+void expect_variants_match_reference(const WeightMatrix& w, TensorType type,
+                                     const std::vector<float>& x, int64_t n, ThreadPool& pool,
+                                     const std::string& what) {
+  std::vector<float> ref(static_cast<size_t>(n * w.rows()));
+  w.multiply_reference(x.data(), n, ref.data());
+  for (IsaLevel level : runnable_levels()) {
+    std::vector<float> y(ref.size(), NAN);
+    w.multiply_with(level, x.data(), n, y.data(), pool);
+    for (size_t i = 0; i < y.size(); ++i) {
+      if (type == TensorType::kBF16) {
+        ASSERT_NEAR(y[i], ref[i], 1e-5f * (1.0f + std::fabs(ref[i])));
+      } else {
+        ASSERT_EQ(y[i], ref[i]) << tensor_type_name(type) << " " << isa_level_name(level) << " "
+                                << what << " n" << n << " i" << i;
+      }
+    }
+  }
+}
+
 TEST(WeightMatrix, SimdVariantsMatchReference) {
-  const std::vector<IsaLevel> levels = runnable_levels();
   ThreadPool pool(2);
   for (TensorType type : kTypes) {
     for (Shape s : kShapes) {
       const Matrix m = make_matrix(type, s.rows, s.cols, 3);
       const WeightMatrix w = WeightMatrix::prepare(m.view);
       for (int64_t n : kTokens) {
-        const std::vector<float> x = random_activations(n * s.cols, 9);
-        std::vector<float> ref(static_cast<size_t>(n * s.rows));
-        w.multiply_reference(x.data(), n, ref.data());
-        for (IsaLevel level : levels) {
-          std::vector<float> y(ref.size(), NAN);
-          w.multiply_with(level, x.data(), n, y.data(), pool);
-          for (size_t i = 0; i < y.size(); ++i) {
-            // Same packed layout, same summation order, same integer math: identical bits,
-            // except vdpbf16ps, which flushes subnormals (none here) and may differ by ulps.
-            if (type == TensorType::kBF16) {
-              ASSERT_NEAR(y[i], ref[i], 1e-5f * (1.0f + std::fabs(ref[i])));
-            } else {
-              ASSERT_EQ(y[i], ref[i]) << tensor_type_name(type) << " " << isa_level_name(level)
-                                      << " " << s.rows << "x" << s.cols << " n" << n << " i" << i;
-            }
-          }
-        }
+        expect_variants_match_reference(w, type, random_activations(n * s.cols, 9), n, pool,
+                                        std::to_string(s.rows) + "x" + std::to_string(s.cols));
       }
     }
   }
@@ -144,33 +151,18 @@ TEST(WeightMatrix, SimdVariantsMatchReference) {
 
 // Decode of one to six tokens over a tall matrix: the float tiles (1-6 tokens) and the
 // Q8_0/Q4_0 ones (3-6) then stream their panels spread over each piece (drive_spread in
-// matmul_drive.h), with leftovers; pieces of 8 panels
-// with two threads, the whole matrix as one with one thread. 2053 rows: 129 panels, the last
-// one partial.
+// matmul_drive.h), with leftovers; pieces of 8 panels with two threads, the whole matrix as
+// one with one thread. 2053 rows: 129 panels, the last one partial.
 TEST(WeightMatrix, DecodeOverManyPanelsMatchesReference) {
-  const std::vector<IsaLevel> levels = runnable_levels();
   for (TensorType type : {TensorType::kF32, TensorType::kF16, TensorType::kBF16, TensorType::kQ8_0,
                           TensorType::kQ4_0}) {
     const Matrix m = make_matrix(type, 2053, 64, 5);
     const WeightMatrix w = WeightMatrix::prepare(m.view);
     for (int64_t n : {1, 2, 3, 5, 6}) {
-      const std::vector<float> x = random_activations(n * 64, 13);
-      std::vector<float> ref(static_cast<size_t>(n * 2053));
-      w.multiply_reference(x.data(), n, ref.data());
       for (int threads : {1, 2}) {
         ThreadPool pool(threads);
-        for (IsaLevel level : levels) {
-          std::vector<float> y(ref.size(), NAN);
-          w.multiply_with(level, x.data(), n, y.data(), pool);
-          for (size_t i = 0; i < y.size(); ++i) {
-            if (type == TensorType::kBF16) {
-              ASSERT_NEAR(y[i], ref[i], 1e-5f * (1.0f + std::fabs(ref[i])));
-            } else {
-              ASSERT_EQ(y[i], ref[i]) << tensor_type_name(type) << " " << isa_level_name(level)
-                                      << " n" << n << " threads " << threads << " i" << i;
-            }
-          }
-        }
+        expect_variants_match_reference(w, type, random_activations(n * 64, 13), n, pool,
+                                        std::to_string(threads) + " threads");
       }
     }
   }
