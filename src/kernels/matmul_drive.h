@@ -86,6 +86,21 @@ void drive_spread(const PackedWeights& w, const Activations& a, int64_t p0, int6
   if (p0 + R * part < p1) drive<R, T, Tile>(w, a, p0 + R * part, p1, t0, t1, y, bytes_per_token);
 }
 
+// drive_spread for the t1 - t0 tokens, 1 to kMaxT, chosen at run time.
+template <int R, int kMaxT, template <int, int> class Tile, int... Ts>
+constexpr auto make_spread_table(std::integer_sequence<int, Ts...>) {
+  using Fn = void (*)(const PackedWeights&, const Activations&, int64_t, int64_t, int64_t, int64_t,
+                      float*, int64_t);
+  return std::array<Fn, sizeof...(Ts)>{&drive_spread<R, Ts + 1, Tile>...};
+}
+template <int R, int kMaxT, template <int, int> class Tile>
+void drive_spread_tokens(const PackedWeights& w, const Activations& a, int64_t p0, int64_t p1,
+                         int64_t t0, int64_t t1, float* y, int64_t bytes_per_token) {
+  static constexpr auto table =
+      make_spread_table<R, kMaxT, Tile>(std::make_integer_sequence<int, kMaxT>());
+  table[t1 - t0 - 1](w, a, p0, p1, t0, t1, y, bytes_per_token);
+}
+
 // Mask of the valid rows of panel p (all 16 except in the last, padded panel).
 inline uint32_t row_mask(const PackedWeights& w, int64_t p) {
   const int64_t left = w.rows - p * kPanel;

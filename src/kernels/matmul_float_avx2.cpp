@@ -136,10 +136,8 @@ template <template <int, int> class Tile>
 void run_tiles(const PackedWeights& w, const Activations& a, int64_t p0, int64_t p1, int64_t t0,
                int64_t t1, float* y, int64_t bytes_per_token) {
   if (t1 - t0 <= 0) return;
-  if (t1 - t0 == 1) {
-    drive_spread<2, 1, Tile>(w, a, p0, p1, t0, t1, y, bytes_per_token);
-  } else if (t1 - t0 == 2) {
-    drive_spread<2, 2, Tile>(w, a, p0, p1, t0, t1, y, bytes_per_token);
+  if (t1 - t0 <= 2) {
+    drive_spread_tokens<2, 2, Tile>(w, a, p0, p1, t0, t1, y, bytes_per_token);
   } else {
     drive<1, 6, Tile>(w, a, p0, p1, t0, t1, y, bytes_per_token);
   }

@@ -152,21 +152,8 @@ void run_tiles(const PackedWeights& w, const Activations& a, int64_t p0, int64_t
                int64_t t1, float* y, int64_t bytes_per_token) {
   const int64_t t = t1 - t0;
   if (t <= 0) return;
-  if (t == 1) {
-    drive_spread<4, 1, Tile>(w, a, p0, p1, t0, t1, y, bytes_per_token);
-  } else if (t == 2) {
-    drive_spread<4, 2, Tile>(w, a, p0, p1, t0, t1, y, bytes_per_token);
-  } else if (t <= 6) {  // one tile of every token (the drive_spread rule again)
-    switch (t) {
-      case 3:
-        return drive_spread<4, 3, Tile>(w, a, p0, p1, t0, t1, y, bytes_per_token);
-      case 4:
-        return drive_spread<4, 4, Tile>(w, a, p0, p1, t0, t1, y, bytes_per_token);
-      case 5:
-        return drive_spread<4, 5, Tile>(w, a, p0, p1, t0, t1, y, bytes_per_token);
-      default:
-        return drive_spread<4, 6, Tile>(w, a, p0, p1, t0, t1, y, bytes_per_token);
-    }
+  if (t <= 6) {  // one tile of every token
+    drive_spread_tokens<4, 6, Tile>(w, a, p0, p1, t0, t1, y, bytes_per_token);
   } else if (t <= 12) {
     drive<2, 12, Tile>(w, a, p0, p1, t0, t1, y, bytes_per_token);
   } else {

@@ -181,16 +181,7 @@ void run_tiles(const PackedWeights& w, const Activations& a, int64_t p0, int64_t
     // (drive_spread). Measured on Zen 5 (2 threads, probe 59-63 GB/s, synth100m, decode steps
     // of n sequences, per-step minima summed, alternated in one process): Q8_0 n = 3 / 5
     // 2.34 -> 2.09 and 2.70 -> 2.43 ms, Q4_0 1.52 -> 1.34 and 1.83 -> 1.71 ms.
-    switch (t1 - t0) {
-      case 3:
-        return drive_spread<2, 3, Tile>(w, a, p0, p1, t0, t1, y, a.stride);
-      case 4:
-        return drive_spread<2, 4, Tile>(w, a, p0, p1, t0, t1, y, a.stride);
-      case 5:
-        return drive_spread<2, 5, Tile>(w, a, p0, p1, t0, t1, y, a.stride);
-      default:
-        return drive_spread<2, 6, Tile>(w, a, p0, p1, t0, t1, y, a.stride);
-    }
+    drive_spread_tokens<2, 6, Tile>(w, a, p0, p1, t0, t1, y, a.stride);
   } else {
     drive<2, 6, Tile>(w, a, p0, p1, t0, t1, y, a.stride);
   }
