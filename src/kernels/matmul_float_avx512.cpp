@@ -140,7 +140,8 @@ struct Bf16Tile {
 // 3.87 / 4.36 / 7.01 ms per step against 4.26 / 4.93 / 8.19 with 3 x 8 tiles; BF16 n = 3 / 5
 // at 3.64 / 4.04 against 4.41 / 4.99 with 2 x 12 (n = 9 the same). Their four panels are
 // spread too: F16 n = 3 / 5 4.02 -> 3.76 and 4.41 -> 4.26 ms, BF16 3.84 -> 3.64 and 4.19 ->
-// 4.11 ms (probe 56-60 GB/s).
+// 4.11 ms (probe 56-60 GB/s); so are the 2 x 12 tiles' two: n = 8 F16 6.90 -> 6.51, BF16
+// 6.67 -> 5.80 ms (probe 54-55 GB/s).
 //
 // Many tokens: PR panels x PT tokens = 24 accumulators. F16 uses 3 x 8: on Zen 4 (1 thread,
 // CPU time, synth100m, n = 128) it reached 91 % of the measured zmm FMA peak against 81 %
@@ -155,7 +156,7 @@ void run_tiles(const PackedWeights& w, const Activations& a, int64_t p0, int64_t
   if (t <= 6) {  // one tile of every token
     drive_spread_tokens<4, 6, Tile>(w, a, p0, p1, t0, t1, y, bytes_per_token);
   } else if (t <= 12) {
-    drive<2, 12, Tile>(w, a, p0, p1, t0, t1, y, bytes_per_token);
+    drive_spread_tokens<2, 12, Tile>(w, a, p0, p1, t0, t1, y, bytes_per_token);
   } else {
     drive<PR, PT, Tile>(w, a, p0, p1, t0, t1, y, bytes_per_token);
   }

@@ -149,7 +149,7 @@ TEST(WeightMatrix, SimdVariantsMatchReference) {
   }
 }
 
-// Decode of one to six tokens over a tall matrix: the float tiles (1-6 tokens) and the
+// Decode of a few tokens over a tall matrix: the float tiles (1-12 tokens) and the
 // Q8_0/Q4_0 ones (3-6) then stream their panels spread over each piece (drive_spread in
 // matmul_drive.h), with leftovers; pieces of 8 panels with two threads, the whole matrix as
 // one with one thread. 2053 rows: 129 panels, the last one partial.
@@ -158,7 +158,7 @@ TEST(WeightMatrix, DecodeOverManyPanelsMatchesReference) {
                           TensorType::kQ4_0}) {
     const Matrix m = make_matrix(type, 2053, 64, 5);
     const WeightMatrix w = WeightMatrix::prepare(m.view);
-    for (int64_t n : {1, 2, 3, 5, 6}) {
+    for (int64_t n : {1, 2, 3, 5, 6, 8, 12}) {
       for (int threads : {1, 2}) {
         ThreadPool pool(threads);
         expect_variants_match_reference(w, type, random_activations(n * 64, 13), n, pool,
