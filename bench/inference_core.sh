@@ -3,7 +3,8 @@
 # generates the synth100m model (F16, Q8_0, Q4_0, Q6_K) with `rapide synth` and the Q4_K_M
 # and Q5_K_M mixes from its F16 with `rapide quantize`, then for each prints
 # the read bandwidth (decode roofline), decode tok/s at batch 1 and its share of the
-# roofline (each decode run paired with a probe taken just before it), prefill tok/s +
+# roofline (each decode run paired with a probe taken just before it; the share of the probe's
+# best pass, the roofline, and of its median pass, kernels/bandwidth.h), prefill tok/s +
 # GFLOP/s for a 128-token prompt (F16 also with --act-quant bf16); then stories260K
 # (overhead-bound).
 #
