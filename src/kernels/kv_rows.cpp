@@ -22,21 +22,28 @@ float scale_at(const uint8_t* part, size_t byte) {
   return fp16_to_fp32(h);
 }
 
-// One group quantized by ggml's rule: codes (with the layout's offset) and the f16 scale.
-uint16_t quantize_group(KvType type, const float* x, int n, int* codes) {
+// The n <= 32 values x as one ggml block of `type`; a short group is quantized as a
+// zero-padded block, which gives the same codes and scale.
+template <typename Block>
+Block quantize_block(TensorType type, const float* x, int n) {
   float padded[kQuantBlock] = {};
   if (n < kQuantBlock) {
     std::copy(x, x + n, padded);
     x = padded;
   }
+  Block block;
+  quantize_row(type, x, &block, kQuantBlock);
+  return block;
+}
+
+// One group quantized by ggml's rule: codes (with the layout's offset) and the f16 scale.
+uint16_t quantize_group(KvType type, const float* x, int n, int* codes) {
   if (type == KvType::kQ8_0) {
-    BlockQ8_0 block;
-    quantize_row(TensorType::kQ8_0, x, &block, kQuantBlock);
+    const BlockQ8_0 block = quantize_block<BlockQ8_0>(TensorType::kQ8_0, x, n);
     for (int i = 0; i < n; ++i) codes[i] = block.qs[i] + 128;
     return block.d;
   }
-  BlockQ4_0 block;
-  quantize_row(TensorType::kQ4_0, x, &block, kQuantBlock);
+  const BlockQ4_0 block = quantize_block<BlockQ4_0>(TensorType::kQ4_0, x, n);
   constexpr int kHalf = kQuantBlock / 2;  // byte j holds elements j (low) and j + 16 (high)
   for (int i = 0; i < n; ++i) codes[i] = i < kHalf ? block.qs[i] & 0x0F : block.qs[i - kHalf] >> 4;
   return block.d;
@@ -199,14 +206,7 @@ void copy_kv_slots(const KvLayout& layout, const uint8_t* from, uint8_t* to, int
 void quantize_query(const KvLayout& layout, const float* x, QuantizedQuery& out) {
   const int group = layout.group_size();
   for (int g = 0; g < layout.n_groups(); ++g) {
-    const float* in = x + g * group;
-    float padded[kQuantBlock] = {};
-    if (group < kQuantBlock) {  // a short group is quantized as a zero-padded block
-      std::copy(in, in + group, padded);
-      in = padded;
-    }
-    BlockQ8_0 block;
-    quantize_row(TensorType::kQ8_0, in, &block, kQuantBlock);
+    const BlockQ8_0 block = quantize_block<BlockQ8_0>(TensorType::kQ8_0, x + g * group, group);
     int32_t sum = 0;
     for (int i = 0; i < group; ++i) {
       out.q[g * group + i] = block.qs[i];

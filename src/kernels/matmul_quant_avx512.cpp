@@ -142,26 +142,24 @@ struct Q4Weights {
   }
 };
 
-template <int R, int T>
-struct Q8Tile {
-  static void run(const PackedWeights& w, const Activations& a, int64_t p, int64_t t, float* y) {
-    quant_tile<Q8Weights, R, T>(w, a, p, 1, t, y);
-  }
-  static void run_strided(const PackedWeights& w, const Activations& a, int64_t p, int64_t stride,
-                          int64_t t, float* y) {
-    quant_tile<Q8Weights, R, T>(w, a, p, stride, t, y);
-  }
+// The tiles of one weight type, as drive() and drive_spread() take them.
+template <typename Weights>
+struct QuantTiles {
+  template <int R, int T>
+  struct Tile {
+    static void run(const PackedWeights& w, const Activations& a, int64_t p, int64_t t, float* y) {
+      quant_tile<Weights, R, T>(w, a, p, 1, t, y);
+    }
+    static void run_strided(const PackedWeights& w, const Activations& a, int64_t p, int64_t stride,
+                            int64_t t, float* y) {
+      quant_tile<Weights, R, T>(w, a, p, stride, t, y);
+    }
+  };
 };
 template <int R, int T>
-struct Q4Tile {
-  static void run(const PackedWeights& w, const Activations& a, int64_t p, int64_t t, float* y) {
-    quant_tile<Q4Weights, R, T>(w, a, p, 1, t, y);
-  }
-  static void run_strided(const PackedWeights& w, const Activations& a, int64_t p, int64_t stride,
-                          int64_t t, float* y) {
-    quant_tile<Q4Weights, R, T>(w, a, p, stride, t, y);
-  }
-};
+using Q8Tile = QuantTiles<Q8Weights>::Tile<R, T>;
+template <int R, int T>
+using Q4Tile = QuantTiles<Q4Weights>::Tile<R, T>;
 
 // Decode (1-2 tokens) streams the weights from DRAM once: one panel at a time, so each
 // thread reads a single contiguous stream that the hardware prefetcher follows on its own.
