@@ -1,7 +1,9 @@
 // Row conversions between f32 and the storage types, bit-exact with llama.cpp's reference
 // quantizers (quantize_row_q8_0_ref / quantize_row_q4_0_ref in ggml-quants.c) so files that
 // rapide writes hold the same bytes llama.cpp would write from the same floats.
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #include "base/error.h"
@@ -29,16 +31,19 @@ void check_length(TensorType type, int64_t n) {
 // exact in float, so the comparison decides exactly as roundf. A NaN (a block holding inf
 // or NaN) gives 0, the int8 that roundf's NaN became through x86's integer indefinite,
 // without the undefined conversion.
+//
+// Branch-free: the fraction's sign and size are random per element, and the branches it
+// took mispredicted about half the time (a 32-row decode step with a Q8_0 cache spent 14 % of
+// its time in this loop at ~30 cycles per element); selects and compares also let the
+// compiler vectorise the block's loop.
 inline int round_half_away(float v) {
-  if (!(std::fabs(v) < 2147483648.0f)) return 0;
-  int t = static_cast<int>(v);
-  const float frac = v - static_cast<float>(t);
-  if (frac >= 0.5f) {
-    ++t;
-  } else if (frac <= -0.5f) {
-    --t;
-  }
-  return t;
+  // Non-finite and out-of-range values become 0 by masking their bits (a select written
+  // with ?: stays a branch and keeps the loop scalar).
+  const uint32_t keep = 0u - static_cast<uint32_t>(std::fabs(v) < 2147483648.0f);
+  const float finite = std::bit_cast<float>(std::bit_cast<uint32_t>(v) & keep);
+  const int t = static_cast<int>(finite);
+  const float frac = finite - static_cast<float>(t);
+  return t + static_cast<int>(frac >= 0.5f) - static_cast<int>(frac <= -0.5f);
 }
 
 void quantize_q8_0(const float* in, BlockQ8_0* out, int64_t blocks) {
