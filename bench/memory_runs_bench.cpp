@@ -8,6 +8,9 @@
 //
 //   Runs/<bytes>:  runs of that many bytes at shuffled places in 1 GiB on huge pages;
 //                  Runs/1073741824 is one sequential stream, the probe's own pattern.
+//   Latency/<MiB>: ns per load of a chain of dependent loads at random lines within that
+//                  many MiB on huge pages: the cache levels' sizes and a DRAM miss's cost,
+//                  which with a core's ~two dozen misses in flight bound the short runs.
 //
 // Run:  build/bench/memory_runs_bench
 // It shows what a contiguous per-(layer, head) KV layout would buy: the per-thread rate grows
@@ -83,6 +86,39 @@ BENCHMARK(BM_Runs)
     ->Arg(65536)
     ->Arg(262144)
     ->Arg(kBuffer)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+void BM_Latency(benchmark::State& state) {
+  const size_t bytes = static_cast<size_t>(state.range(0)) << 20;
+  const size_t lines = bytes / 64;
+  static LargeBuffer memory;
+  if (memory.size() < bytes) memory.resize(bytes);
+  // One cycle through every line in a shuffled order; each line holds the next one's index.
+  std::vector<uint32_t> order(lines);
+  std::iota(order.begin(), order.end(), 0u);
+  std::shuffle(order.begin(), order.end(), std::mt19937(11));
+  auto slot = [&](size_t line) { return reinterpret_cast<uint64_t*>(memory.data() + line * 64); };
+  for (size_t i = 0; i < lines; ++i) *slot(order[i]) = order[(i + 1) % lines];
+  uint64_t at = order[0];
+  for (size_t i = 0; i < lines; ++i) at = *slot(at);  // warm the caches and the TLB
+  constexpr size_t kLoads = size_t{1} << 20;
+  for (auto _ : state) {
+    for (size_t i = 0; i < kLoads; ++i) at = *slot(at);
+  }
+  benchmark::DoNotOptimize(at);
+  // A rate of loads per nanosecond, inverted: nanoseconds per load.
+  state.counters["ns/load"] =
+      benchmark::Counter(static_cast<double>(state.iterations() * kLoads) * 1e-9,
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_Latency)
+    ->Arg(1)
+    ->Arg(4)
+    ->Arg(8)
+    ->Arg(16)
+    ->Arg(64)
+    ->Arg(256)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
