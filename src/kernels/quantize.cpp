@@ -51,8 +51,9 @@ void quantize_q8_0(const float* in, BlockQ8_0* out, int64_t blocks) {
     const float* x = in + b * kQuantBlock;
     // fmax's rule (a NaN never wins) by comparison, which the compiler keeps inline. Eight
     // running maxima, merged by the same rule at the end: the values are non-negative or
-    // NaN, so the result is the same in any order, and the eight independent selects
-    // become vector maxima instead of one 32-long chain of dependent ones.
+    // NaN, so the result is the same in any order, and eight short chains of selects
+    // replace one 32 long.
+    static_assert(kQuantBlock % 8 == 0);
     float part[8] = {};
     for (int j = 0; j < kQuantBlock; j += 8) {
       for (int k = 0; k < 8; ++k) {
