@@ -14,9 +14,11 @@ bench_build bench_engine_workload bench_speed_report
 synth="$(synth_model q8_0)"
 
 # Batched decode against prefill (issue 25): 32 sequences at contexts 128-192 and a 128-token
-# prefill in one process, wall and per CPU-second (the figure other load disturbs less).
+# prefill in one process, wall and per CPU-second (the figure other load disturbs less); with
+# --kv-in-cache the same steps also with the K/V served from cache, paired run by run: what
+# attention's reads from DRAM cost the step.
 cmd=("$build/bench/bench_speed_report" "$synth" --prompt 128 --batch-sizes 32 --batch-prompt 128
-     --decode 64 --repeats 3)
+     --decode 64 --repeats 3 --kv-in-cache)
 echo "+ ${cmd[*]}"
 "${cmd[@]}" | grep -E "machine|prefill|decode batch"
 

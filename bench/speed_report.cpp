@@ -1,13 +1,18 @@
 // bench_speed_report MODEL [--threads N] [--prompt 128] [--decode 64] [--batch-sizes 1,4,16,32]
 //                          [--batch-prompt 16] [--kv-block-size 16]
 //                          [--act-quant int8|off|bf16] [--kv-type f16|f32|q8_0|q4_0]
+//                          [--kv-in-cache]
 //
 // Measures, in one run: this machine's read bandwidth (the decode roofline), decode tok/s at
 // batch 1 as a fraction of that roofline, prefill tok/s and GFLOP/s for a prompt, and the
 // aggregate decode speed of several sequences decoding together. Prints one table.
+// --kv-in-cache also times each batched decode with every sequence's K/V reads served from
+// the first sequence's blocks (CacheResidentKv below), alternated run by run with the real
+// one: the difference is what reading the K/V from DRAM costs the step.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <vector>
@@ -34,15 +39,47 @@ struct Rate {
   double cpu = 0;
 };
 
+// A ContiguousKvStore whose sequences all read and write the first sequence's blocks (block
+// b of any sequence is block b mod blocks-per-sequence): the block tables stay distinct, so
+// attention plans and computes exactly what it does for distinct contexts, but the K/V it
+// reads is one sequence's, which stays in cache. Only for timing: the contents are garbage.
+class CacheResidentKv final : public KvStore {
+ public:
+  CacheResidentKv(const ModelConfig& config, int n_sequences, int max_context, KvType type,
+                  int block_size)
+      : inner_(config, n_sequences, max_context, type, block_size),
+        blocks_per_sequence_(inner_.max_context() / inner_.layout().block_size) {}
+  const KvLayout& layout() const override { return inner_.layout(); }
+  std::span<const int32_t> block_table(int32_t seq_id) const override {
+    return inner_.block_table(seq_id);
+  }
+  uint8_t* block_data(int32_t block) override {
+    return inner_.block_data(block % blocks_per_sequence_);
+  }
+
+ private:
+  ContiguousKvStore inner_;
+  int blocks_per_sequence_;
+};
+
 // Decode `steps` tokens for `n_seqs` sequences after a prompt of prompt_len tokens each;
-// returns aggregate generated tokens per second (medians over repeats).
+// returns aggregate generated tokens per second (medians over repeats). `in_cache`: through
+// CacheResidentKv.
 Rate decode_speed(Model& model, ThreadPool& pool, int n_seqs, int prompt_len, int steps,
-                  int repeats, int kv_block, KvType kv_type) {
+                  int repeats, int kv_block, KvType kv_type, bool in_cache = false) {
   std::vector<double> rates, cpu_rates;
   std::mt19937 rng(1);
   const int vocab = model.config().vocab_size;
   for (int r = 0; r < repeats; ++r) {
-    ContiguousKvStore kv(model.config(), n_seqs, prompt_len + steps + 1, kv_type, kv_block);
+    std::unique_ptr<KvStore> store;
+    if (in_cache) {
+      store = std::make_unique<CacheResidentKv>(model.config(), n_seqs, prompt_len + steps + 1,
+                                                kv_type, kv_block);
+    } else {
+      store = std::make_unique<ContiguousKvStore>(model.config(), n_seqs, prompt_len + steps + 1,
+                                                  kv_type, kv_block);
+    }
+    KvStore& kv = *store;
     Batch batch;
     for (int s = 0; s < n_seqs; ++s) {
       for (int p = 0; p < prompt_len; ++p) batch.add(rng() % vocab, s, p, p + 1 == prompt_len);
@@ -104,6 +141,11 @@ int main(int argc, char** argv) {
   app.add_option("--act-quant", act_quant, "int8 | off | bf16 (see rapide --act-quant)")
       ->check(CLI::IsMember({"int8", "off", "bf16"}))
       ->capture_default_str();
+  bool kv_in_cache = false;
+  app.add_flag("--kv-in-cache", kv_in_cache,
+               "also time each batched decode with every sequence's K/V reads served from the "
+               "first sequence's blocks (cache-resident; same arithmetic), alternated with the "
+               "real runs: what reading the K/V from DRAM costs a step");
   app.add_option("--kv-type", kv_type_name,
                  "f16 | f32 | q8_0 | q4_0: the KV cache's element type in the decode runs (the "
                  "engine's --kv-type)")
@@ -164,14 +206,40 @@ int main(int argc, char** argv) {
           median(rates), 100.0 * median(ratios), 100.0 * median(median_ratios), repeats, *low / 1e9,
           *high / 1e9);
     } else {
-      const Rate rate =
-          decode_speed(model, pool, n, batch_prompt, decode, repeats, kv_block, kv_type);
+      Rate rate, cached;
+      if (!kv_in_cache) {
+        rate = decode_speed(model, pool, n, batch_prompt, decode, repeats, kv_block, kv_type);
+      } else {
+        // Paired in time: the machine's speed drifts between minutes.
+        std::vector<double> wall, cpu, cached_wall, cached_cpu;
+        for (int r = 0; r < repeats; ++r) {
+          const Rate real =
+              decode_speed(model, pool, n, batch_prompt, decode, 1, kv_block, kv_type);
+          const Rate resident =
+              decode_speed(model, pool, n, batch_prompt, decode, 1, kv_block, kv_type, true);
+          wall.push_back(real.wall);
+          cpu.push_back(real.cpu);
+          cached_wall.push_back(resident.wall);
+          cached_cpu.push_back(resident.cpu);
+        }
+        rate = {median(wall), median(cpu)};
+        cached = {median(cached_wall), median(cached_cpu)};
+      }
       std::printf(
           "decode batch %d (contexts %d-%d): %.1f tok/s aggregate, %.1f GFLOP/s; per CPU-second "
           "of %d cores: %.1f tok/s, %.1f GFLOP/s (%.0f %% of prefill's computed)\n",
           n, batch_prompt, batch_prompt + decode, rate.wall, rate.wall * 2.0 * n_params / 1e9,
           threads, rate.cpu, rate.cpu * 2.0 * n_params / 1e9,
           100.0 * rate.cpu * 2.0 * n_params / (prefill.cpu * prefill_flops));
+      if (kv_in_cache) {
+        std::printf(
+            "decode batch %d, K/V read from cache instead of DRAM: %.1f tok/s aggregate; per "
+            "CPU-second of %d cores: %.1f tok/s, %.1f GFLOP/s (%.0f %% of prefill's computed); "
+            "reading the K/V from DRAM costs %.2f of %.2f ms per step\n",
+            n, cached.wall, threads, cached.cpu, cached.cpu * 2.0 * n_params / 1e9,
+            100.0 * cached.cpu * 2.0 * n_params / (prefill.cpu * prefill_flops),
+            1e3 * n / rate.wall - 1e3 * n / cached.wall, 1e3 * n / rate.wall);
+      }
     }
   }
   return 0;
