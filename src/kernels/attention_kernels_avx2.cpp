@@ -162,6 +162,10 @@ struct Avx2 {
     sum = _mm_hadd_epi32(sum, sum);
     return _mm_cvtsi128_si32(sum);
   }
+  // The scalar quantizer: its cost matters only next to the AVX-512 kernels' arithmetic.
+  static void quantize_query(const KvLayout& layout, const float* x, QuantizedQuery& out) {
+    rapide::quantize_query(layout, x, out);
+  }
 };
 
 }  // namespace

@@ -123,6 +123,9 @@ struct Avx512 {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), _mm512_cvtepi32_epi8(codes));
   }
   static int32_t reduce_add_i(VI v) { return _mm512_reduce_add_epi32(v); }
+  static void quantize_query(const KvLayout& layout, const float* x, QuantizedQuery& out) {
+    quantize_query_avx512(layout, x, out);
+  }
 };
 
 }  // namespace

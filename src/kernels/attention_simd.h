@@ -31,7 +31,8 @@
 // dimensions from dim of a quad's value codes, 4 positions per lane: q8_0 signed, q4_0
 // unsigned), dot_quad<kQ4>(acc, codes, weights) (acc + the 4 weights' products with each
 // lane's codes), to_float(acc, offset) = float(acc - offset), round_to_int(x) (to nearest
-// even), store_weights(dst, codes) (kLanes codes as int8) and reduce_add_i.
+// even), store_weights(dst, codes) (kLanes codes as int8), reduce_add_i and
+// quantize_query(layout, x, out) (kv_rows.h's bytes: the scalar one or its AVX-512 twin).
 #pragma once
 
 #include <immintrin.h>
@@ -553,7 +554,7 @@ void attend_job(const AttentionJob& job) {
   float* scores[NQ];
   for (int j = 0; j < NQ; ++j) {
     if constexpr (kQuantized) {
-      quantize_query(layout, job.q[j], quantized[j]);
+      S::quantize_query(layout, job.q[j], quantized[j]);
       qq[j] = &quantized[j];
     }
     for (int i = 0; i < d; i += L) {

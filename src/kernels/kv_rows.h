@@ -43,5 +43,7 @@ struct QuantizedQuery {
   int32_t offset_sum[kMaxKvGroups];
 };
 void quantize_query(const KvLayout& layout, const float* x, QuantizedQuery& out);
+// The same bytes on AVX-512 (F16C and AVX-512 BW: the caller checks the CPU).
+void quantize_query_avx512(const KvLayout& layout, const float* x, QuantizedQuery& out);
 
 }  // namespace rapide

@@ -7,9 +7,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
+#include "base/cpu_features.h"
 #include "kernels/kv_rows.h"
 
 namespace rapide {
@@ -93,6 +96,72 @@ TEST(KvRows, QuantizedSlotsAreIndependentAndCopiesTouchOnlyTheirSlots) {
       }
     }
   }
+}
+
+// The AVX-512 query quantizer is the scalar one's twin: the same codes, scales and offset
+// sums, bit for bit, including the rounding of exact halves (away from zero), all-zero
+// groups, tiny and huge scales, and non-finite values (their codes are 0, and a NaN never
+// becomes the group's largest magnitude).
+TEST(KvRows, QueryQuantizerAvx512MatchesTheScalarOne) {
+  if (cpu_features().best_level() < IsaLevel::kAvx512) GTEST_SKIP() << "no AVX-512 here";
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  int cases = 0;
+  for (const KvType type : {KvType::kQ8_0, KvType::kQ4_0}) {
+    for (const int head_dim : {64, 128, 48, 16, 8, 4}) {
+      const KvLayout layout{1, 1, head_dim, 16, type};
+      for (int variant = 0; variant < 8; ++variant) {
+        std::vector<float> x(head_dim);
+        for (int i = 0; i < head_dim; ++i) {
+          switch (variant) {
+            case 0:
+              x[i] = normal(rng);
+              break;
+            case 1:
+              x[i] = 1e4f * normal(rng);
+              break;
+            case 2:
+              x[i] = 1e-6f * normal(rng);
+              break;  // scale below f16's normal range
+            case 3:
+              x[i] = 0.0f;
+              break;
+            case 4:  // the group's largest magnitude 127: codes are x itself, halves tie
+              x[i] = i % layout.group_size() == 0
+                         ? 127.0f
+                         : static_cast<float>(static_cast<int>(rng() % 253) - 126) + 0.5f;
+              break;
+            case 5:
+              x[i] = 1e38f * (i % 2 == 0 ? 1.0f : -1.0f);
+              break;  // scale overflows f16
+            case 6:
+              x[i] = i % 7 == 3 ? nan : normal(rng);
+              break;
+            default:
+              x[i] = i % 5 == 1 ? (i % 2 == 0 ? inf : -inf) : normal(rng);
+              break;
+          }
+        }
+        QuantizedQuery scalar, simd;
+        std::memset(&scalar, 0x5A, sizeof(scalar));
+        std::memset(&simd, 0x5A, sizeof(simd));
+        quantize_query(layout, x.data(), scalar);
+        quantize_query_avx512(layout, x.data(), simd);
+        SCOPED_TRACE(::testing::Message()
+                     << kv_type_name(type) << " head_dim " << head_dim << " variant " << variant);
+        ASSERT_EQ(std::memcmp(scalar.q, simd.q, head_dim), 0);
+        for (int g = 0; g < layout.n_groups(); ++g) {
+          EXPECT_EQ(std::memcmp(&scalar.d[g], &simd.d[g], sizeof(float)), 0)
+              << "group " << g << ": " << scalar.d[g] << " vs " << simd.d[g];
+          EXPECT_EQ(scalar.offset_sum[g], simd.offset_sum[g]) << "group " << g;
+        }
+        ++cases;
+      }
+    }
+  }
+  EXPECT_EQ(cases, 96);
 }
 
 }  // namespace
