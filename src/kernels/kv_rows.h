@@ -45,5 +45,9 @@ struct QuantizedQuery {
 void quantize_query(const KvLayout& layout, const float* x, QuantizedQuery& out);
 // The same bytes on AVX-512 (F16C and AVX-512 BW: the caller checks the CPU).
 void quantize_query_avx512(const KvLayout& layout, const float* x, QuantizedQuery& out);
+// Q8_0's rule (quantize_row) on n_groups groups of `group` <= 32 values (a short group as a
+// zero-padded block) on AVX-512: codes, f16 scales and, unless null, each group's code sum.
+void quantize_q8_groups_avx512(const float* x, int n_groups, int group, int8_t* codes,
+                               uint16_t* scales, int32_t* sums);
 
 }  // namespace rapide

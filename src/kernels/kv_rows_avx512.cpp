@@ -8,9 +8,8 @@
 
 namespace rapide {
 
-void quantize_query_avx512(const KvLayout& layout, const float* x, QuantizedQuery& out) {
-  const int group = layout.group_size();  // <= 32: one Q8_0 block, zero-padded if shorter
-  const int offset = layout.code_offset();
+void quantize_q8_groups_avx512(const float* x, int n_groups, int group, int8_t* codes,
+                               uint16_t* scales, int32_t* sums) {
   const __mmask16 low = static_cast<__mmask16>(group >= 16 ? 0xFFFFu : (1u << group) - 1u);
   const __mmask16 high = static_cast<__mmask16>(group > 16 ? (1u << (group - 16)) - 1u : 0u);
   const __m512 zero = _mm512_setzero_ps();
@@ -33,7 +32,7 @@ void quantize_query_avx512(const KvLayout& layout, const float* x, QuantizedQuer
     _mm_mask_storeu_epi8(dst, lanes, codes);
     return _mm512_cvtepi8_epi32(codes);
   };
-  for (int g = 0; g < layout.n_groups(); ++g) {
+  for (int g = 0; g < n_groups; ++g) {
     const float* xg = x + g * group;
     const __m512 v0 = _mm512_maskz_loadu_ps(low, xg);
     const __m512 v1 = _mm512_maskz_loadu_ps(high, xg + 16);
@@ -44,10 +43,21 @@ void quantize_query_avx512(const KvLayout& layout, const float* x, QuantizedQuer
     const float d = amax / 127.0f;
     const __m512 id = _mm512_set1_ps(d != 0.0f ? 1.0f / d : 0.0f);
     // fp32_to_fp16 rounds to nearest even, as F16C does.
-    out.d[g] = _cvtsh_ss(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    const __m512i c0 = quantize_half(v0, id, low, out.q + g * group);
-    const __m512i c1 = quantize_half(v1, id, high, out.q + g * group + 16);
-    out.offset_sum[g] = offset * _mm512_reduce_add_epi32(_mm512_add_epi32(c0, c1));
+    scales[g] = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m512i c0 = quantize_half(v0, id, low, codes + g * group);
+    const __m512i c1 = quantize_half(v1, id, high, codes + g * group + 16);
+    if (sums != nullptr) sums[g] = _mm512_reduce_add_epi32(_mm512_add_epi32(c0, c1));
+  }
+}
+
+void quantize_query_avx512(const KvLayout& layout, const float* x, QuantizedQuery& out) {
+  uint16_t scales[kMaxKvGroups];
+  int32_t sums[kMaxKvGroups];
+  const int n_groups = layout.n_groups();
+  quantize_q8_groups_avx512(x, n_groups, layout.group_size(), out.q, scales, sums);
+  for (int g = 0; g < n_groups; ++g) {
+    out.d[g] = _cvtsh_ss(scales[g]);
+    out.offset_sum[g] = layout.code_offset() * sums[g];
   }
 }
 

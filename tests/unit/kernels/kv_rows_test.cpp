@@ -13,7 +13,10 @@
 #include <vector>
 
 #include "base/cpu_features.h"
+#include "base/fp16.h"
+#include "formats/tensor_type.h"
 #include "kernels/kv_rows.h"
+#include "kernels/matmul.h"
 
 namespace rapide {
 namespace {
@@ -93,6 +96,47 @@ TEST(KvRows, QuantizedSlotsAreIndependentAndCopiesTouchOnlyTheirSlots) {
           }
         }
         EXPECT_NE(n == 0, original != to) << kv_type_name(type) << " n " << n;
+      }
+    }
+  }
+}
+
+// A q8_0 row reads back as Q8_0's rule makes it (quantize_row on each zero-padded group of
+// the layout, halves rounded away from zero), for keys and values, at every slot of blocks
+// of 16 and 7 positions, whatever the CPU's path (AVX-512 quantizer and word stores here).
+TEST(KvRows, Q8_0RowsReadBackAsQuantizeRowMakesThem) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (const int head_dim : {64, 128, 48, 8, 4}) {
+    for (const int block_size : {16, 7}) {
+      const KvLayout layout{1, 1, head_dim, block_size, KvType::kQ8_0};
+      const int group = layout.group_size();
+      std::vector<uint8_t> part(layout.part_bytes());
+      for (int slot = 0; slot < block_size; ++slot) {
+        for (const bool is_value : {false, true}) {
+          std::vector<float> x(head_dim);
+          for (int i = 0; i < head_dim; ++i) {
+            // Odd slots: exact halves after scaling by 127 / 127 (ties round away from 0).
+            x[i] = slot % 2 == 0 ? normal(rng)
+                   : i % group == 0
+                       ? 127.0f
+                       : static_cast<float>(static_cast<int>(rng() % 253) - 126) + 0.5f;
+          }
+          store_kv_row(layout, part.data(), is_value, slot, x.data());
+          std::vector<float> back(head_dim);
+          load_kv_row(layout, part.data(), is_value, slot, back.data());
+          for (int g = 0; g < head_dim / group; ++g) {
+            float padded[kQuantBlock] = {};
+            std::copy(x.begin() + g * group, x.begin() + (g + 1) * group, padded);
+            BlockQ8_0 block;
+            quantize_row(TensorType::kQ8_0, padded, &block, kQuantBlock);
+            for (int i = 0; i < group; ++i) {
+              ASSERT_EQ(back[g * group + i], fp16_to_fp32(block.d) * block.qs[i])
+                  << "head_dim " << head_dim << " block " << block_size << " slot " << slot
+                  << (is_value ? " value" : " key") << " dim " << g * group + i;
+            }
+          }
+        }
       }
     }
   }
