@@ -49,6 +49,10 @@
 #include "kernels/kv_rows.h"
 
 namespace rapide::attention_simd {
+// Internal to each kernel file: this header is compiled once per ISA (different -m flags),
+// and an inline function shared between those files would be one weak symbol the linker
+// takes from either, AVX-512 code included, whichever CPU runs it.
+namespace {
 
 template <typename S, bool kF16>
 inline typename S::V load_cache(const uint8_t* part, size_t index, int count) {
@@ -702,4 +706,5 @@ void attend_job_dispatch(const AttentionJob& job) {
   }
 }
 
+}  // namespace
 }  // namespace rapide::attention_simd
