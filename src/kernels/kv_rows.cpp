@@ -45,16 +45,35 @@ uint16_t quantize_group_q4_0(const float* x, int n, int* codes) {
   return block.d;
 }
 
-// Q8_0 codes (without the layout's offset) and f16 scales of n_groups groups of `group`
-// values, by the scalar rule or, where the kernels run AVX-512, its twin.
-void quantize_q8_groups(const float* x, int n_groups, int group, int8_t* q, uint16_t* scales) {
-  if (active_isa_level() >= IsaLevel::kAvx512) {
-    return quantize_q8_groups_avx512(x, n_groups, group, q, scales, nullptr);
-  }
+// Q8_0's rule on n_groups groups of `group` values: codes (without the layout's offset), f16
+// scales and, unless null, each group's code sum. The scalar twin of
+// quantize_q8_groups_avx512.
+void quantize_q8_groups_scalar(const float* x, int n_groups, int group, int8_t* q, uint16_t* scales,
+                               int32_t* sums) {
   for (int g = 0; g < n_groups; ++g) {
     const BlockQ8_0 block = quantize_block<BlockQ8_0>(TensorType::kQ8_0, x + g * group, group);
     std::memcpy(q + g * group, block.qs, static_cast<size_t>(group));
     scales[g] = block.d;
+    if (sums == nullptr) continue;
+    sums[g] = 0;
+    for (int i = 0; i < group; ++i) sums[g] += block.qs[i];
+  }
+}
+
+// The twin the kernels' ISA allows (the same bytes either way).
+void quantize_q8_groups(const float* x, int n_groups, int group, int8_t* q, uint16_t* scales) {
+  if (active_isa_level() >= IsaLevel::kAvx512) {
+    return quantize_q8_groups_avx512(x, n_groups, group, q, scales, nullptr);
+  }
+  quantize_q8_groups_scalar(x, n_groups, group, q, scales, nullptr);
+}
+
+// A query's scales and offset sums from its groups' f16 scales and code sums.
+void finish_query(const KvLayout& layout, const uint16_t* scales, const int32_t* sums,
+                  QuantizedQuery& out) {
+  for (int g = 0; g < layout.n_groups(); ++g) {
+    out.d[g] = fp16_to_fp32(scales[g]);
+    out.offset_sum[g] = layout.code_offset() * sums[g];
   }
 }
 
@@ -132,7 +151,10 @@ void store_kv_row(const KvLayout& layout, uint8_t* part, bool is_value, int slot
       alignas(64) int8_t q[kMaxHeadDim];
       uint16_t scales[kMaxKvGroups];
       quantize_q8_groups(x, n_groups, group, q, scales);
-      for (int g = 0; g < n_groups; ++g) scale_at(part, layout.key_scale_byte(slot, g)) = scales[g];
+      for (int g = 0; g < n_groups; ++g) {
+        scale_at(part, is_value ? layout.value_scale_byte(slot, g)
+                                : layout.key_scale_byte(slot, g)) = scales[g];
+      }
       if (is_value) {
         uint8_t* out = part + layout.value_code_byte(slot, 0);
         for (int i = 0; i < d; ++i) out[4 * i] = static_cast<uint8_t>(q[i] ^ 0x80);
@@ -237,17 +259,17 @@ void copy_kv_slots(const KvLayout& layout, const uint8_t* from, uint8_t* to, int
 }
 
 void quantize_query(const KvLayout& layout, const float* x, QuantizedQuery& out) {
-  const int group = layout.group_size();
-  for (int g = 0; g < layout.n_groups(); ++g) {
-    const BlockQ8_0 block = quantize_block<BlockQ8_0>(TensorType::kQ8_0, x + g * group, group);
-    int32_t sum = 0;
-    for (int i = 0; i < group; ++i) {
-      out.q[g * group + i] = block.qs[i];
-      sum += block.qs[i];
-    }
-    out.d[g] = fp16_to_fp32(block.d);
-    out.offset_sum[g] = layout.code_offset() * sum;
-  }
+  uint16_t scales[kMaxKvGroups];
+  int32_t sums[kMaxKvGroups];
+  quantize_q8_groups_scalar(x, layout.n_groups(), layout.group_size(), out.q, scales, sums);
+  finish_query(layout, scales, sums, out);
+}
+
+void quantize_query_avx512(const KvLayout& layout, const float* x, QuantizedQuery& out) {
+  uint16_t scales[kMaxKvGroups];
+  int32_t sums[kMaxKvGroups];
+  quantize_q8_groups_avx512(x, layout.n_groups(), layout.group_size(), out.q, scales, sums);
+  finish_query(layout, scales, sums, out);
 }
 
 }  // namespace rapide

@@ -1,8 +1,9 @@
-// quantize_query on AVX-512: the same bytes as the scalar quantize_query (kv_rows.cpp, the
-// twin that tests/unit/kernels/kv_rows_test.cpp compares it with), a group per pair of
-// vectors. The scalar one quantizes each group through quantize_row and the software f16
-// conversion: a quantized-cache attention job spent 14 % of its time there (attention_bench
-// decode of one sequence, q8_0 cache, perf record), for a few dozen values per query.
+// Q8_0 groups (the quantized cache's queries and K/V rows) on AVX-512: the same bytes as
+// quantize_q8_groups_scalar (kv_rows.cpp; tests/unit/kernels/kv_rows_test.cpp compares
+// them through quantize_query), a group per pair of vectors. The scalar one goes through
+// quantize_row and the software f16 conversion per group: a quantized-cache attention job
+// spent 14 % of its time there (attention_bench decode of one sequence, q8_0 cache, perf
+// record), for a few dozen values per query.
 #include "kernels/avx512_common.h"  // first: GCC 12's intrinsics warnings
 #include "kernels/kv_rows.h"
 
@@ -47,17 +48,6 @@ void quantize_q8_groups_avx512(const float* x, int n_groups, int group, int8_t* 
     const __m512i c0 = quantize_half(v0, id, low, codes + g * group);
     const __m512i c1 = quantize_half(v1, id, high, codes + g * group + 16);
     if (sums != nullptr) sums[g] = _mm512_reduce_add_epi32(_mm512_add_epi32(c0, c1));
-  }
-}
-
-void quantize_query_avx512(const KvLayout& layout, const float* x, QuantizedQuery& out) {
-  uint16_t scales[kMaxKvGroups];
-  int32_t sums[kMaxKvGroups];
-  const int n_groups = layout.n_groups();
-  quantize_q8_groups_avx512(x, n_groups, layout.group_size(), out.q, scales, sums);
-  for (int g = 0; g < n_groups; ++g) {
-    out.d[g] = _cvtsh_ss(scales[g]);
-    out.offset_sum[g] = layout.code_offset() * sums[g];
   }
 }
 
