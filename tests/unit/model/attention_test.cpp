@@ -79,9 +79,9 @@ struct Scenario {
 
 // Runs one layer's attention with `kernel` over a fresh cache; returns [n][n_heads*head_dim].
 std::vector<float> run(const Scenario& sc, const AttentionKernel& kernel, ThreadPool& pool,
-                       const AttentionScores& scores = {}) {
+                       const AttentionScores& scores = {}, int max_context = 512) {
   const Shape& s = sc.shape;
-  ContiguousKvStore kv(config_for(s), 2, 512, s.type, s.block_size);
+  ContiguousKvStore kv(config_for(s), 2, max_context, s.type, s.block_size);
   Attention::write_kv(kv, 1, sc.batch, sc.k.data(), sc.v.data());
   Attention attention;
   attention.set_kernel(kernel);
@@ -181,9 +181,9 @@ TEST(Attention, SimdKernelsMatchScalarWithSoftCapAndWindow) {
       ThreadPool pool(2);
       const std::vector<float> expected = run(sc, scalar_attention_kernel(), pool, v);
       for (const AttentionKernel& kernel : simd_kernels(s.head_dim)) {
-        expect_close_to_scalar(run(sc, kernel, pool, v), expected, s.type,
-                               std::string(kernel.name) + " " + describe(s) + " window " +
-                                   std::to_string(v.window));
+        expect_close_to_scalar(
+            run(sc, kernel, pool, v), expected, s.type,
+            std::string(kernel.name) + " " + describe(s) + " window " + std::to_string(v.window));
         ++checked;
       }
     }
@@ -208,6 +208,24 @@ TEST(Attention, SimdKernelsMatchScalar) {
     const std::vector<float> expected = run(sc, scalar_attention_kernel(), pool);
     for (const AttentionKernel& kernel : kernels) {
       expect_close_to_scalar(run(sc, kernel, pool), expected, s.type,
+                             std::string(kernel.name) + " " + describe(s));
+      ++checked;
+    }
+  }
+  if (checked == 0) GTEST_SKIP() << "no SIMD attention kernel on this CPU";
+}
+
+// A context of more blocks than a SIMD job resolves up front (JobBlocks::kResolved in
+// kernels/attention_simd.h: 128) reads its blocks through the store instead; the same output.
+TEST(Attention, SimdKernelsMatchScalarPastTheResolvedBlocks) {
+  int checked = 0;
+  for (const Shape s : {Shape{4, 2, 16, 4, KvType::kF16}, Shape{4, 2, 16, 4, KvType::kQ8_0}}) {
+    const auto kernels = simd_kernels(s.head_dim);
+    Scenario sc(s, 600, 9, 13);  // 150 blocks of 4
+    ThreadPool pool(2);
+    const std::vector<float> expected = run(sc, scalar_attention_kernel(), pool, {}, 640);
+    for (const AttentionKernel& kernel : kernels) {
+      expect_close_to_scalar(run(sc, kernel, pool, {}, 640), expected, s.type,
                              std::string(kernel.name) + " " + describe(s));
       ++checked;
     }
@@ -395,7 +413,8 @@ DequantizedAttention dequantized_attention(const Scenario& sc, KvStore& kv) {
           for (int e = 0; e < d; ++e) {
             const int g = e / layout.group_size();
             out[e] += w[t] / total * value[e];
-            if (scale(t, g) > 0) bound[e] += max_weight[g] / 254 * std::fabs(value[e]) / scale(t, g);
+            if (scale(t, g) > 0)
+              bound[e] += max_weight[g] / 254 * std::fabs(value[e]) / scale(t, g);
           }
         }
         chunk = chunk_end;
