@@ -8,6 +8,7 @@
 // instantiations (compiled with different -m flags) apart.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <utility>
@@ -65,6 +66,75 @@ void drive(const PackedWeights& w, const Activations& a, int64_t p0, int64_t p1,
       if (p + 2 <= p1) {
         tokens_loop<2, kT, Tile>(w, a, p, c0, c1, y);
         p += 2;
+      }
+    }
+    for (; p < p1; ++p) tokens_loop<1, kT, Tile>(w, a, p, c0, c1, y);
+  }
+}
+
+// What a token tile of a group of R panels prefetches besides its own work (drive_ahead):
+// `per_step` lines of 64 bytes of the next group per step of its loop over the columns,
+// from `base` on (nullptr: none), and, in the group's first tile (`first`), its own
+// panels some steps ahead as well.
+struct NextPanels {
+  const uint8_t* base = nullptr;
+  int64_t per_step = 0;
+  bool first = false;
+};
+
+template <int R, int kT, template <int, int> class Tile, int... Ts>
+constexpr auto make_ahead_table(std::integer_sequence<int, Ts...>) {
+  using Fn = void (*)(const PackedWeights&, const Activations&, int64_t, int64_t, float*,
+                      const NextPanels&);
+  return std::array<Fn, sizeof...(Ts)>{&Tile<R, Ts + 1>::run_ahead...};
+}
+
+// drive() for a batch whose token tiles reuse each group of R panels only a few times (32
+// decode rows: 6 tiles). The first tile of a group found its panels in DRAM and waited: at
+// 6 tiles one thread's demand during it is ~6x its average, above what one core streams.
+// Here every tile of a group also prefetches an equal slice of the next group's bytes,
+// spread over its steps (Tile<R, T>::steps(w) of them, run_ahead(..., next) issuing
+// next.per_step lines per step), so a group arrives in cache during the previous group's
+// arithmetic at the average rate. The next group is the panels after this one in the same
+// matrix (a thread's pieces are consecutive there: ThreadPool::parallel_ranges); a group
+// whose panels were not prefetched (a piece's first, the matrix's, one taken from another
+// thread) is covered by its first tile's own prefetch.
+template <int R, int kT, template <int, int> class Tile>
+void drive_ahead(const PackedWeights& w, const Activations& a, int64_t p0, int64_t p1, int64_t t0,
+                 int64_t t1, float* y, int64_t bytes_per_token) {
+  static constexpr auto table =
+      make_ahead_table<R, kT, Tile>(std::make_integer_sequence<int, kT>());
+  constexpr int64_t kChunkBytes = 192 * 1024;
+  int64_t chunk = kChunkBytes / (bytes_per_token > 0 ? bytes_per_token : 1) / kT * kT;
+  if (chunk < kT) chunk = kT;
+  const int64_t steps = Tile<R, kT>::steps(w);
+  for (int64_t c0 = t0; c0 < t1; c0 += chunk) {
+    const int64_t c1 = c0 + chunk < t1 ? c0 + chunk : t1;
+    const int64_t count = c1 - c0;
+    const int64_t tiles = (count + kT - 1) / kT;
+    const int64_t size = count / tiles, larger = count % tiles;  // as tokens_loop cuts them
+    int64_t p = p0;
+    for (; p + R <= p1; p += R) {
+      NextPanels next;
+      const int64_t next_panels = std::min<int64_t>(R, w.panels - (p + R));
+      int64_t lines = 0;
+      if (next_panels > 0) {
+        next.base = w.panel(p + R);
+        lines = (next_panels * w.panel_bytes + 63) / 64;
+        next.per_step = (lines + tiles * steps - 1) / (tiles * steps);
+      }
+      int64_t t = c0;
+      for (int64_t i = 0; i < tiles; ++i) {
+        const int64_t n = size + (i < larger ? 1 : 0);
+        next.first = i == 0;
+        table[n - 1](w, a, p, t, y, next);
+        // The next tile takes the following slice; past the group's end, nothing (the last
+        // slice may run past it by less than a slice: a prefetch never faults).
+        if (next.base != nullptr) {
+          const int64_t done = (i + 1) * steps * next.per_step;
+          next.base = done < lines ? next.base + steps * next.per_step * 64 : nullptr;
+        }
+        t += n;
       }
     }
     for (; p < p1; ++p) tokens_loop<1, kT, Tile>(w, a, p, c0, c1, y);
