@@ -8,6 +8,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <thread>
 #include <type_traits>
@@ -23,6 +24,18 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int size() const { return n_threads_; }
+
+  // Names [base, base + bytes): what `thread` reads first in the call after the next one
+  // dispatched (the start of its part of the next matrix a decode step streams). Once that
+  // next call is done, the thread prefetches those bytes while it waits (a worker for the
+  // following call, the caller for the workers), so the gaps between the products of a
+  // forward pass move data instead of spinning. One-shot: taken when that call ends.
+  void prefetch_while_idle(int thread, const void* base, size_t bytes);
+  // parallel_ranges: the first of `pieces` that `thread` of `threads` owns (its range ends
+  // where thread + 1's begins).
+  static int64_t first_piece(int64_t pieces, int thread, int threads) {
+    return pieces * thread / threads;
+  }
 
   // Calls fn(thread_index) once on each of size() threads and waits for all of them.
   // Not reentrant: fn must not call run() on the same pool.
@@ -84,7 +97,7 @@ class ThreadPool {
     }
     for (int t = 0; t < n_threads_; ++t) {
       ranges_[static_cast<size_t>(t)].pieces.store(
-          pack_range(pieces * t / n_threads_, pieces * (t + 1) / n_threads_),
+          pack_range(first_piece(pieces, t, n_threads_), first_piece(pieces, t + 1, n_threads_)),
           std::memory_order_relaxed);
     }
     auto body = [&](int thread) {
@@ -114,6 +127,20 @@ class ThreadPool {
   struct alignas(64) Range {
     std::atomic<uint64_t> pieces{0};
   };
+  // prefetch_while_idle's bytes for one thread, written by the caller between dispatches.
+  // Atomic because a worker that missed a call may take its slot while the caller writes the
+  // next one; the two halves may then tear, which costs a useless prefetch, never a fault.
+  struct alignas(64) IdleSlot {
+    std::atomic<const uint8_t*> base{nullptr};
+    std::atomic<size_t> bytes{0};
+  };
+  struct IdlePrefetch {
+    const uint8_t* base = nullptr;
+    size_t bytes = 0;
+  };
+  IdlePrefetch take_idle_prefetch(int thread);
+  // Issues the next few lines of `pf` (advancing it); false once none is left.
+  static bool prefetch_some(IdlePrefetch& pf);
   // all_threads: wait until every worker has run the call (run()); otherwise the workers
   // that join before the caller finishes its own part run it, and late ones skip it.
   void dispatch(Call call, void* ctx, bool all_threads);
@@ -121,7 +148,8 @@ class ThreadPool {
   void worker_loop(int thread);
 
   int n_threads_;
-  std::vector<Range> ranges_;  // one per thread (after n_threads_: it sizes them)
+  std::vector<Range> ranges_;            // one per thread (after n_threads_: it sizes them)
+  std::vector<IdleSlot> idle_prefetch_;  // one per thread (likewise)
   std::vector<std::thread> workers_;
   Call call_ = nullptr;
   void* ctx_ = nullptr;

@@ -78,6 +78,11 @@ class WeightMatrix {
   // Each ys[i] gets what ws[i]->multiply(x, n, ys[i]) writes, bit for bit.
   static void multiply_group(std::span<const WeightMatrix* const> ws, const float* x, int64_t n,
                              std::span<float* const> ys, ThreadPool& pool);
+  // Names the product that follows the next multiply / multiply_group on `pool` (with the
+  // same n): while its threads wait between the two (for each other, for the caller's
+  // per-token work), each prefetches the start of its part of `next`, when that product
+  // streams its weights from DRAM (a few rows). A hint: results are the same without it.
+  static void stream_next(std::span<const WeightMatrix* const> next, int64_t n, ThreadPool& pool);
   // The same with the scalar reference kernel, single-threaded (tests, debugging).
   void multiply_reference(const float* x, int64_t n, float* y) const;
   // Row r converted to f32 (embedding lookup).
@@ -86,6 +91,8 @@ class WeightMatrix {
   struct Impl;
 
  private:
+  // Whether multiply_group runs `ws` in one dispatch (the matrices share their kernel).
+  static bool one_dispatch(std::span<const WeightMatrix* const> ws);
   // multiply_with / multiply_group: matrices of one type and width, all prepared.
   static void multiply_same_shape(IsaLevel level, std::span<const WeightMatrix* const> ws,
                                   const float* x, int64_t n, std::span<float* const> ys,

@@ -352,6 +352,8 @@ void Model::attention_block(int layer, const Batch& batch, KvStore& kv, ThreadPo
   observe(layer, LinearInput::kAttnIn, xn_.data(), n, c.dim);
   const WeightMatrix* qkv[] = {&w.wq, &w.wk, &w.wv};
   float* const qkv_out[] = {q_.data(), k_.data(), v_.data()};
+  const WeightMatrix* const wo[] = {&w.wo};
+  WeightMatrix::stream_next(wo, n, pool);
   WeightMatrix::multiply_group(qkv, xn_.data(), n, qkv_out, pool);
   for_tokens(pool, n, c.q_dim() + 2 * c.kv_dim(), [&](int begin, int end) {
     if (c.qkv_bias) {
@@ -371,14 +373,18 @@ void Model::attention_block(int layer, const Batch& batch, KvStore& kv, ThreadPo
   attention_.attend_planned(kv, layer, batch, q_.data(), c.n_heads, att_.data(), pool, shape);
   // The output projection lands in xn_ (free now), then joins the residual stream.
   observe(layer, LinearInput::kAttnOut, att_.data(), n, c.q_dim());
+  WeightMatrix::stream_next(ffn_start_of(layer).span(), n, pool);
   w.wo.multiply(att_.data(), n, xn_.data(), pool);
   reduce_partial(xn_.data(), n);  // row-parallel: each rank summed over its heads only
 }
 
 void Model::gated_ffn(const WeightMatrix& gate, const WeightMatrix& up, const WeightMatrix& down,
-                      const float* in, int n, int width, float* out, ThreadPool& pool, int layer) {
+                      const float* in, int n, int width, float* out, ThreadPool& pool, int layer,
+                      std::span<const WeightMatrix* const> after) {
   const WeightMatrix* gate_up[] = {&gate, &up};
   float* const gate_up_out[] = {gate_.data(), up_.data()};
+  const WeightMatrix* const down_only[] = {&down};
+  WeightMatrix::stream_next(down_only, n, pool);
   WeightMatrix::multiply_group(gate_up, in, n, gate_up_out, pool);
   const bool gelu = config_.activation == FfnActivation::kGeluTanh;
   for_tokens(pool, n, width, [&](int begin, int end) {
@@ -391,6 +397,7 @@ void Model::gated_ffn(const WeightMatrix& gate, const WeightMatrix& up, const We
     }
   });
   if (layer >= 0) observe(layer, LinearInput::kFfnDown, gate_.data(), n, width);
+  WeightMatrix::stream_next(after, n, pool);
   down.multiply(gate_.data(), n, out, pool);
 }
 
@@ -473,7 +480,8 @@ void Model::ffn_block(int layer, int n, ThreadPool& pool) {
     moe_ffn(layer, n, pool);
   } else {
     observe(layer, LinearInput::kFfnIn, xn_.data(), n, c.dim);
-    gated_ffn(w.ffn_gate, w.ffn_up, w.ffn_down, xn_.data(), n, c.ffn_dim, xn_.data(), pool, layer);
+    gated_ffn(w.ffn_gate, w.ffn_up, w.ffn_down, xn_.data(), n, c.ffn_dim, xn_.data(), pool, layer,
+              after_ffn_of(layer).span());
     reduce_partial(xn_.data(), n);  // row-parallel: each rank summed over its FFN slice only
   }
   for_tokens(pool, n, c.dim, [&](int begin, int end) {
@@ -486,6 +494,22 @@ void Model::ffn_block(int layer, int n, ThreadPool& pool) {
     const size_t from = static_cast<size_t>(begin) * c.dim;
     add_in_place(x_.data() + from, xn_.data() + from, static_cast<int64_t>(end - begin) * c.dim);
   });
+}
+
+Model::Products Model::qkv_of(int layer) const {
+  const LayerWeights& w = layers_[layer];
+  return {{&w.wq, &w.wk, &w.wv}, 3};
+}
+
+Model::Products Model::ffn_start_of(int layer) const {
+  const LayerWeights& w = layers_[layer];
+  if (config_.n_experts > 0) return {{&w.router}, 1};
+  return {{&w.ffn_gate, &w.ffn_up}, 2};
+}
+
+Model::Products Model::after_ffn_of(int layer) const {
+  if (layer + 1 < config_.n_layers) return qkv_of(layer + 1);
+  return {{&output_}, 1};
 }
 
 void Model::run_layers(const Batch& batch, KvStore& kv, ThreadPool& pool) {

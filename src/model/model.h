@@ -10,6 +10,7 @@
 // (model/moe_routing.h), so a batch reads each expert's weights at most once.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <span>
 #include <vector>
@@ -103,8 +104,22 @@ class Model {
   void ffn_block(int layer, int n, ThreadPool& pool);
   // xn_ [n][dim] -> xn_: the gated FFN of width `width`, dense or one expert's.
   // `layer` >= 0 names the dense FFN for the observer (experts pass -1: not observed).
+  // `after`: the product that follows down's (WeightMatrix::stream_next), if known.
   void gated_ffn(const WeightMatrix& gate, const WeightMatrix& up, const WeightMatrix& down,
-                 const float* in, int n, int width, float* out, ThreadPool& pool, int layer = -1);
+                 const float* in, int n, int width, float* out, ThreadPool& pool, int layer = -1,
+                 std::span<const WeightMatrix* const> after = {});
+  // Matrices applied to one input in one multiply_group (for WeightMatrix::stream_next).
+  struct Products {
+    std::array<const WeightMatrix*, 3> m{};
+    size_t n = 0;
+    std::span<const WeightMatrix* const> span() const { return {m.data(), n}; }
+  };
+  // The first product of `layer`'s attention (Q, K, V), of its FFN (a dense FFN's gate and
+  // up, the router of experts) and the one after its FFN (the next layer's Q, K, V; the
+  // output after the last).
+  Products qkv_of(int layer) const;
+  Products ffn_start_of(int layer) const;
+  Products after_ffn_of(int layer) const;
   void observe(int layer, LinearInput input, const float* x, int n, int64_t cols) const {
     if (observer_ != nullptr) observer_->observe(layer, input, x, n, cols);
   }

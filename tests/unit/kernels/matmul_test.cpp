@@ -272,6 +272,44 @@ TEST(WeightMatrix, GroupMultiplyEqualsEachMultiply) {
   EXPECT_EQ(y16, e16);
 }
 
+// stream_next only names what the threads prefetch while they wait: the products that follow
+// it are bit-identical to those without it, for groups run in one dispatch or matrix by
+// matrix, decode-sized or not, and for a group it cannot use (empty, unprepared).
+TEST(WeightMatrix, StreamNextIsOnlyAHint) {
+  const Matrix a = make_matrix(TensorType::kQ8_0, 96, 128, 1),
+               b = make_matrix(TensorType::kQ8_0, 40, 128, 2),
+               c = make_matrix(TensorType::kF16, 64, 96, 3);
+  const WeightMatrix wa = WeightMatrix::prepare(a.view), wb = WeightMatrix::prepare(b.view),
+                     wc = WeightMatrix::prepare(c.view), none;
+  const WeightMatrix* group[] = {&wa, &wb};
+  const WeightMatrix* mixed[] = {&wc, &wa};
+  const WeightMatrix* empty[] = {&none};
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {1, 4, 40}) {
+      const std::vector<float> x = random_activations(n * 128, 5),
+                               xc = random_activations(n * 96, 6);
+      std::vector<float> ea(n * 96), eb(n * 40), ec(n * 64);
+      wa.multiply(x.data(), n, ea.data(), pool);
+      wb.multiply(x.data(), n, eb.data(), pool);
+      wc.multiply(xc.data(), n, ec.data(), pool);
+      for (int rep = 0; rep < 3; ++rep) {
+        std::vector<float> ya(ea.size()), yb(eb.size()), yc(ec.size());
+        float* const ys[] = {ya.data(), yb.data()};
+        WeightMatrix::stream_next(mixed, n, pool);
+        WeightMatrix::multiply_group(group, x.data(), n, ys, pool);
+        WeightMatrix::stream_next(group, n, pool);
+        wc.multiply(xc.data(), n, yc.data(), pool);
+        WeightMatrix::stream_next(empty, n, pool);
+        WeightMatrix::stream_next({}, n, pool);
+        EXPECT_EQ(ya, ea) << "n=" << n << " threads=" << threads;
+        EXPECT_EQ(yb, eb) << "n=" << n << " threads=" << threads;
+        EXPECT_EQ(yc, ec) << "n=" << n << " threads=" << threads;
+      }
+    }
+  }
+}
+
 TEST(WeightMatrix, DequantizeRowMatchesStorage) {
   for (TensorType type : kTypes) {
     const Matrix m = make_matrix(type, 37, 96, 8);

@@ -1,6 +1,6 @@
 // The pool the kernels split work with: every index covered exactly once, every thread run
 // once by run(), and many back-to-back dispatches (where late workers must skip a call
-// safely) with more threads than cores.
+// safely) with more threads than cores; idle-prefetch hints change none of it.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -94,6 +94,29 @@ TEST(ThreadPool, ManyDispatchesOversubscribed) {
     if (rep % 100 == 0) pool.run([&](int) { total += 1; });
   }
   EXPECT_EQ(total.load(), 20000 * 12 + 200 * 6);
+}
+
+// prefetch_while_idle is a hint: whatever it names (a buffer, nothing, a thread the pool
+// lacks, a slot still pending when the pool goes away), every call still covers its work.
+TEST(ThreadPool, IdlePrefetchHintsChangeNoResult) {
+  std::vector<uint8_t> buffer(1 << 20, 1);
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    std::atomic<int64_t> total{0};
+    for (int rep = 0; rep < 600; ++rep) {
+      for (int t = -1; t <= threads; ++t) {
+        const size_t offset = static_cast<size_t>(rep % 16) * 4096;
+        pool.prefetch_while_idle(t, buffer.data() + offset, rep % 3 == 0 ? 0 : 64 * 1024);
+      }
+      if (rep % 2 == 0) {
+        pool.parallel_ranges(64, 4, [&](int64_t b, int64_t e, int) { total += e - b; });
+      } else {
+        pool.run([&](int) { total += 1; });
+      }
+    }
+    EXPECT_EQ(total.load(), 300 * 64 + 300 * threads);
+    pool.prefetch_while_idle(threads - 1, buffer.data(), buffer.size());  // left pending
+  }
 }
 
 }  // namespace
