@@ -1,6 +1,7 @@
 #include "template/jinja_filters.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -173,10 +174,12 @@ Value get_attribute_path(const Value& item, const std::string& path) {
     size_t dot = path.find('.', start);
     std::string part =
         path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-    bool numeric = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) {
-      return std::isdigit(static_cast<unsigned char>(c));
-    });
-    v = get_item(v, numeric ? Value(static_cast<int64_t>(std::stoll(part))) : Value(part));
+    // Digits index a list (Jinja's environment.getitem); beyond int64 they stay a key.
+    int64_t index = 0;
+    const auto r = std::from_chars(part.data(), part.data() + part.size(), index);
+    const bool numeric = !part.empty() && part[0] != '-' && r.ec == std::errc() &&
+                         r.ptr == part.data() + part.size();
+    v = get_item(v, numeric ? Value(index) : Value(part));
     if (dot == std::string::npos) return v;
     start = dot + 1;
   }

@@ -1,6 +1,7 @@
 #include "template/jinja_methods.h"
 
 #include <array>
+#include <charconv>
 #include <string_view>
 
 namespace rapide::jinja {
@@ -115,7 +116,8 @@ std::string python_format(const std::string& fmt, const CallArgs& args) {
         v = auto_index < args.positional.size() ? &args.positional[auto_index] : nullptr;
         ++auto_index;
       } else if (std::isdigit(static_cast<unsigned char>(field[0]))) {
-        size_t index = std::stoul(field);
+        size_t index = SIZE_MAX;  // digits beyond size_t: out of range like any large index
+        std::from_chars(field.data(), field.data() + field.size(), index);
         v = index < args.positional.size() ? &args.positional[index] : nullptr;
       } else {
         v = args.find(SIZE_MAX, field);

@@ -1,6 +1,7 @@
 #include "template/jinja_parser.h"
 
 #include <charconv>
+#include <cstdlib>
 #include <initializer_list>
 
 #include "base/error.h"
@@ -396,14 +397,9 @@ class Parser {
     if (t.type == TT::kInt || t.type == TT::kFloat) {
       auto e = make(Expr::Kind::kLiteral, offset);
       std::string text = next().text;
-      if (t.type == TT::kFloat) {
-        e->literal = Value(std::stod(text));
-      } else {
-        int64_t v = 0;
-        auto r = std::from_chars(text.data(), text.data() + text.size(), v);
-        if (r.ec != std::errc()) error("integer literal out of range");
-        e->literal = Value(v);
-      }
+      // A float beyond double's range is inf, as Python reads it (std::stod would throw).
+      e->literal = t.type == TT::kFloat ? Value(std::strtod(text.c_str(), nullptr))
+                                        : Value(int_literal(text));
       return e;
     }
     if (skip_op("(")) {
@@ -452,13 +448,23 @@ class Parser {
     error("unexpected token in expression");
   }
 
+  // An integer token's value; one beyond int64 is a template error.
+  int64_t int_literal(const std::string& text) {
+    int64_t v = 0;
+    auto r = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (r.ec != std::errc() || r.ptr != text.data() + text.size()) {
+      error("integer literal out of range");
+    }
+    return v;
+  }
+
   ExprPtr parse_postfix(ExprPtr node) {
     while (true) {
       if (at_op(".")) {
         size_t offset = next().offset;
         if (peek().type == TT::kInt) {
           auto index = make(Expr::Kind::kLiteral, offset);
-          index->literal = Value(static_cast<int64_t>(std::stoll(next().text)));
+          index->literal = Value(int_literal(next().text));
           auto e = make(Expr::Kind::kGetItem, offset);
           e->children.push_back(std::move(node));
           e->children.push_back(std::move(index));

@@ -3,6 +3,9 @@
 // re-checks the whole table against jinja2 itself when it is installed.
 #include <gtest/gtest.h>
 
+#include <exception>
+
+#include "base/error.h"
 #include "jinja_oracle.h"
 #include "template/chat_template.h"
 #include "test_paths.h"
@@ -313,6 +316,32 @@ TEST(JinjaLanguageOracle, InlineCasesMatchOracle) {
     EXPECT_EQ(expected[i].ok, !c.fails) << c.name;
     EXPECT_EQ(expected[i].ok ? expected[i].output : expected[i].message, c.expected) << c.name;
   }
+}
+
+// Numbers beyond int64 / double in a template (a fuzzer's find: `x.99999999999999999999`
+// escaped as std::out_of_range from std::stoll and ended the process). Each renders or
+// fails with rapide's own Error, as any bad template must; a float literal beyond double's
+// range reads as inf, as Python reads it.
+TEST(JinjaLanguage, HugeNumbersRenderOrFailClearly) {
+  const char* sources[] = {
+      "{{ messages.99999999999999999999 }}",
+      "{{ 99999999999999999999 }}",
+      "{{ '{99999999999999999999999}'.format(1) }}",
+      "{{ messages | map(attribute='99999999999999999999') | list }}",
+      "{{ [1] | map(attribute='0') | list }}",
+  };
+  ChatTemplateInputs inputs;
+  inputs.messages = {{{"role", "user"}, {"content", "Hi"}}};
+  for (const char* source : sources) {
+    try {
+      const ChatTemplate t(source);
+      (void)t.render(inputs);
+    } catch (const Error&) {
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << source << ": " << e.what();
+    }
+  }
+  EXPECT_EQ(ChatTemplate("{{ 1e999 }}|{{ -1e999 }}").render(inputs), "inf|-inf");
 }
 
 }  // namespace
