@@ -29,7 +29,8 @@ class ThreadPool {
   // dispatched (the start of its part of the next matrix a decode step streams). Once that
   // next call is done, the thread prefetches those bytes while it waits (a worker for the
   // following call, the caller for the workers), so the gaps between the products of a
-  // forward pass move data instead of spinning. One-shot: taken when that call ends.
+  // forward pass move data instead of spinning. One-shot: each thread takes its slot as that
+  // call starts (a later call finds it empty).
   void prefetch_while_idle(int thread, const void* base, size_t bytes);
   // parallel_ranges: the first of `pieces` that `thread` of `threads` owns (its range ends
   // where thread + 1's begins).

@@ -350,11 +350,10 @@ void Model::attention_block(int layer, const Batch& batch, KvStore& kv, ThreadPo
     }
   });
   observe(layer, LinearInput::kAttnIn, xn_.data(), n, c.dim);
-  const WeightMatrix* qkv[] = {&w.wq, &w.wk, &w.wv};
   float* const qkv_out[] = {q_.data(), k_.data(), v_.data()};
   const WeightMatrix* const wo[] = {&w.wo};
   WeightMatrix::stream_next(wo, n, pool);
-  WeightMatrix::multiply_group(qkv, xn_.data(), n, qkv_out, pool);
+  WeightMatrix::multiply_group(qkv_of(layer).span(), xn_.data(), n, qkv_out, pool);
   for_tokens(pool, n, c.q_dim() + 2 * c.kv_dim(), [&](int begin, int end) {
     if (c.qkv_bias) {
       for (int i = begin; i < end; ++i) {
