@@ -8,6 +8,8 @@
 // instantiations (compiled with different -m flags) apart.
 #pragma once
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -80,6 +82,15 @@ struct NextPanels {
   const uint8_t* base = nullptr;
   int64_t per_step = 0;
   bool first = false;
+
+  // Issues the lines of step k of the tile's loop.
+  void prefetch(int64_t k) const {
+    if (base == nullptr) return;
+    const uint8_t* lines = base + k * per_step * 64;
+    for (int64_t i = 0; i < per_step; ++i) {
+      _mm_prefetch(reinterpret_cast<const char*>(lines + i * 64), _MM_HINT_T0);
+    }
+  }
 };
 
 template <int R, int kT, template <int, int> class Tile, int... Ts>

@@ -100,7 +100,6 @@ struct Bf16Tile {
   static void run_strided(const PackedWeights& w, const Activations& a, int64_t p, int64_t stride,
                           int64_t t, float* y, const NextPanels* next = nullptr) {
     const bool own_prefetch = next == nullptr || next->first;
-    const uint8_t* ahead = next != nullptr ? next->base : nullptr;
     __m512 acc[R][T];
     for (int r = 0; r < R; ++r) {
       for (int i = 0; i < T; ++i) acc[r][i] = _mm512_setzero_ps();
@@ -118,12 +117,7 @@ struct Bf16Tile {
         }
         wv[r] = reinterpret_cast<__m512bh>(_mm512_loadu_si512(wp[r] + k * 64));
       }
-      if (ahead != nullptr) {
-        for (int64_t i = 0; i < next->per_step; ++i) {
-          _mm_prefetch(reinterpret_cast<const char*>(ahead + (k * next->per_step + i) * 64),
-                       _MM_HINT_T0);
-        }
-      }
+      if (next != nullptr) next->prefetch(k);
       for (int i = 0; i < T; ++i) {
         const __m512bh xb =
             reinterpret_cast<__m512bh>(_mm512_set1_epi32(static_cast<int>(xs[i][k])));

@@ -62,12 +62,7 @@ void quant_tile(const PackedWeights& w, const Activations& a, int64_t p, int64_t
     for (int r = 0; r < R; ++r) pb[r] = wp[r] + b * Weights::kBlockBytes;
     if constexpr (R > 1) {
       if (next == nullptr || next->first) prefetch_ahead<Weights, R>(pb);
-      if (next != nullptr && next->base != nullptr) {
-        const uint8_t* lines = next->base + b * next->per_step * 64;
-        for (int64_t i = 0; i < next->per_step; ++i) {
-          _mm_prefetch(reinterpret_cast<const char*>(lines + i * 64), _MM_HINT_T0);
-        }
-      }
+      if (next != nullptr) next->prefetch(b);
     }
     if constexpr (R == 1 && Weights::kDecodePrefetchBlocks > 0) {
       const uint8_t* ahead = pb[0] + Weights::kDecodePrefetchBlocks * Weights::kBlockBytes;
