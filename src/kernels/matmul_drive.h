@@ -31,17 +31,31 @@ constexpr auto make_tile_table(std::integer_sequence<int, Ts...>) {
 // full tiles plus a remainder: 32 decode rows with kT = 6 run as 2 x 6 + 4 x 5 instead
 // of 5 x 6 + 2, whose 2-token tile has a third of the accumulators to hide latency with and
 // cost as much as a full one. A token's arithmetic does not depend on its tile's size.
+struct TileCut {
+  int64_t tiles, size, larger;  // `larger` tiles of size + 1 first, then tiles of size
+  TileCut(int64_t count, int kT)
+      : tiles((count + kT - 1) / kT), size(count / tiles), larger(count % tiles) {}
+  int64_t tokens(int64_t i) const { return size + (i < larger ? 1 : 0); }
+};
+
+// Tokens per chunk of a batch, a multiple of kT: the chunk's activations stay in L2 while
+// every panel of the range passes over them.
+inline int64_t chunk_tokens(int64_t bytes_per_token, int kT) {
+  constexpr int64_t kChunkBytes = 192 * 1024;
+  const int64_t chunk = kChunkBytes / (bytes_per_token > 0 ? bytes_per_token : 1) / kT * kT;
+  return chunk < kT ? kT : chunk;
+}
+
 template <int R, int kT, template <int, int> class Tile>
 void tokens_loop(const PackedWeights& w, const Activations& a, int64_t p, int64_t t0, int64_t t1,
                  float* y) {
   static constexpr auto table = make_tile_table<R, kT, Tile>(std::make_integer_sequence<int, kT>());
   const int64_t count = t1 - t0;
   if (count <= 0) return;
-  const int64_t tiles = (count + kT - 1) / kT;
-  const int64_t size = count / tiles, larger = count % tiles;  // `larger` tiles of size + 1
+  const TileCut cut(count, kT);
   int64_t t = t0;
-  for (int64_t i = 0; i < tiles; ++i) {
-    const int64_t n = size + (i < larger ? 1 : 0);
+  for (int64_t i = 0; i < cut.tiles; ++i) {
+    const int64_t n = cut.tokens(i);
     if (n == kT) {
       Tile<R, kT>::run(w, a, p, t, y);
     } else {
@@ -55,9 +69,7 @@ void tokens_loop(const PackedWeights& w, const Activations& a, int64_t p, int64_
 template <int R, int kT, template <int, int> class Tile>
 void drive(const PackedWeights& w, const Activations& a, int64_t p0, int64_t p1, int64_t t0,
            int64_t t1, float* y, int64_t bytes_per_token) {
-  constexpr int64_t kChunkBytes = 192 * 1024;
-  int64_t chunk = kChunkBytes / (bytes_per_token > 0 ? bytes_per_token : 1) / kT * kT;
-  if (chunk < kT) chunk = kT;
+  const int64_t chunk = chunk_tokens(bytes_per_token, kT);
   for (int64_t c0 = t0; c0 < t1; c0 += chunk) {
     const int64_t c1 = c0 + chunk < t1 ? c0 + chunk : t1;
     int64_t p = p0;
@@ -115,15 +127,11 @@ void drive_ahead(const PackedWeights& w, const Activations& a, int64_t p0, int64
                  int64_t t1, float* y, int64_t bytes_per_token) {
   static constexpr auto table =
       make_ahead_table<R, kT, Tile>(std::make_integer_sequence<int, kT>());
-  constexpr int64_t kChunkBytes = 192 * 1024;
-  int64_t chunk = kChunkBytes / (bytes_per_token > 0 ? bytes_per_token : 1) / kT * kT;
-  if (chunk < kT) chunk = kT;
+  const int64_t chunk = chunk_tokens(bytes_per_token, kT);
   const int64_t steps = Tile<R, kT>::steps(w);
   for (int64_t c0 = t0; c0 < t1; c0 += chunk) {
     const int64_t c1 = c0 + chunk < t1 ? c0 + chunk : t1;
-    const int64_t count = c1 - c0;
-    const int64_t tiles = (count + kT - 1) / kT;
-    const int64_t size = count / tiles, larger = count % tiles;  // as tokens_loop cuts them
+    const TileCut cut(c1 - c0, kT);  // as tokens_loop cuts them
     int64_t p = p0;
     for (; p + R <= p1; p += R) {
       NextPanels next;
@@ -132,11 +140,11 @@ void drive_ahead(const PackedWeights& w, const Activations& a, int64_t p0, int64
       if (next_panels > 0) {
         next.base = w.panel(p + R);
         lines = (next_panels * w.panel_bytes + 63) / 64;
-        next.per_step = (lines + tiles * steps - 1) / (tiles * steps);
+        next.per_step = (lines + cut.tiles * steps - 1) / (cut.tiles * steps);
       }
       int64_t t = c0;
-      for (int64_t i = 0; i < tiles; ++i) {
-        const int64_t n = size + (i < larger ? 1 : 0);
+      for (int64_t i = 0; i < cut.tiles; ++i) {
+        const int64_t n = cut.tokens(i);
         next.first = i == 0;
         table[n - 1](w, a, p, t, y, next);
         // The next tile takes the following slice; past the group's end, nothing (the last
