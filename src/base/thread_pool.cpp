@@ -96,14 +96,22 @@ void ThreadPool::dispatch(Call call, void* ctx, bool all_threads) {
   }
 }
 
-int64_t ThreadPool::claim_piece(int owner, bool front) {
+ThreadPool::Claim ThreadPool::claim_pieces(int owner, bool own) {
   std::atomic<uint64_t>& word = ranges_[static_cast<size_t>(owner)].pieces;
   uint64_t w = word.load(std::memory_order_relaxed);
   for (;;) {
     const int64_t f = static_cast<int64_t>(w >> 32), b = static_cast<int64_t>(w & 0xffffffffu);
-    if (f >= b) return -1;
-    const uint64_t next = front ? pack_range(f + 1, b) : pack_range(f, b - 1);
-    if (word.compare_exchange_weak(w, next, std::memory_order_relaxed)) return front ? f : b - 1;
+    if (f >= b) return {};
+    if (!own) {
+      if (word.compare_exchange_weak(w, pack_range(f, b - 1), std::memory_order_relaxed)) {
+        return {b - 1, b};
+      }
+      continue;
+    }
+    const int64_t take = std::max<int64_t>(1, (b - f) / kOwnClaimDivisor);
+    if (word.compare_exchange_weak(w, pack_range(f + take, b), std::memory_order_relaxed)) {
+      return {f, f + take};
+    }
   }
 }
 
