@@ -4,8 +4,10 @@
 //               measured by the probe in the same process.
 //   n = 32/128: batched decode / prefill, compute-bound: GFLOP/s (2 per weight per token).
 // BM_StreamBySize: decode speed by matrix size (the fixed cost of each matrix).
+// BM_FmaPeak: the f32 FMA peak of the same threads, what n = 32/128 F16 is bounded by.
 // Run:  build-kern/bench/matmul_bench [--benchmark_filter=Q8_0]   (RAPIDE_ISA=avx2 to compare)
 #include <benchmark/benchmark.h>
+#include <immintrin.h>
 
 #include <algorithm>
 #include <chrono>
@@ -195,6 +197,65 @@ BENCHMARK(BM_StreamBySize)
                    {128, 512, 2048, 65536}})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
+
+// The f32 FMA peak, for the GFLOP/s above to be read against: 12 independent chains of
+// register-only FMAs (more than latency x ports, so none waits) on every pool thread at once,
+// zmm where AVX-512 runs, ymm otherwise. The F16/F32 kernels do one such FMA per weight and
+// token (bit-exact to the scalar reference), so this bounds them; BF16 and the integer
+// kernels do more per instruction.
+// Each returns nothing the caller uses: the chains stay in registers and are consumed by
+// DoNotOptimize, so the loop is nothing but FMAs.
+[[gnu::target("avx512f")]] void fma_peak_avx512(int64_t iterations) {
+  __m512 a[12];
+  for (int i = 0; i < 12; ++i) a[i] = _mm512_set1_ps(1.0f + static_cast<float>(i) * 1e-7f);
+  const __m512 m = _mm512_set1_ps(0.9999999f), c = _mm512_set1_ps(1e-7f);
+  for (int64_t k = 0; k < iterations; ++k) {
+    for (__m512& v : a) v = _mm512_fmadd_ps(v, m, c);
+  }
+  alignas(64) float lanes[16];
+  float sum = 0;
+  for (const __m512& v : a) {
+    _mm512_store_ps(lanes, v);
+    for (float l : lanes) sum += l;
+  }
+  benchmark::DoNotOptimize(sum);
+}
+[[gnu::target("avx2,fma")]] void fma_peak_avx2(int64_t iterations) {
+  __m256 a[12];
+  for (int i = 0; i < 12; ++i) a[i] = _mm256_set1_ps(1.0f + static_cast<float>(i) * 1e-7f);
+  const __m256 m = _mm256_set1_ps(0.9999999f), c = _mm256_set1_ps(1e-7f);
+  for (int64_t k = 0; k < iterations; ++k) {
+    for (__m256& v : a) v = _mm256_fmadd_ps(v, m, c);
+  }
+  alignas(32) float lanes[8];
+  float sum = 0;
+  for (const __m256& v : a) {
+    _mm256_store_ps(lanes, v);
+    for (float l : lanes) sum += l;
+  }
+  benchmark::DoNotOptimize(sum);
+}
+
+void BM_FmaPeak(benchmark::State& state) {
+  const bool zmm = cpu_features().best_level() >= IsaLevel::kAvx512;
+  if (!zmm && cpu_features().best_level() < IsaLevel::kAvx2) {
+    state.SkipWithError("no FMA");
+    return;
+  }
+  constexpr int64_t kIterations = 20'000'000;
+  ThreadPool& pool = bench_pool();
+  double flops = 0;
+  for (auto _ : state) {
+    pool.run([&](int) { zmm ? fma_peak_avx512(kIterations) : fma_peak_avx2(kIterations); });
+    flops += (zmm ? 32.0 : 16.0) * 12 * static_cast<double>(kIterations) * pool.size();
+  }
+  state.SetLabel(zmm ? "zmm" : "ymm");
+  state.counters["GFLOP/s"] = benchmark::Counter(flops / 1e9, benchmark::Counter::kIsRate);
+  state.counters["per_thread"] =
+      benchmark::Counter(flops / 1e9 / pool.size(), benchmark::Counter::kIsRate);
+  state.counters["threads"] = pool.size();
+}
+BENCHMARK(BM_FmaPeak)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void model_args(benchmark::internal::Benchmark* b) {
   for (TensorType t : {TensorType::kF16, TensorType::kQ8_0, TensorType::kQ4_0, TensorType::kBF16,
