@@ -222,19 +222,20 @@ Scratch& thread_scratch() {
 // Below this many multiply-adds a dispatch to the pool costs more than it saves.
 constexpr int64_t kMinParallelWork = 1 << 15;
 
-// Up to 8 rows (decode, a speculative verification, a few sequences) the weights' stream
-// from DRAM is what costs: such a product goes by one contiguous range of panels per thread
-// in pieces of streaming_piece() panels (multiply_same_shape says why).
-constexpr int64_t kStreamingRows = 8;
+// Up to WeightMatrix::kStreamingRows rows the weights' stream from DRAM is what costs: such a
+// product goes by one contiguous range of panels per thread in pieces of streaming_piece()
+// panels (multiply_same_shape says why).
+constexpr int64_t kStreamingRows = WeightMatrix::kStreamingRows;
 int64_t streaming_piece(int64_t total_panels, int threads) {
   return std::max<int64_t>(4, total_panels / (8 * threads));
 }
 
 // Converts n tokens of x for `type` into scratch and returns the kernels' view of them.
+// f16_exact: x's values are already f16 values (WeightMatrix::Input::kF16Exact).
 template <typename ForTokens>
 Activations convert_activations(const KernelSet& ks, TensorType type, bool float_act,
                                 const float* x, int64_t n, int64_t cols, Scratch& s,
-                                ForTokens&& for_tokens) {
+                                ForTokens&& for_tokens, bool f16_exact = false) {
   Activations a;
   if (float_act) {  // ActQuant::kOff: the kernel reads x as it is
     a.f32 = x;
@@ -247,6 +248,11 @@ Activations convert_activations(const KernelSet& ks, TensorType type, bool float
       a.stride = cols;
       break;
     case TensorType::kF16: {
+      if (f16_exact) {  // rounding is the identity on them
+        a.f32 = x;
+        a.stride = cols;
+        break;
+      }
       float* out = Scratch::ensure(s.f32, n * cols);
       for_tokens([&](int64_t t0, int64_t t1) {
         ks.round_f16(x + t0 * cols, out + t0 * cols, (t1 - t0) * cols);
@@ -412,21 +418,40 @@ TensorType WeightMatrix::type() const {
   return impl_ ? impl_->packed.type : TensorType::kF32;
 }
 
-void WeightMatrix::multiply(const float* x, int64_t n, float* y, ThreadPool& pool) const {
+bool WeightMatrix::rounds_input_to_f16() const {
+  return impl_ != nullptr && impl_->packed.type == TensorType::kF16 && !impl_->packed.float_act;
+}
+
+bool WeightMatrix::all_round_input_to_f16(std::span<const WeightMatrix* const> ws) {
+  if (ws.empty()) return false;
+  for (const WeightMatrix* w : ws) {
+    if (w == nullptr || !w->rounds_input_to_f16()) return false;
+  }
+  return true;
+}
+
+void round_to_f16(const float* x, float* out, int64_t count) {
+  static const KernelSet& ks = kernels_for(active_isa_level());
+  ks.round_f16(x, out, count);
+}
+
+void WeightMatrix::multiply(const float* x, int64_t n, float* y, ThreadPool& pool,
+                            Input input) const {
   static const IsaLevel level = active_isa_level();
-  multiply_with(level, x, n, y, pool);
+  multiply_with(level, x, n, y, pool, input);
 }
 
 void WeightMatrix::multiply_with(IsaLevel level, const float* x, int64_t n, float* y,
-                                 ThreadPool& pool) const {
+                                 ThreadPool& pool, Input input) const {
   if (n <= 0 || !impl_) return;
   const WeightMatrix* self[] = {this};
   float* const out[] = {y};
-  multiply_same_shape(level, self, x, n, out, pool);
+  multiply_same_shape(level, self, x, n, out, pool, input);
 }
 
 void WeightMatrix::multiply_group(std::span<const WeightMatrix* const> ws, const float* x,
-                                  int64_t n, std::span<float* const> ys, ThreadPool& pool) {
+                                  int64_t n, std::span<float* const> ys, ThreadPool& pool,
+                                  Input input) {
   if (ws.size() != ys.size()) {
     fail(ErrorCode::kInvalidArgument, "multiply_group: {} matrices but {} outputs", ws.size(),
          ys.size());
@@ -435,11 +460,11 @@ void WeightMatrix::multiply_group(std::span<const WeightMatrix* const> ws, const
   // A dispatch per matrix costs more than the work of a small one: on Zen 5, 2 threads, a
   // 128 KiB Q4_K matrix streams at ~25 GB/s where 2 MiB ones reach the read probe.
   if (!one_dispatch(ws)) {
-    for (size_t i = 0; i < ws.size(); ++i) ws[i]->multiply(x, n, ys[i], pool);
+    for (size_t i = 0; i < ws.size(); ++i) ws[i]->multiply(x, n, ys[i], pool, input);
     return;
   }
   static const IsaLevel level = active_isa_level();
-  multiply_same_shape(level, ws, x, n, ys, pool);
+  multiply_same_shape(level, ws, x, n, ys, pool, input);
 }
 
 bool WeightMatrix::one_dispatch(std::span<const WeightMatrix* const> ws) {
@@ -498,7 +523,7 @@ void WeightMatrix::stream_next(std::span<const WeightMatrix* const> next, int64_
 
 void WeightMatrix::multiply_same_shape(IsaLevel level, std::span<const WeightMatrix* const> ws,
                                        const float* x, int64_t n, std::span<float* const> ys,
-                                       ThreadPool& pool) {
+                                       ThreadPool& pool, Input input) {
   const KernelSet& ks = kernels_for(level);
   const PackedWeights& first = ws[0]->impl_->packed;
   int64_t total_panels = 0, work = 0;
@@ -528,9 +553,11 @@ void WeightMatrix::multiply_same_shape(IsaLevel level, std::span<const WeightMat
       base += w.panels;
     }
   };
+  const bool f16_exact = input == Input::kF16Exact;
   auto convert_serial = [&](Scratch& scratch) {
-    return convert_activations(ks, first.type, first.float_act, x, n, first.cols, scratch,
-                               [&](auto&& convert) { convert(int64_t{0}, n); });
+    return convert_activations(
+        ks, first.type, first.float_act, x, n, first.cols, scratch,
+        [&](auto&& convert) { convert(int64_t{0}, n); }, f16_exact);
   };
   const bool parallel = pool.size() > 1 && work >= kMinParallelWork;
   if (!parallel) return run_panels(convert_serial(thread_scratch()), 0, total_panels, 0, n);
@@ -566,10 +593,12 @@ void WeightMatrix::multiply_same_shape(IsaLevel level, std::span<const WeightMat
   // Converting activations is O(n * cols), worth spreading only for a batch of tokens.
   const bool parallel_convert = n * first.cols >= kMinParallelWork;
   const Activations a = convert_activations(
-      ks, first.type, first.float_act, x, n, first.cols, thread_scratch(), [&](auto&& convert) {
+      ks, first.type, first.float_act, x, n, first.cols, thread_scratch(),
+      [&](auto&& convert) {
         if (!parallel_convert) return convert(int64_t{0}, n);
         pool.parallel_for(n, 1, [&](int64_t t0, int64_t t1, int) { convert(t0, t1); });
-      });
+      },
+      f16_exact);
   // Rows split evenly for tall matrices; a batch of tokens against short matrices is split
   // by tokens instead so every thread still gets work. The rows go by parallel_ranges in
   // pieces of 2 panels: a thread that finishes first takes single pieces from the back of the

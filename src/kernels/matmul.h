@@ -65,19 +65,38 @@ class WeightMatrix {
   TensorType type() const;
   bool empty() const { return impl_ == nullptr; }
 
+  // What the caller promises about x. kF16Exact: every value of x is an f16 value (its
+  // producer rounded its rows with round_to_f16 while they were in its cache), so a product
+  // whose numerics round the activations to f16 (rounds_input_to_f16()) reads x as it is
+  // instead of writing a rounded copy first: the same bits, one pass over the activations
+  // fewer. Products that do not round ignore it; a producer rounds only for products that
+  // all do (all_round_input_to_f16), since the others' results would change.
+  enum class Input { kF32, kF16Exact };
+  // Up to this many rows (decode, a speculative verification, a few sequences) a product
+  // streams its weights from DRAM and each thread converts the activations itself
+  // (multiply_same_shape says why); above it, a batch's products are compute-bound.
+  static constexpr int64_t kStreamingRows = 8;
+  // F16 weights, unless prepared as BF16 (ActQuant::kBf16): llama.cpp's numerics.
+  bool rounds_input_to_f16() const;
+  // Whether every matrix of `ws` does (false for an empty list or an unprepared matrix).
+  static bool all_round_input_to_f16(std::span<const WeightMatrix* const> ws);
+
   // y[t * rows() + r] = sum_c W[r][c] * x[t * cols() + c]  for t in [0, n).
   // Parallelised over rows (and tokens) with `pool`. No allocation once warmed up.
-  void multiply(const float* x, int64_t n, float* y, ThreadPool& pool) const;
+  void multiply(const float* x, int64_t n, float* y, ThreadPool& pool,
+                Input input = Input::kF32) const;
   // The same with the kernels of one ISA level, which must not exceed what this CPU runs
   // (cpu_features().best_level()): tests and benchmarks compare the variants in-process.
-  void multiply_with(IsaLevel level, const float* x, int64_t n, float* y, ThreadPool& pool) const;
+  void multiply_with(IsaLevel level, const float* x, int64_t n, float* y, ThreadPool& pool,
+                     Input input = Input::kF32) const;
   // Several matrices of one width and type (or k-quant panels of any of Q4_K/Q5_K/Q6_K)
   // applied to the same x (Q/K/V, gate/up): the activations are converted once and all
   // products run in one parallel dispatch, so a forward pass pays one conversion and one
   // pool round trip instead of one per matrix.
   // Each ys[i] gets what ws[i]->multiply(x, n, ys[i]) writes, bit for bit.
   static void multiply_group(std::span<const WeightMatrix* const> ws, const float* x, int64_t n,
-                             std::span<float* const> ys, ThreadPool& pool);
+                             std::span<float* const> ys, ThreadPool& pool,
+                             Input input = Input::kF32);
   // Names the product that follows the next multiply / multiply_group on `pool` (with the
   // same n): while its threads wait between the two (for each other, for the caller's
   // per-token work), each prefetches the start of its part of `next`, when that product
@@ -96,9 +115,13 @@ class WeightMatrix {
   // multiply_with / multiply_group: matrices of one type and width, all prepared.
   static void multiply_same_shape(IsaLevel level, std::span<const WeightMatrix* const> ws,
                                   const float* x, int64_t n, std::span<float* const> ys,
-                                  ThreadPool& pool);
+                                  ThreadPool& pool, Input input);
   std::unique_ptr<Impl> impl_;
 };
+
+// x[i] rounded to the nearest f16 value (ties to even), in place (out == x) or not: what an
+// F16 product does to its activations (WeightMatrix::Input::kF16Exact). Active ISA's kernel.
+void round_to_f16(const float* x, float* out, int64_t count);
 
 // Conversions of whole rows between f32 and a storage type (quantizing writers, tests).
 // n must be a multiple of the type's block size.

@@ -343,17 +343,21 @@ void Model::attention_block(int layer, const Batch& batch, KvStore& kv, ThreadPo
   const ModelConfig& c = config_;
   const LayerWeights& w = layers_[layer];
   const int n = batch.size();
+  const Products qkv = qkv_of(layer);
+  const WeightMatrix::Input qkv_input = input_for(qkv.span(), n);
   for_tokens(pool, n, c.dim, [&](int begin, int end) {
     for (int i = begin; i < end; ++i) {
+      float* xn = xn_.data() + static_cast<size_t>(i) * c.dim;
       rms_norm(x_.data() + static_cast<size_t>(i) * c.dim, w.attn_norm.data(), c.dim, c.rms_eps,
-               xn_.data() + static_cast<size_t>(i) * c.dim);
+               xn);
+      if (qkv_input == WeightMatrix::Input::kF16Exact) round_to_f16(xn, xn, c.dim);
     }
   });
   observe(layer, LinearInput::kAttnIn, xn_.data(), n, c.dim);
   float* const qkv_out[] = {q_.data(), k_.data(), v_.data()};
   const WeightMatrix* const wo[] = {&w.wo};
   WeightMatrix::stream_next(wo, n, pool);
-  WeightMatrix::multiply_group(qkv_of(layer).span(), xn_.data(), n, qkv_out, pool);
+  WeightMatrix::multiply_group(qkv.span(), xn_.data(), n, qkv_out, pool, qkv_input);
   for_tokens(pool, n, c.q_dim() + 2 * c.kv_dim(), [&](int begin, int end) {
     if (c.qkv_bias) {
       for (int i = begin; i < end; ++i) {
@@ -379,13 +383,14 @@ void Model::attention_block(int layer, const Batch& batch, KvStore& kv, ThreadPo
 
 void Model::gated_ffn(const WeightMatrix& gate, const WeightMatrix& up, const WeightMatrix& down,
                       const float* in, int n, int width, float* out, ThreadPool& pool, int layer,
-                      std::span<const WeightMatrix* const> after) {
+                      std::span<const WeightMatrix* const> after, WeightMatrix::Input input) {
   const WeightMatrix* gate_up[] = {&gate, &up};
   float* const gate_up_out[] = {gate_.data(), up_.data()};
   const WeightMatrix* const down_only[] = {&down};
   WeightMatrix::stream_next(down_only, n, pool);
-  WeightMatrix::multiply_group(gate_up, in, n, gate_up_out, pool);
+  WeightMatrix::multiply_group(gate_up, in, n, gate_up_out, pool, input);
   const bool gelu = config_.activation == FfnActivation::kGeluTanh;
+  const WeightMatrix::Input down_input = input_for(down_only, n);
   for_tokens(pool, n, width, [&](int begin, int end) {
     const size_t from = static_cast<size_t>(begin) * width;
     const int64_t count = static_cast<int64_t>(end - begin) * width;
@@ -394,10 +399,13 @@ void Model::gated_ffn(const WeightMatrix& gate, const WeightMatrix& up, const We
     } else {
       silu_mul(gate_.data() + from, up_.data() + from, count, gate_.data() + from);
     }
+    if (down_input == WeightMatrix::Input::kF16Exact) {
+      round_to_f16(gate_.data() + from, gate_.data() + from, count);
+    }
   });
   if (layer >= 0) observe(layer, LinearInput::kFfnDown, gate_.data(), n, width);
   WeightMatrix::stream_next(after, n, pool);
-  down.multiply(gate_.data(), n, out, pool);
+  down.multiply(gate_.data(), n, out, pool, down_input);
 }
 
 // Routed experts (and the shared one): xn_ in, xn_ out. Each expert runs once over the rows
@@ -465,7 +473,10 @@ void Model::ffn_block(int layer, int n, ThreadPool& pool) {
   const ModelConfig& c = config_;
   const LayerWeights& w = layers_[layer];
   // The attention output (in xn_) joins the residual stream (after gemma2's post-norm),
-  // then the FFN's norm reads it.
+  // then the FFN's norm reads it. Experts read the normed rows for routing as well: only a
+  // dense FFN's input is rounded here.
+  const WeightMatrix::Input ffn_input =
+      c.n_experts > 0 ? WeightMatrix::Input::kF32 : input_for(ffn_start_of(layer).span(), n);
   for_tokens(pool, n, c.dim, [&](int begin, int end) {
     for (int i = begin; i < end; ++i) {
       float* x = x_.data() + static_cast<size_t>(i) * c.dim;
@@ -473,6 +484,7 @@ void Model::ffn_block(int layer, int n, ThreadPool& pool) {
       if (c.post_norms) rms_norm(xn, w.post_attn_norm.data(), c.dim, c.rms_eps, xn);
       add_in_place(x, xn, c.dim);
       rms_norm(x, w.ffn_norm.data(), c.dim, c.rms_eps, xn);
+      if (ffn_input == WeightMatrix::Input::kF16Exact) round_to_f16(xn, xn, c.dim);
     }
   });
   if (c.n_experts > 0) {
@@ -480,7 +492,7 @@ void Model::ffn_block(int layer, int n, ThreadPool& pool) {
   } else {
     observe(layer, LinearInput::kFfnIn, xn_.data(), n, c.dim);
     gated_ffn(w.ffn_gate, w.ffn_up, w.ffn_down, xn_.data(), n, c.ffn_dim, xn_.data(), pool, layer,
-              after_ffn_of(layer).span());
+              after_ffn_of(layer).span(), ffn_input);
     reduce_partial(xn_.data(), n);  // row-parallel: each rank summed over its FFN slice only
   }
   for_tokens(pool, n, c.dim, [&](int begin, int end) {

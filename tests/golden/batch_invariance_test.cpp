@@ -3,7 +3,10 @@
 // with every KV cache type (the quantized ones quantize each query by itself).
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "golden/greedy_runner.h"
+#include "model/linear_observer.h"
 #include "test_paths.h"
 
 namespace rapide::testing {
@@ -73,7 +76,9 @@ void check_invariance(const std::string& model_path, KvType kv_type = KvType::kF
   }
 }
 
-TEST(BatchInvariance, Stories260KF32) { check_invariance("models/stories260K/stories260K.gguf"); }
+TEST(BatchInvariance, Stories260KF32) {
+  check_invariance("models/stories260K/stories260K.gguf");
+}
 TEST(BatchInvariance, TinyStoriesF16) {
   check_invariance("models/tinystories-656k/TinyStories-656K-F16.gguf");
 }
@@ -85,6 +90,56 @@ TEST(BatchInvariance, TinyStoriesF16WithQ8_0Kv) {
 }
 TEST(BatchInvariance, TinyStoriesF16WithQ4_0Kv) {
   check_invariance("models/tinystories-656k/TinyStories-656K-F16.gguf", KvType::kQ4_0);
+}
+
+// An F16 model's norms and SiLU round their output rows to f16 for the products that follow
+// (WeightMatrix::Input::kF16Exact) unless a linear observer wants the unrounded values; the
+// logits must be the same bits either way: a prompt of 8 sequences' tokens in one batch,
+// then a decode step of all 8.
+class NoOpObserver : public LinearObserver {
+ public:
+  void observe(int, LinearInput, const float*, int64_t, int64_t) override { ++calls; }
+  int calls = 0;
+};
+
+TEST(BatchInvariance, F16RoundedInputsGiveTheSameLogits) {
+  const std::string path = "models/tinystories-656k/TinyStories-656K-F16.gguf";
+  RAPIDE_REQUIRE_SHARED(path);
+  LoadedForTest t = load_for_test(shared_path(path));
+  ThreadPool pool(2);
+  NoOpObserver observer;
+  auto run = [&](bool observed) {
+    t.model->set_linear_observer(observed ? &observer : nullptr);
+    ContiguousKvStore kv(t.model->config(), static_cast<int>(kPrompts.size()), 128);
+    Batch batch;
+    for (size_t s = 0; s < kPrompts.size(); ++s) {
+      const std::vector<int32_t> p = t.tokenizer->encode(kPrompts[s], true);
+      for (size_t i = 0; i < p.size(); ++i) {
+        batch.add(p[i], static_cast<int>(s), static_cast<int>(i), true);
+      }
+    }
+    std::span<const float> prefill = t.model->forward(batch, kv, pool);
+    std::vector<float> logits(prefill.begin(), prefill.end());
+    const std::vector<int> lengths = [&] {
+      std::vector<int> l;
+      for (const auto& p : kPrompts)
+        l.push_back(static_cast<int>(t.tokenizer->encode(p, true).size()));
+      return l;
+    }();
+    batch.clear();
+    for (size_t s = 0; s < kPrompts.size(); ++s) {
+      batch.add(static_cast<int32_t>(100 + s), static_cast<int>(s), lengths[s], true);
+    }
+    std::span<const float> step = t.model->forward(batch, kv, pool);
+    logits.insert(logits.end(), step.begin(), step.end());
+    t.model->set_linear_observer(nullptr);
+    return logits;
+  };
+  const std::vector<float> rounded = run(false);
+  const std::vector<float> unrounded = run(true);
+  EXPECT_GT(observer.calls, 0);
+  ASSERT_EQ(rounded.size(), unrounded.size());
+  EXPECT_EQ(std::memcmp(rounded.data(), unrounded.data(), rounded.size() * sizeof(float)), 0);
 }
 
 }  // namespace

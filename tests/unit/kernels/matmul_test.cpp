@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -270,6 +271,61 @@ TEST(WeightMatrix, GroupMultiplyEqualsEachMultiply) {
   WeightMatrix::multiply_group(ws, x.data(), 2, ys, pool);
   EXPECT_EQ(y8, e8);
   EXPECT_EQ(y16, e16);
+}
+
+// Input::kF16Exact: a producer that rounded its rows to f16 (round_to_f16) hands them to F16
+// products, which then skip their own rounding pass: the same bits as multiply on the
+// unrounded x, for every ISA variant, decode-sized and batched, one matrix and a group,
+// 1-3 threads. Only F16 weights (not prepared as BF16) round their input.
+TEST(WeightMatrix, F16ExactInputGivesTheSameBits) {
+  const Matrix a = make_matrix(TensorType::kF16, 96, 128, 31),
+               b = make_matrix(TensorType::kF16, 40, 128, 32);
+  const WeightMatrix wa = WeightMatrix::prepare(a.view), wb = WeightMatrix::prepare(b.view);
+  const WeightMatrix* group[] = {&wa, &wb};
+  EXPECT_TRUE(wa.rounds_input_to_f16());
+  EXPECT_TRUE(WeightMatrix::all_round_input_to_f16(group));
+  const Matrix q8 = make_matrix(TensorType::kQ8_0, 32, 128, 33);
+  const WeightMatrix w8 = WeightMatrix::prepare(q8.view);
+  const WeightMatrix* mixed[] = {&wa, &w8};
+  EXPECT_FALSE(w8.rounds_input_to_f16());
+  EXPECT_FALSE(WeightMatrix::all_round_input_to_f16(mixed));
+  EXPECT_FALSE(WeightMatrix::all_round_input_to_f16({}));
+  // kOff concerns quantized weights only: F16 keeps its kernel.
+  EXPECT_TRUE(WeightMatrix::prepare(a.view, ActQuant::kOff).rounds_input_to_f16());
+  EXPECT_FALSE(WeightMatrix::prepare(q8.view, ActQuant::kOff).rounds_input_to_f16());
+  EXPECT_FALSE(WeightMatrix::prepare(a.view, ActQuant::kBf16).rounds_input_to_f16());
+  EXPECT_FALSE(WeightMatrix().rounds_input_to_f16());
+  for (int64_t n : {1, 5, 32, 70}) {
+    std::vector<float> x = random_activations(n * 128, 34);
+    x[3] = 1e-6f;     // an f16 subnormal
+    x[5] = 70000.0f;  // beyond f16's range: rounds to infinity, both ways
+    std::vector<float> rounded(x.size());
+    round_to_f16(x.data(), rounded.data(), static_cast<int64_t>(x.size()));
+    std::vector<float> in_place = x;
+    round_to_f16(in_place.data(), in_place.data(), static_cast<int64_t>(in_place.size()));
+    ASSERT_EQ(std::memcmp(in_place.data(), rounded.data(), x.size() * sizeof(float)), 0);
+    for (size_t i = 0; i < x.size(); ++i) {
+      ASSERT_EQ(rounded[i], fp16_to_fp32(fp32_to_fp16(x[i]))) << i;
+    }
+    for (int threads : {1, 2, 3}) {
+      ThreadPool pool(threads);
+      for (IsaLevel level : runnable_levels()) {
+        std::vector<float> ea(n * 96), ya(ea.size(), NAN);
+        wa.multiply_with(level, x.data(), n, ea.data(), pool);
+        wa.multiply_with(level, rounded.data(), n, ya.data(), pool, WeightMatrix::Input::kF16Exact);
+        EXPECT_EQ(std::memcmp(ya.data(), ea.data(), ea.size() * sizeof(float)), 0)
+            << isa_level_name(level) << " n=" << n << " threads=" << threads;
+      }
+      std::vector<float> ea(n * 96), eb(n * 40), ya(ea.size(), NAN), yb(eb.size(), NAN);
+      float* const expected[] = {ea.data(), eb.data()};
+      float* const got[] = {ya.data(), yb.data()};
+      WeightMatrix::multiply_group(group, x.data(), n, expected, pool);
+      WeightMatrix::multiply_group(group, rounded.data(), n, got, pool,
+                                   WeightMatrix::Input::kF16Exact);
+      EXPECT_EQ(std::memcmp(ya.data(), ea.data(), ea.size() * sizeof(float)), 0) << n;
+      EXPECT_EQ(std::memcmp(yb.data(), eb.data(), eb.size() * sizeof(float)), 0) << n;
+    }
+  }
 }
 
 // stream_next only names what the threads prefetch while they wait: the products that follow
