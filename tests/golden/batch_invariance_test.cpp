@@ -94,8 +94,9 @@ TEST(BatchInvariance, TinyStoriesF16WithQ4_0Kv) {
 
 // An F16 model's norms and SiLU round their output rows to f16 for the products that follow
 // (WeightMatrix::Input::kF16Exact) unless a linear observer wants the unrounded values; the
-// logits must be the same bits either way: a prompt of 8 sequences' tokens in one batch,
-// then a decode step of all 8.
+// logits must be the same bits either way: a prefill of 8 sequences' prompts in one batch
+// (rounded by the producers), then a decode step of all 8 (8 rows: each product converts its
+// input itself in both runs).
 class NoOpObserver : public LinearObserver {
  public:
   void observe(int, LinearInput, const float*, int64_t, int64_t) override { ++calls; }
@@ -108,27 +109,23 @@ TEST(BatchInvariance, F16RoundedInputsGiveTheSameLogits) {
   LoadedForTest t = load_for_test(shared_path(path));
   ThreadPool pool(2);
   NoOpObserver observer;
+  std::vector<std::vector<int32_t>> prompts;
+  for (const auto& p : kPrompts) prompts.push_back(t.tokenizer->encode(p, true));
   auto run = [&](bool observed) {
     t.model->set_linear_observer(observed ? &observer : nullptr);
-    ContiguousKvStore kv(t.model->config(), static_cast<int>(kPrompts.size()), 128);
+    ContiguousKvStore kv(t.model->config(), static_cast<int>(prompts.size()), 128);
     Batch batch;
-    for (size_t s = 0; s < kPrompts.size(); ++s) {
-      const std::vector<int32_t> p = t.tokenizer->encode(kPrompts[s], true);
-      for (size_t i = 0; i < p.size(); ++i) {
-        batch.add(p[i], static_cast<int>(s), static_cast<int>(i), true);
+    for (size_t s = 0; s < prompts.size(); ++s) {
+      for (size_t i = 0; i < prompts[s].size(); ++i) {
+        batch.add(prompts[s][i], static_cast<int>(s), static_cast<int>(i), true);
       }
     }
     std::span<const float> prefill = t.model->forward(batch, kv, pool);
     std::vector<float> logits(prefill.begin(), prefill.end());
-    const std::vector<int> lengths = [&] {
-      std::vector<int> l;
-      for (const auto& p : kPrompts)
-        l.push_back(static_cast<int>(t.tokenizer->encode(p, true).size()));
-      return l;
-    }();
     batch.clear();
-    for (size_t s = 0; s < kPrompts.size(); ++s) {
-      batch.add(static_cast<int32_t>(100 + s), static_cast<int>(s), lengths[s], true);
+    for (size_t s = 0; s < prompts.size(); ++s) {
+      batch.add(static_cast<int32_t>(100 + s), static_cast<int>(s),
+                static_cast<int>(prompts[s].size()), true);
     }
     std::span<const float> step = t.model->forward(batch, kv, pool);
     logits.insert(logits.end(), step.begin(), step.end());
