@@ -14,6 +14,12 @@ namespace {
 constexpr uint32_t kMaxCodePoint = 0x10FFFF;
 // Repetition counts beyond this are refused: {m,n} unrolls into n copies.
 constexpr uint32_t kMaxRepeat = 10000;
+// What repetitions may unroll into, in elements (about 40 bytes each) and helper rules: a
+// request's grammar is untrusted, and `x{0,10000}` written a thousand times would otherwise
+// ask for tens of millions of rules.
+constexpr uint64_t kMaxUnrolled = uint64_t{1} << 18;
+// Parentheses nest at most this deep: the parser recurses once per level.
+constexpr int kMaxNesting = 256;
 
 struct CodeRange {
   uint32_t lo, hi;
@@ -303,6 +309,11 @@ class Parser {
               int64_t max) {
     if (start == seq.size()) error("repetition without a term");
     Alternative term(seq.begin() + static_cast<std::ptrdiff_t>(start), seq.end());
+    const uint64_t copies = min + (max < 0 ? 1 : static_cast<uint64_t>(max - min));
+    unrolled_ += copies * (term.size() + 1);
+    if (unrolled_ > kMaxUnrolled) {
+      error(fmt::format("repetitions unroll into more than {} elements", kMaxUnrolled));
+    }
     seq.resize(start);
     for (uint32_t i = 0; i < min; ++i) seq.insert(seq.end(), term.begin(), term.end());
     if (max < 0) {
@@ -342,11 +353,14 @@ class Parser {
         last_start = seq.size();
         seq.push_back(class_element(any_char()));
       } else if (c == '(') {
+        if (++nesting_ > kMaxNesting)
+          error(fmt::format("groups nested deeper than {}", kMaxNesting));
         ++pos_;
         skip_space(true);
         std::vector<Alternative> alternatives = parse_alternatives(rule_name, true);
         if (peek() != ')') error("expected ')'");
         ++pos_;
+        --nesting_;
         last_start = seq.size();
         seq.push_back(rule_element(helper_rule(rule_name, std::move(alternatives))));
       } else if (is_name_char(c)) {
@@ -403,6 +417,8 @@ class Parser {
 
   std::string_view text_;
   size_t pos_ = 0;
+  int nesting_ = 0;        // open parentheses
+  uint64_t unrolled_ = 0;  // elements and helper rules the repetitions made so far
   std::vector<RuleDef> rules_;
   std::vector<bool> defined_;
   std::map<std::string, uint32_t> names_;

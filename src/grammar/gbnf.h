@@ -7,7 +7,9 @@
 // Literals and classes are Unicode code points (escapes \n \r \t \\ \" \[ \] \xHH \uHHHH
 // \UHHHHHHHH); they are lowered to UTF-8 byte sequences, so the grammar runs on bytes.
 // A rule's alternatives continue over newlines only inside parentheses or after `|`.
-// Throws Error(kInvalidArgument) with the line of the first syntax error.
+// Throws Error(kInvalidArgument) with the line of the first syntax error, and for grammars
+// too large to hold: parentheses nested deeper than 256, repetitions unrolling into more than
+// 2^18 elements (a grammar may come from an untrusted request).
 #pragma once
 
 #include <string_view>

@@ -1,6 +1,6 @@
 #include "grammar/grammar.h"
 
-#include <functional>
+#include <cstddef>
 
 #include "base/error.h"
 
@@ -28,33 +28,49 @@ Element rule_element(uint32_t rule) {
 
 namespace {
 
-// Rules that can match the empty string (fixpoint over the alternatives).
+// Rules that can match the empty string. A worklist, not a fixpoint over all rules: each
+// alternative made only of rule references counts the references not yet known nullable,
+// and a rule found nullable decrements the alternatives that use it. Linear in the grammar's
+// size (a request's grammar can chain many thousands of rules in any order).
 std::vector<bool> nullable_rules(const std::vector<RuleDef>& rules) {
   std::vector<bool> nullable(rules.size(), false);
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t r = 0; r < rules.size(); ++r) {
-      if (nullable[r]) continue;
-      for (const Alternative& alt : rules[r].alternatives) {
-        bool all = true;
-        for (const Element& e : alt) {
-          if (e.kind != ElementKind::kRule || !nullable[e.rule]) {
-            all = false;
-            break;
-          }
-        }
-        if (all) {
-          nullable[r] = changed = true;
-          break;
-        }
+  std::vector<uint32_t> owner;  // per counted alternative: its rule
+  std::vector<size_t> pending;  // per counted alternative: references not yet nullable
+  std::vector<std::vector<uint32_t>> users(rules.size());  // rule -> counted alternatives
+  std::vector<uint32_t> found;  // nullable rules whose users are still to be decremented
+  auto mark = [&](uint32_t r) {
+    if (nullable[r]) return;
+    nullable[r] = true;
+    found.push_back(r);
+  };
+  for (uint32_t r = 0; r < rules.size(); ++r) {
+    for (const Alternative& alt : rules[r].alternatives) {
+      bool only_rules = true;
+      for (const Element& e : alt) only_rules = only_rules && e.kind == ElementKind::kRule;
+      if (!only_rules) continue;
+      if (alt.empty()) {
+        mark(r);
+        continue;
       }
+      const auto a = static_cast<uint32_t>(pending.size());
+      owner.push_back(r);
+      pending.push_back(alt.size());
+      for (const Element& e : alt) users[e.rule].push_back(a);  // once per occurrence
+    }
+  }
+  while (!found.empty()) {
+    const uint32_t r = found.back();
+    found.pop_back();
+    for (const uint32_t a : users[r]) {
+      if (--pending[a] == 0) mark(owner[a]);
     }
   }
   return nullable;
 }
 
 // The matcher expands a rule reference by pushing each alternative's first element; a rule
-// that can reach itself again before consuming a byte would expand forever.
+// that can reach itself again before consuming a byte would expand forever. An iterative
+// depth-first search: leading references can chain as deep as the grammar is long.
 void check_left_recursion(const std::vector<RuleDef>& rules) {
   const std::vector<bool> nullable = nullable_rules(rules);
   std::vector<std::vector<uint32_t>> leading(rules.size());
@@ -68,18 +84,31 @@ void check_left_recursion(const std::vector<RuleDef>& rules) {
     }
   }
   std::vector<uint8_t> mark(rules.size(), 0);  // 0 new, 1 on the DFS path, 2 done
-  std::function<void(uint32_t)> visit = [&](uint32_t r) {
-    mark[r] = 1;
-    for (const uint32_t next : leading[r]) {
+  struct Frame {
+    uint32_t rule;
+    size_t next;  // index into leading[rule] of the next reference to follow
+  };
+  std::vector<Frame> path;
+  for (uint32_t root = 0; root < rules.size(); ++root) {
+    if (mark[root] != 0) continue;
+    mark[root] = 1;
+    path.push_back({root, 0});
+    while (!path.empty()) {
+      Frame& f = path.back();
+      if (f.next == leading[f.rule].size()) {
+        mark[f.rule] = 2;
+        path.pop_back();
+        continue;
+      }
+      const uint32_t next = leading[f.rule][f.next++];
       if (mark[next] == 1) {
         fail(ErrorCode::kInvalidArgument, "grammar: rule '{}' is left-recursive", rules[next].name);
       }
-      if (mark[next] == 0) visit(next);
+      if (mark[next] == 0) {
+        mark[next] = 1;
+        path.push_back({next, 0});  // invalidates f
+      }
     }
-    mark[r] = 2;
-  };
-  for (uint32_t r = 0; r < rules.size(); ++r) {
-    if (mark[r] == 0) visit(r);
   }
 }
 

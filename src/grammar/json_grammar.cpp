@@ -255,6 +255,11 @@ class RegexTranslator {
   std::string atom() {
     const char c = p_[pos_];
     if (c == '(') {
+      // The translator recurses once per group; a pattern comes from an untrusted request.
+      constexpr int kMaxNesting = 256;
+      if (++nesting_ > kMaxNesting) {
+        unsupported(fmt::format("groups nested deeper than {}", kMaxNesting));
+      }
       ++pos_;
       if (p_.substr(pos_, 2) == "?:") {
         pos_ += 2;
@@ -264,6 +269,7 @@ class RegexTranslator {
       std::string inner = alternation();
       if (pos_ >= p_.size() || p_[pos_] != ')') unsupported("unbalanced '('");
       ++pos_;
+      --nesting_;
       return "(" + inner + ")";
     }
     if (c == '[') return char_class();
@@ -336,6 +342,7 @@ class RegexTranslator {
 
   std::string_view p_;
   size_t pos_ = 0;
+  int nesting_ = 0;  // open groups
   bool json_;
 };
 

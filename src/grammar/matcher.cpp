@@ -13,28 +13,55 @@ int32_t Matcher::intern(uint32_t pos, int32_t parent) {
   return it->second;
 }
 
-void Matcher::expand(uint32_t pos, int32_t parent, MatchState& out) {
+bool Matcher::first_visit(uint64_t pair) {
+  // Most expansions visit a handful of pairs: a linear scan of those, and a table (marked with
+  // the call's number, so nothing is cleared per call) only for the rest.
+  for (size_t i = 0; i < n_recent_; ++i) {
+    if (recent_[i] == pair) return false;
+  }
+  if (n_recent_ < recent_.size()) {
+    recent_[n_recent_++] = pair;
+    return true;
+  }
+  const auto [it, inserted] = expanded_in_.try_emplace(pair, expansion_);
+  if (inserted) return true;
+  if (it->second == expansion_) return false;
+  it->second = expansion_;
+  return true;
+}
+
+void Matcher::expand(MatchState& out) {
+  // A work list rather than recursion: a chain of leading references, or of rules ending
+  // together, can be as long as the (untrusted) grammar. Each (position, parent) is expanded
+  // once per call: `x1 ::= x2 | x2`, `x2 ::= x3 | x3`, ... would otherwise expand 2^n times
+  // into the same stacks.
+  ++expansion_;
+  n_recent_ = 0;
   const std::vector<Element>& elements = grammar_.elements();
-  const Element& e = elements[pos];
-  switch (e.kind) {
-    case ElementKind::kBytes:
-      out.stacks.push_back(intern(pos, parent));
-      return;
-    case ElementKind::kEnd:
-    case ElementKind::kRuleEnd:
-      if (parent < 0) {
-        out.accepts = true;
-      } else {
-        const Node n = nodes_[static_cast<size_t>(parent)];
-        expand(n.pos, n.parent, out);
+  while (!work_.empty()) {
+    const Node w = work_.back();
+    work_.pop_back();
+    if (!first_visit((uint64_t{w.pos} << 32) | static_cast<uint32_t>(w.parent + 1))) continue;
+    const Element& e = elements[w.pos];
+    switch (e.kind) {
+      case ElementKind::kBytes:
+        out.stacks.push_back(intern(w.pos, w.parent));
+        break;
+      case ElementKind::kEnd:
+      case ElementKind::kRuleEnd:
+        if (w.parent < 0) {
+          out.accepts = true;
+        } else {
+          work_.push_back(nodes_[static_cast<size_t>(w.parent)]);
+        }
+        break;
+      case ElementKind::kRule: {
+        // Tail position: returning would only pop again, so push nothing.
+        const int32_t ret =
+            elements[w.pos + 1].kind == ElementKind::kEnd ? w.parent : intern(w.pos + 1, w.parent);
+        for (const uint32_t alt : grammar_.alternatives(e.rule)) work_.push_back({alt, ret});
+        break;
       }
-      return;
-    case ElementKind::kRule: {
-      // Tail position: returning would only pop again, so push nothing.
-      const int32_t ret =
-          elements[pos + 1].kind == ElementKind::kEnd ? parent : intern(pos + 1, parent);
-      for (const uint32_t alt : grammar_.alternatives(e.rule)) expand(alt, ret, out);
-      return;
     }
   }
 }
@@ -46,7 +73,8 @@ void Matcher::normalize(MatchState& state) {
 
 MatchState Matcher::initial() {
   MatchState state;
-  for (const uint32_t alt : grammar_.alternatives(grammar_.root())) expand(alt, -1, state);
+  for (const uint32_t alt : grammar_.alternatives(grammar_.root())) work_.push_back({alt, -1});
+  expand(state);
   normalize(state);
   return state;
 }
@@ -56,8 +84,9 @@ void Matcher::advance(const MatchState& from, uint8_t b, MatchState& to) {
   to.accepts = false;
   for (const int32_t id : from.stacks) {
     const Node n = nodes_[static_cast<size_t>(id)];
-    if (grammar_.elements()[n.pos].bytes.has(b)) expand(n.pos + 1, n.parent, to);
+    if (grammar_.elements()[n.pos].bytes.has(b)) work_.push_back({n.pos + 1, n.parent});
   }
+  expand(to);
   normalize(to);
 }
 

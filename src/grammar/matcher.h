@@ -63,7 +63,9 @@ class Matcher {
     int32_t parent;  // -1: bottom of the stack
   };
   int32_t intern(uint32_t pos, int32_t parent);
-  void expand(uint32_t pos, int32_t parent, MatchState& out);
+  // Expands the positions in work_ (each on its stack) until every stack has a byte class
+  // on top, adding those stacks to `out`; work_ is left empty.
+  void expand(MatchState& out);
   static void normalize(MatchState& state);
 
   int32_t intern_state(MatchState&& state);
@@ -71,6 +73,14 @@ class Matcher {
   const Grammar& grammar_;
   std::vector<Node> nodes_;
   std::unordered_map<uint64_t, int32_t> index_;
+  // Whether expand() meets this (position, parent) pair for the first time in this call.
+  bool first_visit(uint64_t pair);
+  // expand()'s work list; the call's first pairs, then per pair the last call that met it.
+  std::vector<Node> work_;
+  std::array<uint64_t, 32> recent_;
+  size_t n_recent_ = 0;
+  std::unordered_map<uint64_t, uint64_t> expanded_in_;
+  uint64_t expansion_ = 0;
   // DFA states, their transitions (kUnknown until computed) and canonical keys.
   static constexpr int32_t kUnknown = -2;
   std::vector<MatchState> dfa_states_;

@@ -154,5 +154,20 @@ TEST(JsonGrammar, UnsupportedKeywordsAreNamed) {
   EXPECT_NE(message(R"({"type": "object", "required": ["x"]})").find("'x'"), std::string::npos);
 }
 
+TEST(JsonGrammar, DeeplyNestedRegexIsRefused) {
+  // The translator recurses per group; 100,000 groups overflowed its stack.
+  auto nested = [](size_t depth) {
+    return std::string(depth, '(') + "a" + std::string(depth, ')');
+  };
+  EXPECT_TRUE(matches(parse_gbnf(regex_gbnf(nested(200))), "a"));
+  try {
+    regex_gbnf(nested(100000));
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
+    EXPECT_NE(std::string(e.what()).find("nested deeper than 256"), std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace rapide::grammar
