@@ -35,7 +35,11 @@ status=$?
 set -e
 if [[ $status -ne 0 ]]; then
   for f in "$work"/crash-* "$work"/timeout-* "$work"/oom-* "$work"/leak-*; do
-    [[ -e "$f" ]] && echo "run.sh: $target finding: $f (reproduce: $binary $f)"
+    [[ -e "$f" ]] || continue
+    echo "run.sh: $target finding: $f (reproduce: $binary $f)"
+    # The input itself, so a finding on a machine whose files are gone (CI) can be rebuilt:
+    # base64 -d <<< '...' > input.
+    echo "run.sh: $(wc -c < "$f") bytes, base64 (first 3 KiB): $(head -c 3072 "$f" | base64 -w0)"
   done
 fi
 exit $status

@@ -75,6 +75,16 @@ for name in "${failed[@]}"; do
 done
 
 if [ "${#real_failures[@]}" -gt 0 ]; then
+  # The end of each failed test's output again, last: where a CI log is cut to its tail, what
+  # failed and why are still in it.
+  for name in "${real_failures[@]}"; do
+    echo "test.sh: the last lines $name printed:"
+    awk -v t="$name" '$0 ~ "^[0-9]+/[0-9]+ Test: " && $3 == t { want = 1; next }
+                      want && /^Output:/ { getline; grab = 1; next }
+                      grab && /^<end of output>/ { exit }
+                      grab { print }' Testing/Temporary/LastTest.log | tail -n 12 | cut -c1-400 |
+      sed 's/^/  | /'
+  done
   echo "test.sh: ${#real_failures[@]} of ${total:-?} tests failed:"
   printf '  %s\n' "${real_failures[@]}"
   exit 1
