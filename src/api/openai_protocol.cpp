@@ -22,6 +22,13 @@ const json* field(const json& body, const char* key) {
   return &*it;
 }
 
+// Whether obj[key] is the string `value`; false for a missing key or any other type, where
+// json::value(key, "") would throw a type error out of the request parser.
+bool string_is(const json& obj, const char* key, std::string_view value) {
+  const auto it = obj.find(key);
+  return it != obj.end() && it->is_string() && it->get_ref<const std::string&>() == value;
+}
+
 [[noreturn]] void bad(const std::string& param, const std::string& message,
                       const char* code = "invalid_type") {
   throw ApiError(400, message, param, code);
@@ -212,7 +219,7 @@ void read_tools(const json& body, GenerationSpec& spec) {
     for (size_t i = 0; i < tools->size(); ++i) {
       const json& t = (*tools)[i];
       const std::string where = fmt::format("tools[{}]", i);
-      if (!t.is_object() || t.value("type", "") != "function" || !t.contains("function") ||
+      if (!t.is_object() || !string_is(t, "type", "function") || !t.contains("function") ||
           !t["function"].is_object() || !t["function"].contains("name") ||
           !t["function"]["name"].is_string()) {
         bad(where, where + " must be {\"type\": \"function\", \"function\": {\"name\": ...}}");
@@ -233,7 +240,7 @@ void read_tools(const json& body, GenerationSpec& spec) {
         bad("tool_choice", "'tool_choice' must be none, auto, required or a function",
             "invalid_value");
       }
-    } else if (c->is_object() && c->value("type", "") == "function" && c->contains("function") &&
+    } else if (c->is_object() && string_is(*c, "type", "function") && c->contains("function") &&
                (*c)["function"].is_object() && (*c)["function"].contains("name") &&
                (*c)["function"]["name"].is_string()) {
       spec.tool_choice_name = (*c)["function"]["name"].get<std::string>();
@@ -346,7 +353,7 @@ GenerationSpec parse_chat_request(const json& body, const Tokenizer& tokenizer) 
     if (content && content->is_array()) {
       std::string text;
       for (const json& part : *content) {
-        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
+        if (!part.is_object() || !string_is(part, "type", "text") || !part.contains("text") ||
             !part["text"].is_string()) {
           reject_if(true, where.c_str(), "only text content parts are supported");
         }

@@ -274,5 +274,27 @@ TEST_F(ProtocolTest, ToolChoiceIsCheckedAgainstTools) {
             "tool_choice");
 }
 
+// A "type" that is not a string is a 400 naming the field, not a JSON type error escaping the
+// parser (found by fuzzing: {"tools": [{"type": {"name": "w"}}]} ended the process).
+TEST_F(ProtocolTest, NonStringTypesAreRefusedByField) {
+  const json messages = json::array({{{"role", "user"}, {"content", "hi"}}});
+  const json object_type = {{"name", "w"}};
+  EXPECT_EQ(refused_param(
+                {{"messages", messages},
+                 {"tools", json::array({{{"type", object_type}, {"function", {{"name", "f"}}}}})}},
+                true),
+            "tools[0]");
+  const json tools = json::parse(R"([{"type": "function", "function": {"name": "f"}}])");
+  EXPECT_EQ(refused_param({{"messages", messages},
+                           {"tools", tools},
+                           {"tool_choice", {{"type", 7}, {"function", {{"name", "f"}}}}}},
+                          true),
+            "tool_choice");
+  const json parts = json::array({{{"type", json::array({"text"})}, {"text", "a"}}});
+  EXPECT_EQ(
+      refused_param({{"messages", json::array({{{"role", "user"}, {"content", parts}}})}}, true),
+      "messages[0]");
+}
+
 }  // namespace
 }  // namespace rapide::api
