@@ -143,9 +143,7 @@ std::string chat_template_of(const json& config) {
   return "";
 }
 
-}  // namespace
-
-TokenizerData parse_hf_tokenizer(const HfTokenizerInputs& in, const std::string& name) {
+TokenizerData tokenizer_data(const HfTokenizerInputs& in, const std::string& name) {
   const json tok = parse_json(in.tokenizer_json, name, "tokenizer.json");
   const json config = in.tokenizer_config_json.empty()
                           ? json::object()
@@ -291,6 +289,20 @@ TokenizerData parse_hf_tokenizer(const HfTokenizerInputs& in, const std::string&
   t.chat_template = chat_template_of(config);
   if (t.chat_template.empty()) t.chat_template = in.chat_template_file;
   return t;
+}
+
+}  // namespace
+
+TokenizerData parse_hf_tokenizer(const HfTokenizerInputs& in, const std::string& name) {
+  // The reads use json::value and get<>, which throw a JSON type error for a field of the
+  // wrong type ("byte_fallback": 61, found by hf_tokenizer_fuzz): a corrupt file like any other.
+  try {
+    return tokenizer_data(in, name);
+  } catch (const json::exception& e) {
+    fail(ErrorCode::kCorrupt,
+         "'{}': tokenizer.json or tokenizer_config.json has a field of the wrong type ({})", name,
+         e.what());
+  }
 }
 
 }  // namespace rapide

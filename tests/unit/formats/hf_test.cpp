@@ -454,6 +454,20 @@ TEST(HfLoader, RejectsEmptyOrBrokenVocabularies) {
   EXPECT_EQ(parse_hf_tokenizer(in, "padded").tokens.size(), 2048u);  // padded to vocab_size
 }
 
+// A field of the wrong type threw a JSON type error that no caller expected (found by
+// hf_tokenizer_fuzz: "byte_fallback": 61 ended the process); it is a corrupt file.
+TEST(HfLoader, TokenizerFieldsOfTheWrongTypeAreCorrupt) {
+  HfTokenizerInputs in;
+  in.tokenizer_json =
+      R"({"model": {"type": "BPE", "byte_fallback": 61, "merges": [], "vocab": {"a": 0}}})";
+  expect_error([&] { parse_hf_tokenizer(in, "a"); }, ErrorCode::kCorrupt, "wrong type");
+  in.tokenizer_json = R"({"model": {"type": 7, "vocab": {"a": 0}}})";
+  expect_error([&] { parse_hf_tokenizer(in, "b"); }, ErrorCode::kCorrupt, "wrong type");
+  in.tokenizer_json = R"({"added_tokens": [{"id": 1, "content": "x", "special": "yes"}],
+      "model": {"type": "BPE", "byte_fallback": true, "merges": [], "vocab": {"a": 0}}})";
+  expect_error([&] { parse_hf_tokenizer(in, "c"); }, ErrorCode::kCorrupt, "wrong type");
+}
+
 TEST(HfLoader, RejectsDeeplyNestedJson) {
   testing::TempDir dir;
   write_qwen2_folder(dir, false);
