@@ -518,7 +518,11 @@ ModelFile load_hf(const std::string& dir_path) {
     in.vocab_size = c.vocab_size;
     in.config_bos_id = json_token_id(config, "bos_token_id");
     in.config_eos_id = json_token_id(config, "eos_token_id");
-    in.model_type = config.value("model_type", "");
+    // Only a hint for the pre-tokenizer; json::value would throw for a non-string.
+    const auto model_type = config.find("model_type");
+    if (model_type != config.end() && model_type->is_string()) {
+      in.model_type = model_type->get<std::string>();
+    }
     m.tokenizer = parse_hf_tokenizer(in, dir_path);
   }
   check_model(m);
