@@ -206,11 +206,78 @@ void run_tiles(const PackedWeights& w, const Activations& a, int64_t p0, int64_t
   }
 }
 
+// Four blocks' largest |x| (m[k]: the lane-wise maxima of block k's two vectors), each in
+// every lane of 128-bit lane k. One tree of whole-register shuffles for four blocks instead
+// of a horizontal reduction each: they were most of the quantizer's time. max is exact, so the
+// order does not change the result.
+__m512 max_of_four_blocks(const __m512 m[4]) {
+  const __m512 m01 = _mm512_max_ps(_mm512_shuffle_f32x4(m[0], m[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                   _mm512_shuffle_f32x4(m[0], m[1], _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m512 m23 = _mm512_max_ps(_mm512_shuffle_f32x4(m[2], m[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                                   _mm512_shuffle_f32x4(m[2], m[3], _MM_SHUFFLE(3, 2, 3, 2)));
+  __m512 u = _mm512_max_ps(_mm512_shuffle_f32x4(m01, m23, _MM_SHUFFLE(2, 0, 2, 0)),
+                           _mm512_shuffle_f32x4(m01, m23, _MM_SHUFFLE(3, 1, 3, 1)));
+  u = _mm512_max_ps(u, _mm512_permute_ps(u, _MM_SHUFFLE(2, 3, 0, 1)));
+  return _mm512_max_ps(u, _mm512_permute_ps(u, _MM_SHUFFLE(1, 0, 3, 2)));
+}
+
+// The same tree for sums of 32-bit integers (exact in any order).
+__m512i sum_of_four_blocks(const __m512i s[4]) {
+  const __m512i s01 = _mm512_add_epi32(_mm512_shuffle_i32x4(s[0], s[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                       _mm512_shuffle_i32x4(s[0], s[1], _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m512i s23 = _mm512_add_epi32(_mm512_shuffle_i32x4(s[2], s[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                                       _mm512_shuffle_i32x4(s[2], s[3], _MM_SHUFFLE(3, 2, 3, 2)));
+  __m512i u = _mm512_add_epi32(_mm512_shuffle_i32x4(s01, s23, _MM_SHUFFLE(2, 0, 2, 0)),
+                               _mm512_shuffle_i32x4(s01, s23, _MM_SHUFFLE(3, 1, 3, 1)));
+  u = _mm512_add_epi32(u, _mm512_shuffle_epi32(u, _MM_PERM_CDAB));
+  return _mm512_add_epi32(u, _mm512_shuffle_epi32(u, _MM_PERM_BADC));
+}
+
 }  // namespace
 
 void quantize_q8(const float* x, int64_t cols, int bias_offset, int8_t* q, float* d,
                  int32_t* bias) {
-  for (int64_t b = 0; b < cols / kQuantBlock; ++b) {
+  const int64_t blocks = cols / kQuantBlock;
+  // Four blocks at a time: per block, the reference's amax, f16-rounded scale amax / 127,
+  // codes nearest-even of x * (127 / amax) and bias -offset * sum(codes). A block at a time
+  // (the tail's loop below), two horizontal reductions and two scalar divisions per block took
+  // 5.3 ns a block on Zen 5, 3.2 ns this way (32 rows of 768, best of 300). In a 128-token
+  // Q8_0 prefill (synth100m, 2 threads, best / median of 30-40 alternated in one process)
+  // 5,930 / 5,839 -> 5,976 / 5,866 and 6,052 / 5,982 -> 6,084 / 6,029 tok/s; a 32-row
+  // decode step 8.43 / 8.57 -> 8.38 / 8.51 and 8.30 / 8.96 -> 8.30 / 8.83 ms (min / median).
+  const __m512i first_of_lanes = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m512 d127 = _mm512_set1_ps(127.0f);
+  int64_t b = 0;
+  for (; b + 4 <= blocks; b += 4) {
+    const float* xb = x + b * kQuantBlock;
+    __m512 v[4][2], m[4];
+    for (int k = 0; k < 4; ++k) {
+      v[k][0] = _mm512_loadu_ps(xb + k * kQuantBlock);
+      v[k][1] = _mm512_loadu_ps(xb + k * kQuantBlock + 16);
+      m[k] = _mm512_max_ps(_mm512_abs_ps(v[k][0]), _mm512_abs_ps(v[k][1]));
+    }
+    const __m512 amax = max_of_four_blocks(m);
+    const __m512 scale = _mm512_cvtph_ps(
+        _mm512_cvtps_ph(_mm512_div_ps(amax, d127), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    const __mmask16 nonzero = _mm512_cmp_ps_mask(amax, _mm512_setzero_ps(), _CMP_NEQ_OQ);
+    const __m512 inverse = _mm512_maskz_div_ps(nonzero, d127, amax);
+    _mm_storeu_ps(d + b, _mm512_castps512_ps128(_mm512_permutexvar_ps(first_of_lanes, scale)));
+    __m512i sums[4];
+    for (int k = 0; k < 4; ++k) {
+      const __m512 id = _mm512_permutexvar_ps(_mm512_set1_epi32(4 * k), inverse);
+      const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v[k][0], id));
+      const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v[k][1], id));
+      int8_t* qb = q + (b + k) * kQuantBlock;
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(qb), _mm512_cvtepi32_epi8(q0));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(qb + 16), _mm512_cvtepi32_epi8(q1));
+      sums[k] = _mm512_add_epi32(q0, q1);
+    }
+    const __m512i total =
+        _mm512_mullo_epi32(sum_of_four_blocks(sums), _mm512_set1_epi32(-bias_offset));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(bias + b),
+                     _mm512_castsi512_si128(_mm512_permutexvar_epi32(first_of_lanes, total)));
+  }
+  for (; b < blocks; ++b) {
     const float* xb = x + b * kQuantBlock;
     const __m512 v0 = _mm512_loadu_ps(xb);
     const __m512 v1 = _mm512_loadu_ps(xb + 16);

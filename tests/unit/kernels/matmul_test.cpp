@@ -12,6 +12,7 @@
 #include "base/error.h"
 #include "base/fp16.h"
 #include "kernels/matmul.h"
+#include "kernels/matmul_internal.h"
 #include "weight_matrix_data.h"
 
 namespace rapide {
@@ -154,6 +155,47 @@ TEST(WeightMatrix, SimdVariantsMatchReference) {
 // Q8_0/Q4_0 ones (3-6) then stream their panels spread over each piece (drive_spread in
 // matmul_drive.h), with leftovers; pieces of 8 panels with two threads, the whole matrix as
 // one with one thread. 2053 rows: 129 panels, the last one partial.
+// Each ISA's Q8_0 activation quantizer (Q8_0 / Q4_0 products) against the scalar one, bit
+// for bit: 13 blocks (the AVX-512 one takes four at a time, then the rest one by one), an
+// all-zero block, halves that round to even (amax 127: the inverse scale is 1), a negative
+// extreme, a block of tiny values, for each bias offset the kernel sets use.
+TEST(WeightMatrix, Q8ActivationQuantizerTwinsAreBitIdentical) {
+  std::vector<matmul::QuantizeKernel> twins;
+  if (cpu_features().best_level() >= IsaLevel::kAvx2) {
+    twins.push_back(matmul::avx2_kernels().quantize_q8);
+  }
+  if (cpu_features().best_level() >= IsaLevel::kAvx512) {
+    twins.push_back(matmul::avx512_kernels().quantize_q8);
+  }
+  constexpr int64_t kBlocks = 13, kCols = kBlocks * kQuantBlock;
+  std::vector<float> x = random_activations(kCols, 23);
+  std::fill(x.begin() + kQuantBlock, x.begin() + 2 * kQuantBlock, 0.0f);  // block 1: zeros
+  float* b2 = x.data() + 2 * kQuantBlock;  // block 2: x * 127 / 127, halves round to even
+  b2[0] = -127.0f;
+  for (int j = 1; j < kQuantBlock; ++j) b2[j] = static_cast<float>(j - 16) + 0.5f;
+  for (int j = 0; j < kQuantBlock; ++j) x[5 * kQuantBlock + j] *= 1e-30f;  // block 5: tiny
+  x[9 * kQuantBlock + 3] = 1e6f;                                           // block 9: one large
+  std::vector<int8_t> q_ref(kCols), q(kCols);
+  std::vector<float> d_ref(kBlocks), d(kBlocks);
+  std::vector<int32_t> bias_ref(kBlocks), bias(kBlocks);
+  for (int offset : {0, 8, 128}) {
+    matmul::reference_kernels().quantize_q8(x.data(), kCols, offset, q_ref.data(), d_ref.data(),
+                                            bias_ref.data());
+    EXPECT_EQ(d_ref[1], 0.0f);
+    EXPECT_EQ(q_ref[2 * kQuantBlock + 1], -14);  // -14.5 to even
+    EXPECT_EQ(q_ref[2 * kQuantBlock + 2], -14);  // -13.5 to even
+    for (matmul::QuantizeKernel twin : twins) {
+      std::fill(q.begin(), q.end(), int8_t{99});
+      twin(x.data(), kCols, offset, q.data(), d.data(), bias.data());
+      for (int64_t i = 0; i < kCols; ++i) ASSERT_EQ(q[i], q_ref[i]) << "q " << i;
+      for (int64_t b = 0; b < kBlocks; ++b) {
+        ASSERT_EQ(std::memcmp(&d[b], &d_ref[b], sizeof(float)), 0) << "d " << b;
+        ASSERT_EQ(bias[b], bias_ref[b]) << "bias " << b << " offset " << offset;
+      }
+    }
+  }
+}
+
 TEST(WeightMatrix, DecodeOverManyPanelsMatchesReference) {
   for (TensorType type : {TensorType::kF32, TensorType::kF16, TensorType::kBF16, TensorType::kQ8_0,
                           TensorType::kQ4_0}) {
