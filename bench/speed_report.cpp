@@ -5,7 +5,11 @@
 //
 // Measures, in one run: this machine's read bandwidth (the decode roofline), decode tok/s at
 // batch 1 as a fraction of that roofline, prefill tok/s and GFLOP/s for a prompt, and the
-// aggregate decode speed of several sequences decoding together. Prints one table.
+// aggregate decode speed of several sequences decoding together. Prints one table. Each
+// batched decode run follows a prefill run (the median of 3) of its own, and the decode
+// step's GFLOP/s per CPU-second is also given as the median of those pairs' ratios: the
+// machine's speed drifts between minutes, and the ratio of two medians taken apart moved
+// by up to 10 points from one run to the next (80-90 % in two runs of the same build).
 // --kv-in-cache also times each batched decode with every sequence's K/V reads served from
 // the first sequence's blocks (CacheResidentKv below), alternated run by run with the real
 // one: the difference is what reading the K/V from DRAM costs the step.
@@ -206,39 +210,44 @@ int main(int argc, char** argv) {
           median(rates), 100.0 * median(ratios), 100.0 * median(median_ratios), repeats, *low / 1e9,
           *high / 1e9);
     } else {
-      Rate rate, cached;
-      if (!kv_in_cache) {
-        rate = decode_speed(model, pool, n, batch_prompt, decode, repeats, kv_block, kv_type);
-      } else {
-        // Paired in time: the machine's speed drifts between minutes.
-        std::vector<double> wall, cpu, cached_wall, cached_cpu;
-        for (int r = 0; r < repeats; ++r) {
-          const Rate real =
-              decode_speed(model, pool, n, batch_prompt, decode, 1, kv_block, kv_type);
+      // Each decode run paired with prefill runs just before it (see the top of the file).
+      std::vector<double> wall, cpu, cached_wall, cached_cpu, ratios, cached_ratios;
+      for (int r = 0; r < repeats; ++r) {
+        const Rate paired_prefill = prefill_speed(model, pool, prompt, 3);  // median of 3
+        const double prefill_rate = paired_prefill.cpu * prefill_flops;
+        const Rate real = decode_speed(model, pool, n, batch_prompt, decode, 1, kv_block, kv_type);
+        wall.push_back(real.wall);
+        cpu.push_back(real.cpu);
+        ratios.push_back(real.cpu * 2.0 * n_params / prefill_rate);
+        if (kv_in_cache) {
+          // Paired in time as well: the same arithmetic with K/V reads served from cache.
           const Rate resident =
               decode_speed(model, pool, n, batch_prompt, decode, 1, kv_block, kv_type, true);
-          wall.push_back(real.wall);
-          cpu.push_back(real.cpu);
           cached_wall.push_back(resident.wall);
           cached_cpu.push_back(resident.cpu);
+          cached_ratios.push_back(resident.cpu * 2.0 * n_params / prefill_rate);
         }
-        rate = {median(wall), median(cpu)};
-        cached = {median(cached_wall), median(cached_cpu)};
       }
+      const Rate rate = {median(wall), median(cpu)};
       std::printf(
           "decode batch %d (contexts %d-%d): %.1f tok/s aggregate, %.1f GFLOP/s; per CPU-second "
-          "of %d cores: %.1f tok/s, %.1f GFLOP/s (%.0f %% of prefill's computed)\n",
+          "of %d cores: %.1f tok/s, %.1f GFLOP/s (%.0f %% of prefill's computed; median of %d "
+          "runs each paired with the median of 3 prefill runs before it: %.0f %%, range %.0f-%.0f "
+          "%%)\n",
           n, batch_prompt, batch_prompt + decode, rate.wall, rate.wall * 2.0 * n_params / 1e9,
           threads, rate.cpu, rate.cpu * 2.0 * n_params / 1e9,
-          100.0 * rate.cpu * 2.0 * n_params / (prefill.cpu * prefill_flops));
+          100.0 * rate.cpu * 2.0 * n_params / (prefill.cpu * prefill_flops), repeats,
+          100.0 * median(ratios), 100.0 * *std::min_element(ratios.begin(), ratios.end()),
+          100.0 * *std::max_element(ratios.begin(), ratios.end()));
       if (kv_in_cache) {
+        const Rate cached = {median(cached_wall), median(cached_cpu)};
         std::printf(
             "decode batch %d, K/V read from cache instead of DRAM: %.1f tok/s aggregate; per "
-            "CPU-second of %d cores: %.1f tok/s, %.1f GFLOP/s (%.0f %% of prefill's computed); "
-            "reading the K/V from DRAM costs %.2f of %.2f ms per step\n",
+            "CPU-second of %d cores: %.1f tok/s, %.1f GFLOP/s (%.0f %% of the paired prefill's "
+            "computed, median); reading the K/V from DRAM costs %.2f of %.2f ms per step\n",
             n, cached.wall, threads, cached.cpu, cached.cpu * 2.0 * n_params / 1e9,
-            100.0 * cached.cpu * 2.0 * n_params / (prefill.cpu * prefill_flops),
-            1e3 * n / rate.wall - 1e3 * n / cached.wall, 1e3 * n / rate.wall);
+            100.0 * median(cached_ratios), 1e3 * n / rate.wall - 1e3 * n / cached.wall,
+            1e3 * n / rate.wall);
       }
     }
   }
