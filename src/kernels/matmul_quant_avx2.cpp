@@ -128,32 +128,21 @@ struct Q4Tile {
   }
 };
 
-// Four blocks' largest |x| (m[k]: the lane-wise maxima of block k's four vectors) in one tree
-// of shuffles, laid out [b0 b0 b2 b2 | b1 b1 b3 b3] (kFourBlockLanes: where block k is), as
-// in matmul_quant_avx512.cpp's quantizer (which says what it saved). max is exact, so the order
-// does not change the result.
+// Reduces four blocks' vectors (v[k]: block k's lane-wise partial maxima or sums) with
+// `combine` in one tree of shuffles, laid out [b0 b0 b2 b2 | b1 b1 b3 b3] (kFourBlockLanes:
+// where block k is), as matmul_quant_avx512.cpp's quantizer does (which says what it saved).
+// The shuffles only move bits (integer sums go through as floats' bit patterns); max and
+// integer addition are exact, so the order does not change the results.
 constexpr int kFourBlockLanes[4] = {0, 4, 2, 6};
-__m256 max_of_four_blocks(const __m256 m[4]) {
-  const __m256 m01 = _mm256_max_ps(_mm256_permute2f128_ps(m[0], m[1], 0x20),
-                                   _mm256_permute2f128_ps(m[0], m[1], 0x31));
-  const __m256 m23 = _mm256_max_ps(_mm256_permute2f128_ps(m[2], m[3], 0x20),
-                                   _mm256_permute2f128_ps(m[2], m[3], 0x31));
-  const __m256 u = _mm256_max_ps(_mm256_shuffle_ps(m01, m23, _MM_SHUFFLE(1, 0, 1, 0)),
-                                 _mm256_shuffle_ps(m01, m23, _MM_SHUFFLE(3, 2, 3, 2)));
-  return _mm256_max_ps(u, _mm256_permute_ps(u, _MM_SHUFFLE(2, 3, 0, 1)));
-}
-
-// The same tree for sums of 32-bit integers (exact in any order).
-__m256i sum_of_four_blocks(const __m256i s[4]) {
-  const __m256i s01 = _mm256_add_epi32(_mm256_permute2x128_si256(s[0], s[1], 0x20),
-                                       _mm256_permute2x128_si256(s[0], s[1], 0x31));
-  const __m256i s23 = _mm256_add_epi32(_mm256_permute2x128_si256(s[2], s[3], 0x20),
-                                       _mm256_permute2x128_si256(s[2], s[3], 0x31));
-  const __m256 a = _mm256_castsi256_ps(s01), b = _mm256_castsi256_ps(s23);
-  const __m256i u =
-      _mm256_add_epi32(_mm256_castps_si256(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(1, 0, 1, 0))),
-                       _mm256_castps_si256(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 2, 3, 2))));
-  return _mm256_add_epi32(u, _mm256_shuffle_epi32(u, _MM_SHUFFLE(2, 3, 0, 1)));
+template <typename Combine>
+__m256 reduce_four_blocks(const __m256 v[4], Combine combine) {
+  const __m256 v01 =
+      combine(_mm256_permute2f128_ps(v[0], v[1], 0x20), _mm256_permute2f128_ps(v[0], v[1], 0x31));
+  const __m256 v23 =
+      combine(_mm256_permute2f128_ps(v[2], v[3], 0x20), _mm256_permute2f128_ps(v[2], v[3], 0x31));
+  const __m256 u = combine(_mm256_shuffle_ps(v01, v23, _MM_SHUFFLE(1, 0, 1, 0)),
+                           _mm256_shuffle_ps(v01, v23, _MM_SHUFFLE(3, 2, 3, 2)));
+  return combine(u, _mm256_permute_ps(u, _MM_SHUFFLE(2, 3, 0, 1)));
 }
 
 // Block k's codes (x * id, nearest even by MXCSR) stored in order; returns their lane sums.
@@ -192,20 +181,23 @@ void quantize_q8(const float* x, int64_t cols, int bias_offset, int8_t* q, float
         m[k] = _mm256_max_ps(m[k], _mm256_andnot_ps(sign, v[k][j]));
       }
     }
-    const __m256 amax = max_of_four_blocks(m);
+    const __m256 amax =
+        reduce_four_blocks(m, [](__m256 x, __m256 y) { return _mm256_max_ps(x, y); });
     // F16C rounds to nearest even, as fp32_to_fp16.
     const __m256 scale = _mm256_cvtph_ps(
         _mm256_cvtps_ph(_mm256_div_ps(amax, d127), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     const __m256 inverse = _mm256_and_ps(_mm256_cmp_ps(amax, _mm256_setzero_ps(), _CMP_NEQ_OQ),
                                          _mm256_div_ps(d127, amax));
     _mm_storeu_ps(d + b, _mm256_castps256_ps128(_mm256_permutevar8x32_ps(scale, gather)));
-    __m256i sums[4];
+    __m256 sums[4];  // int32 lanes
     for (int k = 0; k < 4; ++k) {
       const __m256 id = _mm256_permutevar8x32_ps(inverse, _mm256_set1_epi32(kFourBlockLanes[k]));
-      sums[k] = quantize_block(v[k], id, q + (b + k) * kQuantBlock);
+      sums[k] = _mm256_castsi256_ps(quantize_block(v[k], id, q + (b + k) * kQuantBlock));
     }
-    const __m256i total =
-        _mm256_mullo_epi32(sum_of_four_blocks(sums), _mm256_set1_epi32(-bias_offset));
+    const __m256i sum = _mm256_castps_si256(reduce_four_blocks(sums, [](__m256 x, __m256 y) {
+      return _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(x), _mm256_castps_si256(y)));
+    }));
+    const __m256i total = _mm256_mullo_epi32(sum, _mm256_set1_epi32(-bias_offset));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(bias + b),
                      _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(total, gather)));
   }

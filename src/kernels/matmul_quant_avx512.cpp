@@ -206,31 +206,21 @@ void run_tiles(const PackedWeights& w, const Activations& a, int64_t p0, int64_t
   }
 }
 
-// Four blocks' largest |x| (m[k]: the lane-wise maxima of block k's two vectors), each in
-// every lane of 128-bit lane k. One tree of whole-register shuffles for four blocks instead
-// of a horizontal reduction each: they were most of the quantizer's time. max is exact, so the
-// order does not change the result.
-__m512 max_of_four_blocks(const __m512 m[4]) {
-  const __m512 m01 = _mm512_max_ps(_mm512_shuffle_f32x4(m[0], m[1], _MM_SHUFFLE(1, 0, 1, 0)),
-                                   _mm512_shuffle_f32x4(m[0], m[1], _MM_SHUFFLE(3, 2, 3, 2)));
-  const __m512 m23 = _mm512_max_ps(_mm512_shuffle_f32x4(m[2], m[3], _MM_SHUFFLE(1, 0, 1, 0)),
-                                   _mm512_shuffle_f32x4(m[2], m[3], _MM_SHUFFLE(3, 2, 3, 2)));
-  __m512 u = _mm512_max_ps(_mm512_shuffle_f32x4(m01, m23, _MM_SHUFFLE(2, 0, 2, 0)),
-                           _mm512_shuffle_f32x4(m01, m23, _MM_SHUFFLE(3, 1, 3, 1)));
-  u = _mm512_max_ps(u, _mm512_permute_ps(u, _MM_SHUFFLE(2, 3, 0, 1)));
-  return _mm512_max_ps(u, _mm512_permute_ps(u, _MM_SHUFFLE(1, 0, 3, 2)));
-}
-
-// The same tree for sums of 32-bit integers (exact in any order).
-__m512i sum_of_four_blocks(const __m512i s[4]) {
-  const __m512i s01 = _mm512_add_epi32(_mm512_shuffle_i32x4(s[0], s[1], _MM_SHUFFLE(1, 0, 1, 0)),
-                                       _mm512_shuffle_i32x4(s[0], s[1], _MM_SHUFFLE(3, 2, 3, 2)));
-  const __m512i s23 = _mm512_add_epi32(_mm512_shuffle_i32x4(s[2], s[3], _MM_SHUFFLE(1, 0, 1, 0)),
-                                       _mm512_shuffle_i32x4(s[2], s[3], _MM_SHUFFLE(3, 2, 3, 2)));
-  __m512i u = _mm512_add_epi32(_mm512_shuffle_i32x4(s01, s23, _MM_SHUFFLE(2, 0, 2, 0)),
-                               _mm512_shuffle_i32x4(s01, s23, _MM_SHUFFLE(3, 1, 3, 1)));
-  u = _mm512_add_epi32(u, _mm512_shuffle_epi32(u, _MM_PERM_CDAB));
-  return _mm512_add_epi32(u, _mm512_shuffle_epi32(u, _MM_PERM_BADC));
+// Reduces four blocks' vectors (v[k]: block k's lane-wise partial maxima or sums) with
+// `combine` in one tree of whole-register shuffles, each block's result in every lane of
+// 128-bit lane k: a horizontal reduction per block was most of the quantizer's time. The
+// shuffles only move bits, so integer sums go through as floats' bit patterns; max and
+// integer addition are exact, so the order does not change the results.
+template <typename Combine>
+__m512 reduce_four_blocks(const __m512 v[4], Combine combine) {
+  const __m512 v01 = combine(_mm512_shuffle_f32x4(v[0], v[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_f32x4(v[0], v[1], _MM_SHUFFLE(3, 2, 3, 2)));
+  const __m512 v23 = combine(_mm512_shuffle_f32x4(v[2], v[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_f32x4(v[2], v[3], _MM_SHUFFLE(3, 2, 3, 2)));
+  __m512 u = combine(_mm512_shuffle_f32x4(v01, v23, _MM_SHUFFLE(2, 0, 2, 0)),
+                     _mm512_shuffle_f32x4(v01, v23, _MM_SHUFFLE(3, 1, 3, 1)));
+  u = combine(u, _mm512_permute_ps(u, _MM_SHUFFLE(2, 3, 0, 1)));
+  return combine(u, _mm512_permute_ps(u, _MM_SHUFFLE(1, 0, 3, 2)));
 }
 
 }  // namespace
@@ -256,13 +246,14 @@ void quantize_q8(const float* x, int64_t cols, int bias_offset, int8_t* q, float
       v[k][1] = _mm512_loadu_ps(xb + k * kQuantBlock + 16);
       m[k] = _mm512_max_ps(_mm512_abs_ps(v[k][0]), _mm512_abs_ps(v[k][1]));
     }
-    const __m512 amax = max_of_four_blocks(m);
+    const __m512 amax =
+        reduce_four_blocks(m, [](__m512 x, __m512 y) { return _mm512_max_ps(x, y); });
     const __m512 scale = _mm512_cvtph_ps(
         _mm512_cvtps_ph(_mm512_div_ps(amax, d127), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     const __mmask16 nonzero = _mm512_cmp_ps_mask(amax, _mm512_setzero_ps(), _CMP_NEQ_OQ);
     const __m512 inverse = _mm512_maskz_div_ps(nonzero, d127, amax);
     _mm_storeu_ps(d + b, _mm512_castps512_ps128(_mm512_permutexvar_ps(first_of_lanes, scale)));
-    __m512i sums[4];
+    __m512 sums[4];  // int32 lanes
     for (int k = 0; k < 4; ++k) {
       const __m512 id = _mm512_permutexvar_ps(_mm512_set1_epi32(4 * k), inverse);
       const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v[k][0], id));
@@ -270,10 +261,12 @@ void quantize_q8(const float* x, int64_t cols, int bias_offset, int8_t* q, float
       int8_t* qb = q + (b + k) * kQuantBlock;
       _mm_storeu_si128(reinterpret_cast<__m128i*>(qb), _mm512_cvtepi32_epi8(q0));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(qb + 16), _mm512_cvtepi32_epi8(q1));
-      sums[k] = _mm512_add_epi32(q0, q1);
+      sums[k] = _mm512_castsi512_ps(_mm512_add_epi32(q0, q1));
     }
-    const __m512i total =
-        _mm512_mullo_epi32(sum_of_four_blocks(sums), _mm512_set1_epi32(-bias_offset));
+    const __m512i sum = _mm512_castps_si512(reduce_four_blocks(sums, [](__m512 x, __m512 y) {
+      return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(x), _mm512_castps_si512(y)));
+    }));
+    const __m512i total = _mm512_mullo_epi32(sum, _mm512_set1_epi32(-bias_offset));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(bias + b),
                      _mm512_castsi512_si128(_mm512_permutexvar_epi32(first_of_lanes, total)));
   }
