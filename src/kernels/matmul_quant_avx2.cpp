@@ -212,18 +212,7 @@ void quantize_q8(const float* x, int64_t cols, int bias_offset, int8_t* q, float
     const float amax = hmax_ps(m);
     d[b] = fp16_to_fp32(fp32_to_fp16(amax / 127.0f));
     const __m256 id = _mm256_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
-    __m256i qi[4];
-    __m256i sum = _mm256_setzero_si256();
-    for (int k = 0; k < 4; ++k) {
-      qi[k] = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], id));  // MXCSR: nearest even
-      sum = _mm256_add_epi32(sum, qi[k]);
-    }
-    // The packs work within 128-bit lanes; the permute restores element order.
-    const __m256i p01 = _mm256_packs_epi32(qi[0], qi[1]);
-    const __m256i p23 = _mm256_packs_epi32(qi[2], qi[3]);
-    const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p01, p23),
-                                                      _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + b * kQuantBlock), bytes);
+    const __m256i sum = quantize_block(v, id, q + b * kQuantBlock);
     __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(sum), _mm256_extracti128_si256(sum, 1));
     s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
     s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
