@@ -224,6 +224,20 @@ TokenizerData tokenizer_data(const HfTokenizerInputs& in, const std::string& nam
     }
   }
 
+  // Unused ids become placeholder tokens below. Real files leave few of them (added tokens
+  // past the base vocabulary, a vocab_size padded to a multiple); a few hundred tokens whose
+  // ids, or a vocab_size, reach into the millions are a corrupt file, and filling that gap
+  // took 7 s and 580 MB for one 1 KiB tokenizer.json (hf_tokenizer_fuzz), gigabytes at the
+  // id limit.
+  constexpr int64_t kMaxUnusedIds = int64_t{1} << 16;
+  const auto defined = static_cast<int64_t>(by_id.size());
+  if (n - defined > std::max(defined, kMaxUnusedIds)) {
+    fail(ErrorCode::kCorrupt,
+         "'{}': tokenizer.json defines {} tokens but the vocabulary would span {} ids "
+         "(vocab_size {}): {} unused ids is more than a real vocabulary leaves",
+         name, defined, n, in.vocab_size, n - defined);
+  }
+
   std::unordered_map<std::string, int32_t> id_of;
   t.tokens.resize(n);
   t.types.assign(n, TokenType::kNormal);

@@ -452,6 +452,18 @@ TEST(HfLoader, RejectsEmptyOrBrokenVocabularies) {
   expect_error([&] { parse_hf_tokenizer(in, "id"); }, ErrorCode::kCorrupt, "invalid id");
   in.tokenizer_json = tokenizer_json(R"({"<unk>": 0, "<s>": 1, "</s>": 2})");
   EXPECT_EQ(parse_hf_tokenizer(in, "padded").tokens.size(), 2048u);  // padded to vocab_size
+  // A handful of tokens spanning millions of ids (found by hf_tokenizer_fuzz: 7 s and 580 MB
+  // of placeholders for a 1 KiB file), through an id or through vocab_size.
+  in.tokenizer_json = tokenizer_json(R"({"<unk>": 0, "<s>": 1, "</s>": 2442254})");
+  expect_error([&] { parse_hf_tokenizer(in, "sparse"); }, ErrorCode::kCorrupt,
+               "defines 3 tokens but the vocabulary would span 2442255 ids");
+  in.tokenizer_json = tokenizer_json(R"({"<unk>": 0, "<s>": 1, "</s>": 2})");
+  in.vocab_size = 5000000;
+  expect_error([&] { parse_hf_tokenizer(in, "huge"); }, ErrorCode::kCorrupt, "vocab_size 5000000");
+  // Gaps a real file has stay accepted: added tokens past the base vocabulary.
+  in.vocab_size = 0;
+  in.tokenizer_json = tokenizer_json(R"({"<unk>": 0, "<s>": 1, "</s>": 65537})");
+  EXPECT_EQ(parse_hf_tokenizer(in, "gap").tokens.size(), 65538u);
 }
 
 // A field of the wrong type threw a JSON type error that no caller expected (found by
