@@ -17,9 +17,10 @@ synth="$(synth_model q8_0)"
 # prefill in one process, wall and per CPU-second (the figure other load disturbs less); with
 # --kv-in-cache the same steps also with the K/V served from cache, paired run by run: what
 # attention's reads from DRAM cost the step. Each decode run follows prefill runs of its own;
-# the ratio to quote is the median of those pairs ("paired with"). Then the same with the
-# q8_0 KV cache (the `--kv-type q8_0` lever: half the K/V bytes, integer attention;
-# docs/kv-cache.md has its accuracy).
+# the ratio to quote is the median of those pairs ("paired with"), also with attention's flops
+# counted (a row at contexts 128-192 does 2.5 times the attention of a prefill token). Then
+# the same with the q8_0 KV cache (the `--kv-type q8_0` lever: half the K/V bytes, integer
+# attention; docs/kv-cache.md has its accuracy).
 for kv in f16 q8_0; do
   cmd=("$build/bench/bench_speed_report" "$synth" --prompt 128 --batch-sizes 32 --batch-prompt 128
        --decode 64 --repeats 5 --kv-in-cache --kv-type "$kv")

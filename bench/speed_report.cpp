@@ -10,6 +10,8 @@
 // step's GFLOP/s per CPU-second is also given as the median of those pairs' ratios: the
 // machine's speed drifts between minutes, and the ratio of two medians taken apart moved
 // by up to 10 points from one run to the next (80-90 % in two runs of the same build).
+// GFLOP/s count the matrices' flops; a second line counts attention's QK and PV flops as
+// well, which a decode row at a long context does more of than a prefill token.
 // --kv-in-cache also times each batched decode with every sequence's K/V reads served from
 // the first sequence's blocks (CacheResidentKv below), alternated run by run with the real
 // one: the difference is what reading the K/V from DRAM costs the step.
@@ -121,6 +123,22 @@ Rate prefill_speed(Model& model, ThreadPool& pool, int prompt_len, int repeats) 
   return {median(rates), median(cpu_rates)};
 }
 
+// Attention's flops per token, averaged over `count` tokens that attend to first,
+// first + 1, ..., first + count - 1 positions (their own included): the QK dot products and
+// the PV sums, 2 flops each per query head, dimension and visible position, per layer (a
+// windowed layer sees at most its window). The matrix count above leaves them out, and a
+// decode step at contexts 128-192 does 2.5 times a 128-token prefill's per token.
+double attention_flops_per_token(const ModelConfig& c, int first, int count) {
+  double total = 0;
+  for (int t = 0; t < count; ++t) {
+    for (int layer = 0; layer < c.n_layers; ++layer) {
+      const int seen = c.windowed(layer) ? std::min(first + t, c.sliding_window) : first + t;
+      total += 4.0 * static_cast<double>(c.q_dim()) * seen;
+    }
+  }
+  return count > 0 ? total / count : 0.0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -176,12 +194,14 @@ int main(int argc, char** argv) {
   // its last token only, a decode step for every row: "computed" removes what prefill skips.
   const double head_params = static_cast<double>(model.config().vocab_size) * model.config().dim;
   const double prefill_flops = 2.0 * (n_params - head_params * (prompt - 1) / prompt);
+  const double prefill_attention = attention_flops_per_token(model.config(), 1, prompt);
   const Rate prefill = prefill_speed(model, pool, prompt, repeats);
   std::printf(
       "prefill %d tokens: %.1f tok/s, %.1f GFLOP/s (%.1f computed); per CPU-second of %d cores: "
-      "%.1f tok/s, %.1f GFLOP/s computed\n",
+      "%.1f tok/s, %.1f GFLOP/s computed (%.1f with attention's)\n",
       prompt, prefill.wall, prefill.wall * 2.0 * n_params / 1e9, prefill.wall * prefill_flops / 1e9,
-      threads, prefill.cpu, prefill.cpu * prefill_flops / 1e9);
+      threads, prefill.cpu, prefill.cpu * prefill_flops / 1e9,
+      prefill.cpu * (prefill_flops + prefill_attention) / 1e9);
   std::stringstream ss(batch_sizes);
   std::string item;
   while (std::getline(ss, item, ',')) {
@@ -211,7 +231,9 @@ int main(int argc, char** argv) {
           *high / 1e9);
     } else {
       // Each decode run paired with prefill runs just before it (see the top of the file).
-      std::vector<double> wall, cpu, cached_wall, cached_cpu, ratios, cached_ratios;
+      std::vector<double> wall, cpu, cached_wall, cached_cpu, ratios, cached_ratios, all_ratios;
+      const double step_attention =
+          attention_flops_per_token(model.config(), batch_prompt + 1, decode);
       for (int r = 0; r < repeats; ++r) {
         const Rate paired_prefill = prefill_speed(model, pool, prompt, 3);  // median of 3
         const double prefill_rate = paired_prefill.cpu * prefill_flops;
@@ -219,6 +241,8 @@ int main(int argc, char** argv) {
         wall.push_back(real.wall);
         cpu.push_back(real.cpu);
         ratios.push_back(real.cpu * 2.0 * n_params / prefill_rate);
+        all_ratios.push_back(real.cpu * (2.0 * n_params + step_attention) /
+                             (paired_prefill.cpu * (prefill_flops + prefill_attention)));
         if (kv_in_cache) {
           // Paired in time as well: the same arithmetic with K/V reads served from cache.
           const Rate resident =
@@ -239,6 +263,15 @@ int main(int argc, char** argv) {
           100.0 * rate.cpu * 2.0 * n_params / (prefill.cpu * prefill_flops), repeats,
           100.0 * median(ratios), 100.0 * *std::min_element(ratios.begin(), ratios.end()),
           100.0 * *std::max_element(ratios.begin(), ratios.end()));
+      std::printf(
+          "decode batch %d, attention's flops counted as well (%.1f MFLOP a row against %.1f a "
+          "prefill token, the matrices' %.1f and %.1f): %.1f GFLOP/s per CPU-second, %.0f %% of "
+          "the paired prefill's (median; range %.0f-%.0f %%)\n",
+          n, step_attention / 1e6, prefill_attention / 1e6, 2.0 * n_params / 1e6,
+          prefill_flops / 1e6, rate.cpu * (2.0 * n_params + step_attention) / 1e9,
+          100.0 * median(all_ratios),
+          100.0 * *std::min_element(all_ratios.begin(), all_ratios.end()),
+          100.0 * *std::max_element(all_ratios.begin(), all_ratios.end()));
       if (kv_in_cache) {
         const Rate cached = {median(cached_wall), median(cached_cpu)};
         std::printf(
