@@ -218,12 +218,18 @@ void f16(const PackedWeights& w, const Activations& a, int64_t p0, int64_t p1, i
 
 void bf16(const PackedWeights& w, const Activations& a, int64_t p0, int64_t p1, int64_t t0,
           int64_t t1, float* y) {
-  // A batch's 2 x 12 tiles reuse each group of panels a few times (3 at 32 rows): each group
+  // A batch's tiles reuse each group of panels a few times (3 at 32 rows): each group
   // is prefetched during the previous group's tiles (drive_ahead, as the Q8_0/Q4_0 tiles).
   // matmul_bench BM_ModelMatmuls BF16, Zen 5, with and without alternated: 1 thread n = 32
   // 298-301 -> 323-341 GFLOP/s, n = 128 345-356 -> 357-366; 2 threads n = 32 514-523 ->
   // 548-573, n = 128 656-663 -> 687-688 (one run of three 601).
-  if (t1 - t0 > 12) return drive_ahead<2, 12, Bf16Tile>(w, a, p0, p1, t0, t1, y, a.stride * 4);
+  // Tiles of 2 panels x 8 tokens, not 12: as for F16 (above run_tiles), 8 rows of activations
+  // stay in L1 next to the panels. Zen 5, the two alternated in one process: matmul_bench
+  // n = 128 1 thread 386 -> 398 and 396 -> 401 GFLOP/s (median), 2 threads 716 -> 734 and
+  // 714 -> 737; a 128-token BF16 prefill 3,583 -> 3,721 and 3,663 -> 3,835 tok/s (median of
+  // 40), F16 --act-quant bf16 3,591 -> 3,779, a 512-token one 3,373 -> 3,518; the 32-row
+  // step 13.57 -> 13.22 ms. Tiles of 6, 7 or 14 tokens measured slower than 12, 10 the same.
+  if (t1 - t0 > 12) return drive_ahead<2, 8, Bf16Tile>(w, a, p0, p1, t0, t1, y, a.stride * 4);
   run_tiles<Bf16Tile>(w, a, p0, p1, t0, t1, y, a.stride * 4);
 }
 
