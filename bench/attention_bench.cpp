@@ -5,6 +5,11 @@
 //                      `context` cached positions plus themselves (issue 5's hit).
 //   Decode/<seqs>:     `seqs` sequences decoding one token each at position 300 (the batch
 //                      workload's decode step).
+//   DecodeContext/<n>: 8 sequences decoding one token each with `n` positions to attend; the
+//                      times over n split a job's cost into a fixed part and one per position.
+//   DecodeStep/<seqs>: `seqs` sequences at 160 positions, the middle of bench_speed_report's
+//                      32-row step (contexts 128-192); 384 sequences are that step's 12 layers
+//                      of K/V (33 MB with a q8_0 cache), read from DRAM as the step reads them.
 // GFLOP/s counts 4 flops per (query head, position, dimension): the QK dot and the PV sum.
 // Run:  build/bench/attention_bench   (RAPIDE_BENCH_THREADS=1 isolates the kernel from
 // scheduling noise; RAPIDE_ISA=avx2 to compare kernels)
@@ -90,6 +95,22 @@ void BM_Decode(benchmark::State& state) {
   run(state, sequences, 300, batch);
 }
 BENCHMARK(BM_Decode)->ArgsProduct({{1, 64}, {0, 2, 3}})->UseRealTime();
+
+void BM_DecodeContext(benchmark::State& state) {
+  const int positions = static_cast<int>(state.range(0));
+  Batch batch;
+  for (int s = 0; s < 8; ++s) batch.add(1, s, positions - 1, true);
+  run(state, 8, positions - 1, batch);
+}
+BENCHMARK(BM_DecodeContext)->ArgsProduct({{16, 64, 160, 320}, {0, 2}})->UseRealTime();
+
+void BM_DecodeStep(benchmark::State& state) {
+  const int sequences = static_cast<int>(state.range(0));
+  Batch batch;
+  for (int s = 0; s < sequences; ++s) batch.add(1, s, 159, true);
+  run(state, sequences, 159, batch);
+}
+BENCHMARK(BM_DecodeStep)->ArgsProduct({{32, 384}, {0, 2}})->UseRealTime();
 
 }  // namespace
 }  // namespace rapide
