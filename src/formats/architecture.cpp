@@ -45,7 +45,8 @@ void apply_architecture_facts(ModelConfig& c) {
     c.activation = FfnActivation::kGeluTanh;
     c.post_norms = true;
     c.embedding_scale = std::sqrt(static_cast<float>(c.dim));
-    c.window_layers = WindowLayers::kEven;
+    c.window_layers = WindowLayers::kPattern;
+    c.window_period = 2;
     c.scale_query_first = true;
     // query_pre_attn_scalar is not stored in GGUF: llama.cpp derives it from the model size,
     // n_embd / n_head for the 46-layer 27B and the head size for the others.

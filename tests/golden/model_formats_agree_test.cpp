@@ -346,7 +346,8 @@ TEST(ModelFormatsAgree, Gemma2GgufVsHfFolder) {
   EXPECT_EQ(h.attn_softcap, 20.0f);
   EXPECT_EQ(h.final_softcap, 10.0f);
   EXPECT_EQ(h.sliding_window, 32);
-  EXPECT_EQ(h.window_layers, WindowLayers::kEven);
+  EXPECT_EQ(h.window_layers, WindowLayers::kPattern);
+  EXPECT_EQ(h.window_period, 2);
   EXPECT_EQ(h.embedding_scale, std::sqrt(32.0f));
   EXPECT_TRUE(h.post_norms && h.tied_embeddings);
   EXPECT_EQ(h.rope_style, RopeStyle::kNeox);

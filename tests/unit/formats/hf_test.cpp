@@ -172,7 +172,8 @@ TEST(HfLoader, Gemma2ConfigReadsItsKeysOrTransformersDefaults) {
   EXPECT_EQ(c.attn_softcap, 0.0f);  // null: no cap
   EXPECT_EQ(c.final_softcap, 7.5f);
   EXPECT_EQ(c.sliding_window, 8);
-  EXPECT_EQ(c.window_layers, WindowLayers::kEven);
+  EXPECT_EQ(c.window_layers, WindowLayers::kPattern);
+  EXPECT_EQ(c.window_period, 2);
   EXPECT_EQ(c.rope_style, RopeStyle::kNeox);
   EXPECT_TRUE(c.post_norms && c.tied_embeddings);
   c = config_from_hf_json("{" + common + "}", "g");
