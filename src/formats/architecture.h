@@ -12,6 +12,10 @@
 //             norms, attention and final logit soft-caps, window on even layers, tied head.
 //             Its norm weights are used as stored: llama.cpp's converter already added
 //             Gemma's "+1" (and load_hf adds it to a Hugging Face folder's).
+//   deepseek2 multi-head latent attention (model/mla_attention.h); after
+//             leading_dense_block_count dense layers, routed experts (softmax or sigmoid
+//             scores, optional selection bias, renormalised and scaled weights) plus
+//             ungated shared experts
 #pragma once
 
 #include <string_view>

@@ -88,7 +88,8 @@ ModelConfig config_from_gguf(const GgufFile& gguf) {
   }
   if (gguf.has(p + "rope.dimension_count")) {
     const int rope_dim = get_int_or(gguf, p + "rope.dimension_count", 0);
-    if (rope_dim != c.head_dim) {
+    // deepseek2: the rotated part of each head, mla_rope_dim (formats/architecture.cpp).
+    if (rope_dim != c.head_dim && c.architecture != "deepseek2") {
       fail(ErrorCode::kUnsupported,
            "'{}': rope.dimension_count {} differs from the head size {} (partial rotary "
            "embeddings are not supported)",
