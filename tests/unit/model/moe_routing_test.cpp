@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
 #include <vector>
 
+#include "kernels/ops.h"
 #include "model/moe_routing.h"
 
 namespace rapide {
@@ -93,6 +95,46 @@ TEST(MoeRouting, DefaultRuleIsTheSoftmaxRouting) {
   for (int s = 0; s < 3; ++s) {
     EXPECT_EQ(ids_a[s], ids_b[s]);
     EXPECT_EQ(w_a[s], w_b[s]);
+  }
+}
+
+// route_token as it was before DeepSeek's rules joined it (Mixtral / Qwen2-MoE only), kept
+// verbatim: the softmax routing must stay bit for bit what it was.
+void route_token_before_deepseek(float* logits, int n_experts, int k, bool normalize, int* ids,
+                                 float* weights) {
+  softmax(logits, n_experts);
+  float sum = 0.0f;
+  for (int s = 0; s < k; ++s) {
+    int best = -1;
+    for (int e = 0; e < n_experts; ++e) {
+      bool taken = false;
+      for (int t = 0; t < s; ++t) taken = taken || ids[t] == e;
+      if (!taken && (best < 0 || logits[e] > logits[best])) best = e;
+    }
+    ids[s] = best;
+    weights[s] = logits[best];
+    sum += weights[s];
+  }
+  if (normalize) {
+    for (int s = 0; s < k; ++s) weights[s] /= sum;
+  }
+}
+
+TEST(MoeRouting, SoftmaxRoutingIsBitForBitWhatItWas) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> dist(0.0f, 2.0f);
+  for (int trial = 0; trial < 2000; ++trial) {
+    const int n = 4 + trial % 61, k = 1 + trial % 8;
+    std::vector<float> a(n);
+    for (float& x : a) x = dist(rng);
+    std::vector<float> b = a;
+    const bool normalize = trial % 2 == 0;
+    std::vector<int> ids_a(k), ids_b(k);
+    std::vector<float> w_a(k), w_b(k);
+    route_token_before_deepseek(a.data(), n, k, normalize, ids_a.data(), w_a.data());
+    route_token(b.data(), n, k, normalize, ids_b.data(), w_b.data());
+    ASSERT_EQ(ids_a, ids_b) << "trial " << trial;
+    ASSERT_EQ(w_a, w_b) << "trial " << trial;
   }
 }
 
