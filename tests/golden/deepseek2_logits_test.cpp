@@ -47,11 +47,17 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <sstream>
 
+#include <unistd.h>
+
 #include "base/error.h"
+#include "formats/gguf_reader.h"
+#include "formats/gguf_writer.h"
 #include "golden/greedy_runner.h"
 #include "golden/llamacpp_reference.h"
 #include "kv/paged_kv_store.h"
@@ -417,6 +423,118 @@ TEST_F(Deepseek2, TensorParallelismIsRefused) {
     EXPECT_EQ(e.code(), ErrorCode::kUnsupported) << e.what();
     EXPECT_NE(std::string(e.what()).find("MLA"), std::string::npos) << e.what();
   }
+}
+
+// The reference file rewritten: `keys` set, `drop_keys` removed, and each tensor handed to
+// `tensor` (which adds it, a replacement or nothing), or copied as it is.
+struct Rewrite {
+  std::vector<std::pair<std::string, GgufValue>> keys;
+  std::vector<std::string> drop_keys;
+  std::function<void(GgufWriter&, const GgufTensorInfo&)> tensor;  // adds it (or not)
+};
+
+std::string rewritten_reference(const std::string& stem, const Rewrite& r) {
+  const GgufFile in = GgufFile::open(shared_path(kModel));
+  GgufWriter w;
+  for (const GgufKeyValue& kv : in.metadata()) {
+    if (std::find(r.drop_keys.begin(), r.drop_keys.end(), kv.key) == r.drop_keys.end()) {
+      w.set(kv.key, kv.value);
+    }
+  }
+  for (const auto& [key, value] : r.keys) w.set(key, value);
+  for (const GgufTensorInfo& t : in.tensors()) {
+    if (r.tensor) {
+      r.tensor(w, t);
+    } else {
+      w.add_tensor(t.name, t.type, t.shape, t.data, t.size_bytes);
+    }
+  }
+  const std::string path =
+      (std::filesystem::temp_directory_path() / (stem + "-" + std::to_string(::getpid()) + ".gguf"))
+          .string();
+  w.write(path);
+  return path;
+}
+
+// YaRN (DeepSeek's real rope scaling) is not implemented for MLA: refused, not run wrongly.
+TEST_F(Deepseek2, YarnRopeScalingIsRefused) {
+  Rewrite r;
+  r.keys = {{"deepseek2.rope.scaling.type", GgufValue::string("yarn")},
+            {"deepseek2.rope.scaling.factor", GgufValue::f32(40.0f)},
+            {"deepseek2.rope.scaling.original_context_length", GgufValue::u32(4096)}};
+  const std::string path = rewritten_reference("deepseek2-yarn", r);
+  try {
+    load_for_test(path);
+    ADD_FAILURE() << "a deepseek2 file with YaRN loaded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kUnsupported) << e.what();
+    const std::string what = e.what();
+    EXPECT_TRUE(what.find("yarn") != std::string::npos || what.find("YaRN") != std::string::npos)
+        << what;
+  }
+  std::filesystem::remove(path);
+}
+
+// The lite layout (DeepSeek-V2-Lite: no q LoRA, one attn_q) and V2-style gating (no
+// expert_gating_func key: softmax). attn_q here is q_b * diag(q_a_norm) * q_a, the q LoRA
+// pair without its RMSNorm, so the lite query of each token is the LoRA one times that
+// token's rms(attn_q_a x): no llama.cpp reference, but the file must load and give finite
+// logits, batched as alone.
+TEST_F(Deepseek2, LiteLayoutAndSoftmaxGatingLoadAndRun) {
+  const GgufFile in = GgufFile::open(shared_path(kModel));
+  Rewrite r;
+  r.drop_keys = {"deepseek2.attention.q_lora_rank", "deepseek2.expert_gating_func"};
+  std::vector<std::vector<float>> keep;  // composed attn_q per layer, alive until written
+  r.tensor = [&](GgufWriter& w, const GgufTensorInfo& t) {
+    const std::string& n = t.name;
+    if (n.find("attn_q_a_norm") != std::string::npos || n.find("attn_q_b") != std::string::npos) {
+      return;
+    }
+    if (n.find("attn_q_a.weight") == std::string::npos) {
+      w.add_tensor(n, t.type, t.shape, t.data, t.size_bytes);
+      return;
+    }
+    const std::string b = n.substr(0, n.find("attn_q_a.weight"));
+    auto floats = [&](const std::string& name) {
+      const GgufTensorInfo* info = in.find_tensor(name);
+      const float* p = reinterpret_cast<const float*>(info->data);
+      return std::vector<float>(p, p + info->size_bytes / 4);
+    };
+    const std::vector<float> qa = floats(b + "attn_q_a.weight");         // [32 rows][64]
+    const std::vector<float> norm = floats(b + "attn_q_a_norm.weight");  // [32]
+    const std::vector<float> qb = floats(b + "attn_q_b.weight");         // [64 rows][32]
+    std::vector<float> q(64 * 64, 0.0f);                                 // [64 rows][64]
+    for (int o = 0; o < 64; ++o) {
+      for (int j = 0; j < 32; ++j) {
+        for (int i = 0; i < 64; ++i) q[o * 64 + i] += qb[o * 32 + j] * norm[j] * qa[j * 64 + i];
+      }
+    }
+    keep.push_back(std::move(q));
+    w.add_tensor(b + "attn_q.weight", TensorType::kF32, {64, 64}, keep.back().data(),
+                 keep.back().size() * 4);
+  };
+  const std::string path = rewritten_reference("deepseek2-lite", r);
+  LoadedForTest t = load_for_test(path);
+  const ModelConfig& c = t.model->config();
+  EXPECT_EQ(c.q_lora_rank, 0);
+  EXPECT_EQ(c.expert_gating, ExpertGating::kSoftmax);
+  ThreadPool pool(2);
+  const std::vector<int32_t> tokens = {1, 403, 407, 261, 378, 12, 99, 400};
+  const std::vector<float> alone = all_logits(*t.model, tokens, pool);
+  for (float x : alone) ASSERT_TRUE(std::isfinite(x));
+  ContiguousKvStore kv(c, 2, 16);
+  Batch batch;
+  for (size_t p = 0; p < tokens.size(); ++p) {
+    batch.add(tokens[p], 0, static_cast<int>(p), true);
+    batch.add(tokens[tokens.size() - 1 - p], 1, static_cast<int>(p), true);
+  }
+  const std::span<const float> both = t.model->forward(batch, kv, pool);
+  for (size_t p = 0; p < tokens.size(); ++p) {
+    ASSERT_TRUE(std::equal(alone.begin() + p * 512, alone.begin() + (p + 1) * 512,
+                           both.begin() + 2 * p * 512))
+        << "position " << p;
+  }
+  std::filesystem::remove(path);
 }
 
 }  // namespace
