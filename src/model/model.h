@@ -1,5 +1,5 @@
 // A Llama-family decoder (Llama 1/2/3, Mistral, Mixtral, Qwen2, Qwen2-MoE, Phi-3, Gemma 2,
-// TinyStories...): one token's path from embedding to logits reads top to bottom in
+// DeepSeek-V2/V3, TinyStories...): one token's path from embedding to logits reads top to bottom in
 // Model::forward. Architectures differ only through ModelConfig's block description (rope
 // style, biases, tied head, fused tensors, activation, post-norms, soft-caps, sliding
 // window, experts; formats/architecture.h); the speed is in src/kernels.
@@ -7,7 +7,8 @@
 // Fused tensors (phi3's attn_qkv, its gate/up ffn_up) are split into row ranges at load, so
 // the forward pass sees separate matrices. Mixture-of-experts layers route each token to its
 // top-k experts and run every expert once per step over all the rows routed to it
-// (model/moe_routing.h), so a batch reads each expert's weights at most once.
+// (model/moe_routing.h), so a batch reads each expert's weights at most once. DeepSeek's
+// multi-head latent attention has its own block (model/mla_attention.h).
 #pragma once
 
 #include <array>
