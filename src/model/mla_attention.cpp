@@ -7,6 +7,7 @@
 #include "base/error.h"
 #include "formats/tensor_type.h"
 #include "kernels/ops.h"
+#include "model/rope.h"
 
 namespace rapide {
 namespace {
@@ -71,10 +72,10 @@ std::vector<const WeightMatrix*> MlaWeights::matrices() const {
 }
 
 MlaWeights load_mla_weights(const ModelFile& f, const ModelConfig& c, int layer, ActQuant act) {
-  if (c.rope_scaling == RopeScaling::kYarn) {
+  if (c.rope_scaling == RopeScaling::kLongRope || c.rope_freq_factors) {
     fail(ErrorCode::kUnsupported,
-         "model '{}': YaRN rope scaling with multi-head latent attention (deepseek2) is not "
-         "supported yet",
+         "model '{}': per-frequency rope factors with multi-head latent attention (deepseek2) "
+         "are not supported",
          f.path);
   }
   const int64_t dim = c.dim, heads = c.n_heads, nope = c.mla_nope_dim, rope = c.mla_rope_dim;
@@ -106,25 +107,26 @@ MlaWeights load_mla_weights(const ModelFile& f, const ModelConfig& c, int layer,
   return w;
 }
 
-// Rotation angles as llama.cpp's ggml rope computes them for n_rot = mla_rope_dim (theta =
-// pos * base^(-2i/n_rot), the power taken by repeated multiplication; linear scaling
-// multiplies the angle by 1 / rope_scale), as Model::prepare_rope does for whole heads.
-void MlaAttention::prepare_rope(const ModelConfig& c, const Batch& batch) {
+// Rotation angles for the rope part (n_rot = mla_rope_dim), as llama.cpp's build_deepseek2
+// asks ggml for them (model/rope.h computes ggml's angles): its frequency scaling (linear or
+// YaRN) with the magnitude attn_factor_scaled = 1 / (1 + 0.1 ln(1 / freq_scale)), which
+// cancels YaRN's own magnitude correction. Returns the score scale
+// mscale^2 / sqrt(mla_nope_dim + mla_rope_dim), mscale = attn_factor (1 + yarn_log_multiplier
+// ln(1 / freq_scale)): 1 / sqrt(key_length) without scaling.
+float MlaAttention::prepare_rope(const ModelConfig& c, const Batch& batch) {
+  RopeParams p = rope_params(c, /*local=*/false, /*factors=*/nullptr);
+  p.rot_dims = c.mla_rope_dim;
+  const float log_inverse = std::log(1.0f / p.freq_scale);
+  p.attn_factor = 1.0f / (1.0f + 0.1f * log_inverse);
   const int half = c.mla_rope_dim / 2;
-  const float theta_scale = std::pow(c.rope_theta, -2.0f / static_cast<float>(c.mla_rope_dim));
-  const float freq_scale = 1.0f / c.rope_scale;
   rope_cos_.resize(static_cast<size_t>(batch.size()) * half);
   rope_sin_.resize(static_cast<size_t>(batch.size()) * half);
   for (int i = 0; i < batch.size(); ++i) {
-    float theta = static_cast<float>(batch.positions[i]);
-    float* cos_row = rope_cos_.data() + static_cast<size_t>(i) * half;
-    float* sin_row = rope_sin_.data() + static_cast<size_t>(i) * half;
-    for (int j = 0; j < half; ++j) {
-      cos_row[j] = std::cos(theta * freq_scale);
-      sin_row[j] = std::sin(theta * freq_scale);
-      theta *= theta_scale;
-    }
+    rope_angles(p, batch.positions[i], rope_cos_.data() + static_cast<size_t>(i) * half,
+                rope_sin_.data() + static_cast<size_t>(i) * half);
   }
+  const float mscale = c.yarn_attn_factor * (1.0f + c.yarn_log_multiplier * log_inverse);
+  return 1.0f * mscale * mscale / std::sqrt(static_cast<float>(c.mla_nope_dim + c.mla_rope_dim));
 }
 
 void MlaAttention::forward(const MlaWeights& w, const ModelConfig& c, int kv_layer,
@@ -147,7 +149,7 @@ void MlaAttention::forward(const MlaWeights& w, const ModelConfig& c, int kv_lay
   head_in_.resize(rows * kv_lora);
   head_out_.resize(rows * v);
   heads_v_.resize(rows * heads * v);
-  prepare_rope(c, batch);
+  const float score_scale = prepare_rope(c, batch);
 
   // q: through the q LoRA pair (or attn_q in the lite layout).
   if (!w.q_a.empty()) {
@@ -194,7 +196,7 @@ void MlaAttention::forward(const MlaWeights& w, const ModelConfig& c, int kv_lay
 
   // n_heads queries over the one latent KV head; the scale is that of the expanded heads.
   AttentionScores shape;
-  shape.scale = 1.0f / std::sqrt(static_cast<float>(q_head));
+  shape.scale = score_scale;
   attention.attend_planned(kv, kv_layer, batch, query_.data(), c.n_heads, context_.data(), pool,
                            shape);
 

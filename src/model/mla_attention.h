@@ -25,7 +25,10 @@
 //
 // Per position and layer the cache holds 2 (K and V copies) x (kv_lora_rank + mla_rope_dim)
 // values against 2 x n_heads x (nope + rope) for an expanded layout (docs/kv-cache.md).
-// Not supported: YaRN rope scaling (refused at load), tensor parallelism (refused).
+// Rope scaling as llama.cpp's build_deepseek2: linear or YaRN on the rope part, with its
+// mscale^2 on the scores (YaRN is not checked against llama.cpp: the reference file has
+// none). Not supported: per-frequency rope factors (LongRoPE, rope_freqs) and tensor
+// parallelism (both refused).
 #pragma once
 
 #include <vector>
@@ -57,7 +60,7 @@ struct MlaWeights {
   std::vector<const WeightMatrix*> matrices() const;
 };
 
-// Layer `layer` of the file (its blk.N. tensors). Throws kUnsupported for YaRN scaling.
+// Layer `layer` of the file (its blk.N. tensors). Throws kUnsupported for rope factors.
 MlaWeights load_mla_weights(const ModelFile& file, const ModelConfig& c, int layer, ActQuant act);
 
 class MlaAttention {
@@ -70,7 +73,8 @@ class MlaAttention {
                const float* xn, KvStore& kv, Attention& attention, float* out, ThreadPool& pool);
 
  private:
-  void prepare_rope(const ModelConfig& c, const Batch& batch);
+  // This batch's rope tables; returns the score scale (YaRN's mscale included).
+  float prepare_rope(const ModelConfig& c, const Batch& batch);
 
   // Scratch, grown on demand.
   std::vector<float> q_lora_, q_, latent_, nope_, absorbed_, query_, context_, head_in_, head_out_,

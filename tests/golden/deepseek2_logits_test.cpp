@@ -456,23 +456,53 @@ std::string rewritten_reference(const std::string& stem, const Rewrite& r) {
   return path;
 }
 
-// YaRN (DeepSeek's real rope scaling) is not implemented for MLA: refused, not run wrongly.
-TEST_F(Deepseek2, YarnRopeScalingIsRefused) {
-  Rewrite r;
-  r.keys = {{"deepseek2.rope.scaling.type", GgufValue::string("yarn")},
-            {"deepseek2.rope.scaling.factor", GgufValue::f32(40.0f)},
-            {"deepseek2.rope.scaling.original_context_length", GgufValue::u32(4096)}};
-  const std::string path = rewritten_reference("deepseek2-yarn", r);
-  try {
-    load_for_test(path);
-    ADD_FAILURE() << "a deepseek2 file with YaRN loaded";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kUnsupported) << e.what();
-    const std::string what = e.what();
-    EXPECT_TRUE(what.find("yarn") != std::string::npos || what.find("YaRN") != std::string::npos)
-        << what;
+// YaRN (DeepSeek's real rope scaling), as llama.cpp's build_deepseek2 applies it to the rope
+// part (model/mla_attention.h). The reference file has none, so no llama.cpp logits: with
+// factor 1 YaRN changes nothing (freq_scale 1: every angle and mscale as unscaled), bit for
+// bit; with factor 4 over an original context of 32 (positions beyond it interpolate) and
+// yarn_log_multiplier 0.1 the logits move, stay finite and batch-invariant.
+TEST_F(Deepseek2, YarnRopeScaling) {
+  auto yarn = [](float factor) {
+    Rewrite r;
+    r.keys = {{"deepseek2.rope.scaling.type", GgufValue::string("yarn")},
+              {"deepseek2.rope.scaling.factor", GgufValue::f32(factor)},
+              {"deepseek2.rope.scaling.original_context_length", GgufValue::u32(32)}};
+    return r;
+  };
+  LoadedForTest plain = load_for_test(shared_path(kModel));
+  ThreadPool pool(2);
+  const std::vector<ReferenceSequence> seqs =
+      read_reference_sequences(shared_path(kDir + "tokens.txt"));
+  const std::vector<int32_t>& tokens = seqs[0].tokens;  // story64
+  const std::vector<float> unscaled = all_logits(*plain.model, tokens, pool);
+
+  const std::string one = rewritten_reference("deepseek2-yarn1", yarn(1.0f));
+  LoadedForTest t1 = load_for_test(one);
+  EXPECT_EQ(t1.model->config().rope_scaling, RopeScaling::kYarn);
+  EXPECT_EQ(all_logits(*t1.model, tokens, pool), unscaled);
+  std::filesystem::remove(one);
+
+  const std::string four = rewritten_reference("deepseek2-yarn4", yarn(4.0f));
+  LoadedForTest t4 = load_for_test(four);
+  EXPECT_FLOAT_EQ(t4.model->config().yarn_log_multiplier, 0.1f);
+  const std::vector<float> scaled = all_logits(*t4.model, tokens, pool);
+  float moved = 0;
+  for (size_t i = 0; i < scaled.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(scaled[i]));
+    moved = std::max(moved, std::fabs(scaled[i] - unscaled[i]));
   }
-  std::filesystem::remove(path);
+  EXPECT_GT(moved, 0.1f);
+  // Alone and in two halves give the same rows (the decode path over cached positions).
+  ContiguousKvStore kv(t4.model->config(), 1, static_cast<int>(tokens.size()));
+  Batch first, second;
+  const size_t half = tokens.size() / 2;
+  for (size_t p = 0; p < tokens.size(); ++p) {
+    (p < half ? first : second).add(tokens[p], 0, static_cast<int>(p), true);
+  }
+  t4.model->forward(first, kv, pool);
+  const std::span<const float> rest = t4.model->forward(second, kv, pool);
+  EXPECT_TRUE(std::equal(rest.begin(), rest.end(), scaled.begin() + half * 512));
+  std::filesystem::remove(four);
 }
 
 // The lite layout (DeepSeek-V2-Lite: no q LoRA, one attn_q) and V2-style gating (no
