@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "formats/architecture.h"
+#include "formats/known_keys.h"
 #include "formats/model_checks.h"
 
 namespace rapide {
@@ -63,6 +64,11 @@ ModelConfig config_from_gguf(const GgufFile& gguf) {
     fail(ErrorCode::kCorrupt, "'{}': missing metadata key 'general.architecture'", gguf.path());
   }
   c.name = gguf.get_string_or("general.name", file_stem(gguf.path()));
+  // Every key is known before any is trusted (known_keys.h). Other architectures' files are
+  // refused by their tensors (model_checks.h), and a vocabulary-only file computes nothing.
+  if (is_supported_architecture(c.architecture) && !gguf.tensors().empty()) {
+    check_gguf_keys(gguf, c.architecture);
+  }
   const std::string p = c.architecture + ".";
   c.dim = get_int_or(gguf, p + "embedding_length", 0);
   c.n_layers = get_int_or(gguf, p + "block_count", 0);
@@ -86,6 +92,12 @@ ModelConfig config_from_gguf(const GgufFile& gguf) {
     }
     c.head_dim = c.dim / c.n_heads;
   }
+  if (gguf.has(p + "attention.value_length") &&
+      get_int_or(gguf, p + "attention.value_length", 0) != c.head_dim) {
+    fail(ErrorCode::kUnsupported,
+         "'{}': attention.value_length {} differs from the key head size {} (not supported)",
+         gguf.path(), get_int_or(gguf, p + "attention.value_length", 0), c.head_dim);
+  }
   if (gguf.has(p + "rope.dimension_count")) {
     const int rope_dim = get_int_or(gguf, p + "rope.dimension_count", 0);
     if (rope_dim != c.head_dim) {
@@ -96,12 +108,14 @@ ModelConfig config_from_gguf(const GgufFile& gguf) {
     }
   }
 
-  const std::string scaling = gguf.get_string_or(p + "rope.scaling.type", "none");
+  // As llama.cpp: the type defaults to linear, whose factor is rope.scaling.factor or the
+  // pre-2024 rope.scale_linear (neither, or 0: no scaling); "none" never scales.
+  const std::string scaling = gguf.get_string_or(p + "rope.scaling.type", "linear");
   if (scaling == "linear") {
-    c.rope_scale = gguf.get_f32(p + "rope.scaling.factor");
-  } else if (scaling == "none") {
-    c.rope_scale = gguf.get_f32_or(p + "rope.scale_linear", 1.0f);  // pre-2024 key
-  } else {
+    c.rope_scale = gguf.get_f32_or(p + "rope.scaling.factor", 0.0f);
+    if (c.rope_scale == 0.0f) c.rope_scale = gguf.get_f32_or(p + "rope.scale_linear", 0.0f);
+    if (c.rope_scale == 0.0f) c.rope_scale = 1.0f;
+  } else if (scaling != "none") {
     fail(ErrorCode::kUnsupported, "'{}': rope scaling type '{}' is not supported (only linear)",
          gguf.path(), scaling);
   }
