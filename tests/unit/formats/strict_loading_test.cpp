@@ -16,6 +16,7 @@
 
 #include "base/mapped_file.h"
 #include "formats/architecture.h"
+#include "formats/architecture_list.h"
 #include "formats/gguf_model.h"
 #include "formats/gguf_reader.h"
 #include "formats/gguf_writer.h"
@@ -314,6 +315,46 @@ TEST(StrictLoading, HuggingFaceConfigKeys) {
                ErrorCode::kUnsupported, "hidden_act \"gelu\"");
   expect_error([&] { config("Qwen2ForCausalLM", R"("use_sliding_window": true)"); },
                ErrorCode::kUnsupported, "use_sliding_window");
+}
+
+TEST(StrictLoading, IgnoreListPatterns) {
+  const char* inv_freq = "model.layers.12.self_attn.rotary_emb.inv_freq";
+  EXPECT_NE(ignored_tensor_reason("hf", "llama", inv_freq), nullptr);
+  EXPECT_EQ(ignored_tensor_reason("gguf", "llama", inv_freq), nullptr);
+  EXPECT_EQ(ignored_tensor_reason("hf", "llama", "model.layers.x.self_attn.rotary_emb.inv_freq"),
+            nullptr);
+  EXPECT_EQ(ignored_tensor_reason("hf", "llama", "model.layers.1.self_attn.rotary_emb.inv_freq.b"),
+            nullptr);
+  EXPECT_EQ(ignored_tensor_reason("hf", "llama", "model.layers.1.self_attn.rotary_emb"), nullptr);
+}
+
+// One row per key and architecture: two rows for one key must list disjoint architectures,
+// or the first would silently win.
+TEST(StrictLoading, TablesHaveOneRowPerKeyAndArchitecture) {
+  const auto overlap = [](std::string_view a, std::string_view b) {
+    if (a == "*" || b == "*") return true;
+    size_t start = 0;
+    while (start < a.size()) {
+      const size_t end = std::min(a.find(' ', start), a.size());
+      if (architecture_listed(b, a.substr(start, end - start))) return true;
+      start = end + 1;
+    }
+    return false;
+  };
+  const auto gguf = known_gguf_keys();
+  for (size_t i = 0; i < gguf.size(); ++i) {
+    for (size_t j = i + 1; j < gguf.size(); ++j) {
+      EXPECT_FALSE(gguf[i].suffix == gguf[j].suffix &&
+                   overlap(gguf[i].architectures, gguf[j].architectures))
+          << gguf[i].suffix;
+    }
+  }
+  const auto hf = known_hf_config_keys();
+  for (size_t i = 0; i < hf.size(); ++i) {
+    for (size_t j = i + 1; j < hf.size(); ++j) {
+      EXPECT_FALSE(hf[i].key == hf[j].key && overlap(hf[i].classes, hf[j].classes)) << hf[i].key;
+    }
+  }
 }
 
 // Every key and tensor the tables know is in docs/architectures.md.
