@@ -27,7 +27,8 @@ constexpr HfConfigKey kHfConfigKeys[] = {
     {"rope_theta", "*", KeyUse::kRead, "rope base"},
     {"rope_scaling", "*", KeyUse::kRead,
      "null, default or linear; llama3, yarn, dynamic, longrope and others are refused"},
-    {"tie_word_embeddings", "*", KeyUse::kRead, "output head shares the embedding"},
+    {"tie_word_embeddings", "*", KeyUse::kRead,
+     "output head shares the embedding (Gemma 2: must not be false)"},
     {"hidden_act",
      "LlamaForCausalLM MistralForCausalLM MixtralForCausalLM Qwen2ForCausalLM "
      "Qwen2MoeForCausalLM Phi3ForCausalLM",

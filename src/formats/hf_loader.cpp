@@ -339,6 +339,12 @@ ModelConfig config_from_hf_json(const std::string& config_json, const std::strin
          "'{}': use_sliding_window (windowed Qwen2 layers) is not supported", name);
   }
   apply_architecture_facts(c);
+  // rapide's gemma2 head is always the embedding (as llama.cpp's): a Gemma 2 that declares
+  // its own lm_head would lose it.
+  if (c.architecture == "gemma2" && !json_bool(config, "tie_word_embeddings", name, true)) {
+    fail(ErrorCode::kUnsupported,
+         "'{}': tie_word_embeddings false (a separate lm_head) is not supported for Gemma 2", name);
+  }
   // Phi-3, Mistral and Mixtral window every layer when sliding_window is set (null: off), as
   // transformers does; Llama has no window.
   if (c.architecture == "phi3" || arch == "MistralForCausalLM" || arch == "MixtralForCausalLM") {

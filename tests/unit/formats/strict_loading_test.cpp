@@ -315,6 +315,9 @@ TEST(StrictLoading, HuggingFaceConfigKeys) {
                ErrorCode::kUnsupported, "hidden_act \"gelu\"");
   expect_error([&] { config("Qwen2ForCausalLM", R"("use_sliding_window": true)"); },
                ErrorCode::kUnsupported, "use_sliding_window");
+  expect_error([&] { config("Gemma2ForCausalLM", R"("tie_word_embeddings": false)"); },
+               ErrorCode::kUnsupported, "tie_word_embeddings false");
+  EXPECT_NO_THROW(config("Gemma2ForCausalLM", R"("tie_word_embeddings": true)"));
 }
 
 TEST(StrictLoading, IgnoreListPatterns) {
