@@ -19,19 +19,22 @@ namespace {
 // Deliberately NOT here (they change the computation, so a file with them is refused until
 // rapide implements them):
 //   rope_freqs.weight (Llama 3.1+ per-frequency rope divisors),
-//   rope_factors_long/short.weight (Phi-3 LongRoPE),
 //   output.weight of gemma2: llama.cpp's gemma2 never creates it, so its loader refuses such
 //     a file ("wrong number of tensors"); a checkpoint with its own head differs from the
 //     tied one rapide would compute,
 //   blk.N.attn_output.bias, blk.N.ffn_*.bias and the like (llama.cpp reads them when
 //     present).
-// GGUF files have no entry: llama.cpp itself refuses a file with a tensor it does not
-// create, so every tensor of a file it runs is part of its computation.
+// llama.cpp itself refuses a GGUF with a tensor it does not create, so every tensor of a
+// file it runs is part of its computation; the GGUF entries are the tensors it creates but
+// does not always compute with.
 struct IgnoredTensor {
   std::string_view format;
   std::string_view architectures;
   std::string_view pattern;
   const char* why;
+  // Non-empty: the entry applies only when the Model took this tensor instead (one of a
+  // pair of alternatives), never when it took neither.
+  std::string_view instead = {};
 };
 constexpr IgnoredTensor kIgnoredTensors[] = {
     // Older transformers versions saved the rotary inverse frequencies as a buffer. They are
@@ -40,6 +43,16 @@ constexpr IgnoredTensor kIgnoredTensors[] = {
     // rope_scaling check (hf_config_keys.h).
     {"hf", "*", "model.layers.N.self_attn.rotary_emb.inv_freq",
      "the rotary inverse frequencies, recomputed from rope_theta and head_dim"},
+    // Phi-3 LongRoPE carries two factor sets; llama.cpp (and a Model that runs LongRoPE)
+    // rotates with the short one when the serving context fits the original context and
+    // with the long one otherwise, so a run that took one of them leaves the other out.
+    // (Where LongRoPE is not implemented, check_model refuses these files first.)
+    {"gguf", "phi3", "rope_factors_long.weight",
+     "LongRoPE's long-context factors, unused while the serving context fits the original",
+     "rope_factors_short.weight"},
+    {"gguf", "phi3", "rope_factors_short.weight",
+     "LongRoPE's short-context factors, unused when the serving context exceeds the original",
+     "rope_factors_long.weight"},
 };
 
 // `name` matches `pattern` with each dot-separated component "N" standing for a layer index.
@@ -77,10 +90,11 @@ int layer_of(std::string_view name) {
 }  // namespace
 
 const char* ignored_tensor_reason(std::string_view format, std::string_view architecture,
-                                  std::string_view name) {
+                                  std::string_view name, const TensorUseLog* used) {
   for (const IgnoredTensor& t : kIgnoredTensors) {
     if (t.format == format && architecture_listed(t.architectures, architecture) &&
-        matches(t.pattern, name)) {
+        matches(t.pattern, name) &&
+        (t.instead.empty() || (used != nullptr && used->contains(std::string(t.instead))))) {
       return t.why;
     }
   }
@@ -98,7 +112,10 @@ void refuse_unused_tensors(const ModelFile& file, const TensorScope& scope) {
                          (layer < scope.first_layer || layer >= scope.first_layer + scope.n_layers)
                    : !scope.top_level;
     if (other_stage || file.used.contains(t.name)) continue;
-    if (ignored_tensor_reason(file.format, file.config.architecture, t.name) != nullptr) continue;
+    if (ignored_tensor_reason(file.format, file.config.architecture, t.name, &file.used) !=
+        nullptr) {
+      continue;
+    }
     fail(ErrorCode::kUnsupported,
          "'{}': tensor '{}' is not used by rapide's {} architecture, and leaving it out could "
          "change the results (refusing rather than guessing; docs/architectures.md lists what "

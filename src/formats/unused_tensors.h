@@ -28,9 +28,11 @@ struct TensorScope {
 
 // Why `name`, a tensor of a `format` ("gguf", "hf", "llama2c") file of GGUF architecture
 // `architecture`, may be left out of the computation; nullptr when it is not on the list.
-// Patterns write a layer index as N: "model.layers.N.self_attn.rotary_emb.inv_freq".
+// Patterns write a layer index as N: "model.layers.N.self_attn.rotary_emb.inv_freq". An
+// entry for one of two alternatives (LongRoPE's factor sets) applies only when `used` shows
+// the other was taken.
 const char* ignored_tensor_reason(std::string_view format, std::string_view architecture,
-                                  std::string_view name);
+                                  std::string_view name, const TensorUseLog* used = nullptr);
 
 // Throws kUnsupported naming the first tensor in `scope` that was neither taken through
 // file.get() nor on the list.

@@ -320,6 +320,31 @@ TEST(StrictLoading, HuggingFaceConfigKeys) {
   EXPECT_NO_THROW(config("Gemma2ForCausalLM", R"("tie_word_embeddings": true)"));
 }
 
+// LongRoPE's two factor sets: the one a run does not rotate with may be left out, but only
+// when the Model took the other.
+TEST(StrictLoading, OneOfTwoAlternativesMayBeLeftOut) {
+  ModelFile m;
+  m.path = "phi3";
+  m.format = "gguf";
+  m.config.architecture = "phi3";
+  for (const char* name : {"rope_factors_long.weight", "rope_factors_short.weight"}) {
+    m.tensors.push_back({name, TensorType::kF32, {1}, nullptr, 0});
+  }
+  expect_error(
+      [&] {
+        refuse_unused_tensors(m, {0, 0, true});
+      },
+      ErrorCode::kUnsupported, "tensor 'rope_factors_long.weight'");
+  m.get("rope_factors_short.weight");
+  EXPECT_NO_THROW(refuse_unused_tensors(m, {0, 0, true}));
+  m.config.architecture = "llama";  // the entry is phi3's
+  expect_error(
+      [&] {
+        refuse_unused_tensors(m, {0, 0, true});
+      },
+      ErrorCode::kUnsupported, "tensor 'rope_factors_long.weight'");
+}
+
 TEST(StrictLoading, IgnoreListPatterns) {
   const char* inv_freq = "model.layers.12.self_attn.rotary_emb.inv_freq";
   EXPECT_NE(ignored_tensor_reason("hf", "llama", inv_freq), nullptr);
