@@ -3,7 +3,8 @@
 // (unused_tensors.h) instead of silently left out of the computation.
 //
 // Thread-safe: tensor-parallel ranks may build their Models from one ModelFile at once.
-// A copy starts empty: a copied ModelFile's tensors have not been taken by anyone yet.
+// A copy starts empty: a copied ModelFile's tensors have not been taken by anyone yet. So
+// does a move (there is no move constructor): build the Model from the ModelFile it checks.
 #pragma once
 
 #include <mutex>
