@@ -86,8 +86,10 @@ void check_gguf_keys(const GgufFile& gguf, std::string_view architecture) {
     const size_t dot = key.find('.');
     const std::string_view ns = key.substr(0, dot);
     if (ns == "general" || ns == "tokenizer") continue;
-    if (ns == architecture && dot != std::string_view::npos) {
-      if (find_known_key(architecture, key.substr(dot + 1)) != nullptr) continue;
+    if (ns == architecture) {
+      const std::string_view suffix =
+          dot == std::string_view::npos ? std::string_view() : key.substr(dot + 1);
+      if (find_known_key(architecture, suffix) != nullptr) continue;
       fail(ErrorCode::kUnsupported,
            "'{}': metadata key '{}' is not known to rapide's {} architecture and could change "
            "the results (refusing rather than guessing; docs/architectures.md lists the keys "

@@ -105,8 +105,9 @@ void refuse_unused_tensors(const ModelFile& file, const TensorScope& scope) {
   const int file_layers = file.config.n_layers;
   for (const TensorView& t : file.tensors) {
     const int layer = layer_of(t.name);
-    // Another pipeline stage's layer, or the embedding and head that the first and last
-    // stages take: that stage checks them.
+    // Another pipeline stage's layer (that stage checks it), or, on a stage that does not
+    // hold both the embedding and the head, a tensor outside the blocks: no stage takes all
+    // of those, so only a run of the whole model checks them.
     const bool other_stage =
         layer >= 0 ? layer < file_layers &&
                          (layer < scope.first_layer || layer >= scope.first_layer + scope.n_layers)

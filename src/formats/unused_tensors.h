@@ -19,7 +19,9 @@ namespace rapide {
 // The part of a file one Model took: all of it, or a pipeline stage's layers (the file's
 // blk.N. for N in [first_layer, first_layer + n_layers)) and, with `top_level`, the tensors
 // outside blk.N. (embedding, final norm, head). Only the part taken is checked: another
-// stage takes the rest. Tensor-parallel ranks take every name (a slice of each).
+// stage takes the rest (a pipeline of two or more stages therefore leaves the tensors
+// outside blk.N. unchecked; a whole-model run checks them). Tensor-parallel ranks take every
+// name (a slice of each).
 struct TensorScope {
   int first_layer = 0;
   int n_layers = 0;
