@@ -15,9 +15,9 @@
 //                            file
 //   <another architecture>.* refused: keys of an architecture rapide runs, in a file of
 //                            another one, mean the file does not say what it computes
-//   anything else            ignored: llama.cpp reads no other namespace, so such keys
-//                            cannot change the computation (uploaders' notes such as
-//                            mradermacher.*, llama-quantize's quantize.imatrix.*)
+//   anything else            ignored: llama.cpp reads no other namespace of a model file,
+//                            so such keys cannot change the computation (uploaders' notes
+//                            such as mradermacher.*, llama-quantize's quantize.imatrix.*)
 //
 // The table is kKnownKeys in known_keys.cpp; docs/architectures.md lists it per
 // architecture. How a new architecture adds its keys is written above the table.
