@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "formats/architecture.h"
+#include "formats/unused_tensors.h"
 #include "kernels/ops.h"
 #include "model/moe_routing.h"
 #include "model/rope.h"
@@ -241,7 +242,12 @@ Model::Model(std::shared_ptr<const ModelFile> file, ActQuant act, TensorParallel
           static_cast<uint64_t>(m->cols()) * m->rows() * c.n_experts_used / c.n_experts;
     }
   }
-  if (!has_output_) return;
+  // Every other tensor of the file must be known not to change the computation.
+  const TensorScope taken{first_layer_, config_.n_layers, has_input_ && has_output_};
+  if (!has_output_) {
+    refuse_unused_tensors(f, taken);
+    return;
+  }
   output_norm_ = load_vector(f.get("output_norm.weight"), c.dim);
   const bool tied = c.tied_embeddings || f.find("output.weight") == nullptr;
   output_ = load_matrix_rows(f, tied ? "token_embd.weight" : "output.weight", c.dim, c.vocab_size,
@@ -249,6 +255,7 @@ Model::Model(std::shared_ptr<const ModelFile> file, ActQuant act, TensorParallel
   weight_bytes_ +=
       static_cast<uint64_t>(tensor_row_bytes(output_.type(), output_.cols())) * output_.rows();
   matmul_parameters_ += static_cast<uint64_t>(output_.cols()) * output_.rows();
+  refuse_unused_tensors(f, taken);
 }
 
 void Model::ensure_scratch(int n_tokens, int n_logits) {
