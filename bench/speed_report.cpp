@@ -1,7 +1,7 @@
 // bench_speed_report MODEL [--threads N] [--prompt 128] [--decode 64] [--batch-sizes 1,4,16,32]
 //                          [--batch-prompt 16] [--kv-block-size 16]
 //                          [--act-quant int8|off|bf16] [--kv-type f16|f32|q8_0|q4_0]
-//                          [--kv-in-cache]
+//                          [--kv-in-cache] [--decode-context 16]
 //
 // Measures, in one run: this machine's read bandwidth (the decode roofline), decode tok/s at
 // batch 1 as a fraction of that roofline, prefill tok/s and GFLOP/s for a prompt, and the
@@ -12,6 +12,8 @@
 // by up to 10 points from one run to the next (80-90 % in two runs of the same build).
 // GFLOP/s count the matrices' flops; a second line counts attention's QK and PV flops as
 // well, which a decode row at a long context does more of than a prefill token.
+// --decode-context sets the context the batch-1 decode runs start from (a prompt of that many
+// tokens before them), so a run at 2k context times what attention's K/V reads add to a step.
 // --kv-in-cache also times each batched decode with every sequence's K/V reads served from
 // the first sequence's blocks (CacheResidentKv below), alternated run by run with the real
 // one: the difference is what reading the K/V from DRAM costs the step.
@@ -21,6 +23,7 @@
 #include <memory>
 #include <random>
 #include <sstream>
+#include <string>
 #include <vector>
 
 #include "base/clock.h"
@@ -145,6 +148,7 @@ int main(int argc, char** argv) {
   CLI::App app{"decode/prefill speed of a model against this machine's limits"};
   std::string model_path;
   int threads = 0, prompt = 128, decode = 64, repeats = 5, batch_prompt = 16, kv_block = 16;
+  int decode_context = 16;
   std::string batch_sizes = "1", act_quant = "int8", kv_type_name = "f16";
   app.add_option("model", model_path, "model file")->required();
   app.add_option("-t,--threads", threads, "threads (default: physical cores)");
@@ -155,6 +159,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--batch-prompt", batch_prompt,
                  "prompt tokens of each sequence before a batched decode (its starting context)")
+      ->capture_default_str();
+  app.add_option("--decode-context", decode_context,
+                 "prompt tokens before each batch-1 decode run (its starting context)")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--kv-block-size", kv_block,
                  "positions per KV block in the decode runs (the engine's --kv-block-size: the "
@@ -216,19 +224,24 @@ int main(int argc, char** argv) {
       std::vector<double> rates, bests, ratios, median_ratios;
       for (int r = 0; r < repeats; ++r) {
         const ReadBandwidth probe = measure_read_bandwidth_passes(pool, size_t{256} << 20, 9);
-        const double rate = decode_speed(model, pool, 1, 16, decode, 1, kv_block, kv_type).wall;
+        const double rate =
+            decode_speed(model, pool, 1, decode_context, decode, 1, kv_block, kv_type).wall;
         bests.push_back(probe.best);
         rates.push_back(rate);
         ratios.push_back(rate * weight_bytes / probe.best);
         median_ratios.push_back(rate * weight_bytes / probe.median);
       }
       const auto [low, high] = std::minmax_element(bests.begin(), bests.end());
+      const std::string at_context = decode_context == 16
+                                         ? ""
+                                         : " at contexts " + std::to_string(decode_context) + "-" +
+                                               std::to_string(decode_context + decode);
       std::printf(
           "decode batch 1: %.1f tok/s = %.1f %% of the bandwidth roofline, %.1f %% of the "
           "probe's median pass (median of %d decode runs, each against a probe of 9 passes "
-          "taken just before it: best %.1f-%.1f GB/s)\n",
+          "taken just before it: best %.1f-%.1f GB/s)%s\n",
           median(rates), 100.0 * median(ratios), 100.0 * median(median_ratios), repeats, *low / 1e9,
-          *high / 1e9);
+          *high / 1e9, at_context.c_str());
     } else {
       // Each decode run paired with prefill runs just before it (see the top of the file).
       std::vector<double> wall, cpu, cached_wall, cached_cpu, ratios, cached_ratios, all_ratios;
