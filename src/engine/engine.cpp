@@ -31,6 +31,7 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, const EngineOptions& op
         "output quality may drop",
         max_context_, c.max_context);
   }
+  model_.set_serving_context(max_context_);  // LongRoPE's factor set follows the context
   if (options_.max_batch_tokens < 1 || options_.max_seqs < 1 || options_.prefill_chunk < 1) {
     fail(ErrorCode::kInvalidArgument,
          "--max-batch-tokens, --max-seqs and --prefill-chunk must be at least 1");

@@ -9,14 +9,24 @@
 namespace rapide {
 namespace {
 
-constexpr std::array<std::string_view, 5> kSupported = {"llama", "qwen2", "qwen2moe", "phi3",
-                                                        "gemma2"};
+constexpr std::array<std::string_view, 12> kSupported = {
+    "llama",  "qwen2", "qwen2moe", "phi3",    "gemma2", "gemma",
+    "gemma3", "olmo2", "granite",  "cohere2", "qwen3",  "qwen3moe"};
 
 int u32_or(const GgufFile& gguf, const std::string& key, int fallback) {
   if (!gguf.has(key)) return fallback;
   const uint32_t v = gguf.get_u32(key);
   if (v > (1u << 30)) fail(ErrorCode::kCorrupt, "'{}': {} = {} is too large", gguf.path(), key, v);
   return static_cast<int>(v);
+}
+
+float required_f32(const GgufFile& gguf, const std::string& key) {
+  if (!gguf.has(key))
+    fail(ErrorCode::kCorrupt, "'{}': missing metadata key '{}'", gguf.path(), key);
+  const float v = gguf.get_f32(key);
+  if (!std::isfinite(v))
+    fail(ErrorCode::kCorrupt, "'{}': {} = {} is not finite", gguf.path(), key, v);
+  return v;
 }
 
 }  // namespace
@@ -29,7 +39,12 @@ bool is_supported_architecture(std::string_view architecture) {
 }
 
 const char* supported_architectures() {
-  return "llama, qwen2, qwen2moe, phi3, gemma2";
+  static const std::string list = [] {
+    std::string s;
+    for (std::string_view a : kSupported) s += (s.empty() ? "" : ", ") + std::string(a);
+    return s;
+  }();
+  return list.c_str();
 }
 
 void apply_architecture_facts(ModelConfig& c) {
@@ -53,6 +68,42 @@ void apply_architecture_facts(ModelConfig& c) {
     const int scalar = c.n_layers == 46 && c.n_heads > 0 ? c.dim / c.n_heads : c.head_dim;
     if (scalar > 0) c.query_scale = 1.0f / std::sqrt(static_cast<float>(scalar));
     c.tied_embeddings = true;  // llama.cpp never reads a gemma2 output.weight
+  } else if (c.architecture == "gemma") {
+    // Gemma 1: gemma2 without soft-caps, post-norms or windows; Q scaled by 1/sqrt(key_length).
+    c.activation = FfnActivation::kGeluTanh;
+    c.embedding_scale = std::sqrt(static_cast<float>(c.dim));
+    c.scale_query_first = true;
+    if (c.head_dim > 0) c.query_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    c.tied_embeddings = true;
+  } else if (c.architecture == "gemma3") {
+    // Sandwich norms and GeGLU as gemma2, per-head q/k RMSNorm, no soft-caps, five local
+    // (windowed, their own rope base, unscaled) layers to one global layer.
+    c.activation = FfnActivation::kGeluTanh;
+    c.post_norms = true;
+    c.qk_norm = QkNorm::kPerHead;
+    c.embedding_scale = std::sqrt(static_cast<float>(c.dim));
+    c.window_layers = WindowLayers::kPattern;
+    c.window_period = 6;
+    c.rope_theta_local = 10000.0f;
+    c.scale_query_first = true;
+    // As for gemma2, llama.cpp derives query_pre_attn_scalar from the model: n_embd / n_head
+    // for the 62-layer 27B, the head size for the others (Hugging Face folders carry it).
+    const int scalar = c.n_layers == 62 && c.n_heads > 0 ? c.dim / c.n_heads : c.head_dim;
+    if (scalar > 0) c.query_scale = 1.0f / std::sqrt(static_cast<float>(scalar));
+    c.tied_embeddings = true;
+  } else if (c.architecture == "olmo2") {
+    c.pre_norms = false;
+    c.post_norms = true;
+    c.qk_norm = QkNorm::kWhole;
+  } else if (c.architecture == "cohere2") {
+    c.norm_kind = NormKind::kLayer;
+    c.parallel_block = true;
+    c.window_layers = WindowLayers::kPattern;
+    c.window_period = 4;  // hard-coded in llama.cpp (not a key)
+    c.rope_on_global_layers = false;
+    c.tied_embeddings = true;
+  } else if (c.architecture == "qwen3" || c.architecture == "qwen3moe") {
+    c.qk_norm = QkNorm::kPerHead;
   }
 }
 
@@ -74,6 +125,32 @@ void describe_architecture(const GgufFile& gguf, ModelConfig& c) {
     // here as there; a file that carries it gets the model's own attention.
     c.sliding_window = u32_or(gguf, p + "attention.sliding_window", 0);
     c.window_layers = WindowLayers::kAll;
+  } else if (c.architecture == "gemma3") {
+    c.sliding_window = u32_or(gguf, p + "attention.sliding_window", 0);
+    if (c.sliding_window <= 0) {
+      fail(ErrorCode::kCorrupt, "'{}': gemma3 needs {}attention.sliding_window", gguf.path(), p);
+    }
+  } else if (c.architecture == "cohere2") {
+    c.sliding_window = u32_or(gguf, p + "attention.sliding_window", 0);
+    if (c.sliding_window <= 0) {
+      fail(ErrorCode::kCorrupt, "'{}': cohere2 needs {}attention.sliding_window", gguf.path(), p);
+    }
+    c.rms_eps = required_f32(gguf, p + "attention.layer_norm_epsilon");
+    c.logit_scale = required_f32(gguf, p + "logit_scale");
+  } else if (c.architecture == "granite") {
+    // All four multipliers are required by llama.cpp's loader; so here.
+    c.embedding_scale = required_f32(gguf, p + "embedding_scale");
+    c.residual_scale = required_f32(gguf, p + "residual_scale");
+    c.query_scale = required_f32(gguf, p + "attention.scale");
+    const float logit_scale = required_f32(gguf, p + "logit_scale");
+    if (!(logit_scale != 0.0f)) {
+      fail(ErrorCode::kCorrupt, "'{}': {}logit_scale is 0", gguf.path(), p);
+    }
+    c.logit_scale = 1.0f / logit_scale;  // Granite divides its logits
+  } else if (c.architecture == "qwen3moe") {
+    c.expert_ffn_dim = u32_or(gguf, p + "expert_feed_forward_length", 0);
+    // llama.cpp's qwen3moe always renormalises the chosen experts' weights.
+    c.normalize_expert_weights = true;
   } else if (c.architecture == "gemma2") {
     // llama.cpp's defaults are Gemma 2's published values; files written by its converter
     // always carry the keys.

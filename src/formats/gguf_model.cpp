@@ -41,6 +41,43 @@ std::string file_stem(const std::string& path) {
   return std::filesystem::path(path).stem().string();
 }
 
+// rope.scaling.* as llama.cpp's load_hparams reads them: the type, its factor (a position
+// divisor), YaRN's original context, attention factor and DeepSeek's log multiplier, and
+// LongRoPE's (the per-frequency factors are tensors, read by the model).
+void read_rope_scaling(const GgufFile& gguf, const std::string& p, ModelConfig& c) {
+  const std::string scaling = gguf.get_string_or(p + "rope.scaling.type", "none");
+  const auto factor = [&] {
+    if (gguf.has(p + "rope.scaling.factor")) return gguf.get_f32(p + "rope.scaling.factor");
+    return gguf.get_f32_or(p + "rope.scale_linear", 1.0f);  // pre-2024 key
+  };
+  c.rope_orig_context = get_int_or(gguf, p + "rope.scaling.original_context_length", 0);
+  c.yarn_attn_factor = gguf.get_f32_or(p + "rope.scaling.attn_factor", 1.0f);
+  c.yarn_log_multiplier = gguf.get_f32_or(p + "rope.scaling.yarn_log_multiplier", 0.0f);
+  if (scaling == "none" || scaling == "linear") {
+    // A factor of 0 in a "none" file means unset (llama.cpp reads it as 1).
+    const float f = factor();
+    c.rope_scale = scaling == "none" && f == 0.0f ? 1.0f : f;
+    c.rope_scaling = c.rope_scale != 1.0f ? RopeScaling::kLinear : RopeScaling::kNone;
+  } else if (scaling == "yarn") {
+    c.rope_scaling = RopeScaling::kYarn;
+    c.rope_scale = factor();
+    if (c.rope_orig_context <= 0) {
+      fail(ErrorCode::kCorrupt,
+           "'{}': YaRN rope scaling without {}rope.scaling."
+           "original_context_length",
+           gguf.path(), p);
+    }
+    c.yarn_ext_factor = 1.0f;  // llama.cpp's default for YaRN (no key in GGUF)
+  } else if (scaling == "longrope") {
+    c.rope_scaling = RopeScaling::kLongRope;
+    c.rope_scale = 1.0f;
+  } else {
+    fail(ErrorCode::kUnsupported,
+         "'{}': rope scaling type '{}' is not supported (none, linear, yarn, longrope)",
+         gguf.path(), scaling);
+  }
+}
+
 }  // namespace
 
 RopeStyle rope_style_for_architecture(std::string_view architecture) {
@@ -88,23 +125,15 @@ ModelConfig config_from_gguf(const GgufFile& gguf) {
   }
   if (gguf.has(p + "rope.dimension_count")) {
     const int rope_dim = get_int_or(gguf, p + "rope.dimension_count", 0);
-    if (rope_dim != c.head_dim) {
-      fail(ErrorCode::kUnsupported,
-           "'{}': rope.dimension_count {} differs from the head size {} (partial rotary "
-           "embeddings are not supported)",
+    if (rope_dim <= 0 || rope_dim > c.head_dim || rope_dim % 2 != 0) {
+      fail(ErrorCode::kCorrupt,
+           "'{}': rope.dimension_count {} must be even and within the head "
+           "size {}",
            gguf.path(), rope_dim, c.head_dim);
     }
+    if (rope_dim != c.head_dim) c.rope_dim = rope_dim;  // partial rotary
   }
-
-  const std::string scaling = gguf.get_string_or(p + "rope.scaling.type", "none");
-  if (scaling == "linear") {
-    c.rope_scale = gguf.get_f32(p + "rope.scaling.factor");
-  } else if (scaling == "none") {
-    c.rope_scale = gguf.get_f32_or(p + "rope.scale_linear", 1.0f);  // pre-2024 key
-  } else {
-    fail(ErrorCode::kUnsupported, "'{}': rope scaling type '{}' is not supported (only linear)",
-         gguf.path(), scaling);
-  }
+  read_rope_scaling(gguf, p, c);
   if (!(c.rope_scale > 0.0f) || !std::isfinite(c.rope_scale)) {
     fail(ErrorCode::kCorrupt, "'{}': rope scaling factor {} must be positive", gguf.path(),
          c.rope_scale);
@@ -206,6 +235,9 @@ ModelFile model_from_gguf(const GgufFile& gguf) {
   m.config.tied_embeddings = m.config.tied_embeddings || (m.find("token_embd.weight") != nullptr &&
                                                           m.find("output.weight") == nullptr);
   m.config.qkv_bias = m.find("blk.0.attn_q.bias") != nullptr;
+  // Llama 3.1+ (and any architecture llama.cpp builds with rope factors): the tensor divides
+  // each frequency's angle.
+  m.config.rope_freq_factors = m.find("rope_freqs.weight") != nullptr;
   check_model(m);
   return m;
 }

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <numbers>
 #include <optional>
 #include <set>
 #include <string_view>
@@ -82,7 +83,8 @@ constexpr HfArchitecture kHfArchitectures[] = {
     {"LlamaForCausalLM", "llama"},       {"MistralForCausalLM", "llama"},
     {"MixtralForCausalLM", "llama"},     {"Qwen2ForCausalLM", "qwen2"},
     {"Qwen2MoeForCausalLM", "qwen2moe"}, {"Phi3ForCausalLM", "phi3"},
-    {"Gemma2ForCausalLM", "gemma2"},
+    {"Gemma2ForCausalLM", "gemma2"},     {"Gemma3ForCausalLM", "gemma3"},
+    {"Qwen3ForCausalLM", "qwen3"},
 };
 
 bool json_bool(const json& config, const char* key, const std::string& name, bool fallback) {
@@ -133,6 +135,42 @@ void read_gemma2_config(const json& config, const std::string& name, ModelConfig
   }
 }
 
+// Gemma 3 (text): gemma2's keys plus separate rope bases for the local and global layers, and
+// the period of local layers (sliding_window_pattern, or the explicit layer_types list, which
+// must follow that period: rapide computes windows by period, so any other list is refused).
+void read_gemma3_config(const json& config, const std::string& name, ModelConfig& c) {
+  c.attn_softcap = json_float_or_off(config, "attn_logit_softcapping", name, 0.0f);
+  c.final_softcap = json_float_or_off(config, "final_logit_softcapping", name, 0.0f);
+  c.sliding_window = json_int(config, "sliding_window", name, 4096);
+  c.query_scale = 1.0f / std::sqrt(json_float(config, "query_pre_attn_scalar", name, 256.0f));
+  c.rope_theta_local = json_float(config, "rope_local_base_freq", name, 10000.0f);
+  c.window_period = json_int(config, "sliding_window_pattern", name, 6);
+  if (c.window_period < 1) {
+    fail(ErrorCode::kCorrupt, "'{}': sliding_window_pattern {} must be positive", name,
+         c.window_period);
+  }
+  if (config.contains("hidden_activation") && config["hidden_activation"].is_string() &&
+      config["hidden_activation"].get<std::string>() != "gelu_pytorch_tanh") {
+    fail(ErrorCode::kUnsupported,
+         "'{}': hidden_activation '{}' is not supported (Gemma 3 runs gelu_pytorch_tanh)", name,
+         config["hidden_activation"].get<std::string>());
+  }
+  if (config.contains("layer_types") && !config["layer_types"].is_null()) {
+    const json& types = config["layer_types"];
+    bool periodic = types.is_array() && types.size() == static_cast<size_t>(c.n_layers);
+    for (size_t l = 0; periodic && l < types.size(); ++l) {
+      const bool local = static_cast<int>(l) % c.window_period < c.window_period - 1;
+      periodic = types[l] == (local ? "sliding_attention" : "full_attention");
+    }
+    if (!periodic) {
+      fail(ErrorCode::kUnsupported,
+           "'{}': config.json layer_types does not follow sliding_window_pattern {} (rapide "
+           "computes local and global layers by period)",
+           name, c.window_period);
+    }
+  }
+}
+
 void read_qwen2moe_config(const json& config, const std::string& name, ModelConfig& c) {
   c.n_experts = json_int(config, "num_experts", name);
   c.n_experts_used = json_int(config, "num_experts_per_tok", name);
@@ -151,6 +189,133 @@ void read_qwen2moe_config(const json& config, const std::string& name, ModelConf
          "mlp_only_layers) are not supported",
          name);
   }
+}
+
+std::string rope_scaling_type(const json& s) {
+  if (!s.is_object()) return "";
+  if (s.contains("rope_type") && s["rope_type"].is_string()) return s["rope_type"];
+  if (s.contains("type") && s["type"].is_string()) return s["type"];
+  return "";
+}
+
+// rope_scaling as transformers' ROPE_INIT_FUNCTIONS read it, mapped to llama.cpp's terms
+// (model/rope.h): linear; llama3 (factors computed at load, hf_rope_factors); yarn (ggml
+// multiplies the magnitude by 1 + 0.1 ln(factor) itself, transformers' default
+// attention_factor, so an explicit one is divided by it); longrope (the two factor lists
+// become tensors at load). Anything else is refused by name.
+void read_hf_rope_scaling(const json& config, const std::string& name, ModelConfig& c) {
+  if (!config.contains("rope_scaling") || config["rope_scaling"].is_null()) return;
+  const json& s = config["rope_scaling"];
+  const std::string type = rope_scaling_type(s);
+  static const std::set<std::string> kKnownKeys = {
+      "rope_type",        "type",
+      "factor",           "low_freq_factor",
+      "high_freq_factor", "original_max_position_embeddings",
+      "attention_factor", "beta_fast",
+      "beta_slow",        "short_factor",
+      "long_factor"};
+  for (const auto& [key, value] : s.items()) {
+    if (!kKnownKeys.contains(key)) {
+      fail(ErrorCode::kUnsupported, "'{}': rope_scaling key '{}' is not supported", name, key);
+    }
+  }
+  if (type == "default") return;
+  if (type == "linear") {
+    c.rope_scale = json_float(s, "factor", name, 0.0f);
+    if (!(c.rope_scale > 0.0f)) {
+      fail(ErrorCode::kCorrupt, "'{}': linear rope_scaling needs a positive factor", name);
+    }
+    c.rope_scaling = RopeScaling::kLinear;
+  } else if (type == "llama3") {
+    c.rope_freq_factors = true;  // rope_freqs.weight, made by load_hf
+  } else if (type == "yarn") {
+    c.rope_scaling = RopeScaling::kYarn;
+    c.rope_scale = json_float(s, "factor", name, 0.0f);
+    if (!(c.rope_scale >= 1.0f)) {
+      fail(ErrorCode::kCorrupt, "'{}': yarn rope_scaling needs a factor >= 1", name);
+    }
+    c.rope_orig_context = json_int(s, "original_max_position_embeddings", name, c.max_context);
+    c.yarn_ext_factor = 1.0f;
+    c.yarn_beta_fast = json_float(s, "beta_fast", name, 32.0f);
+    c.yarn_beta_slow = json_float(s, "beta_slow", name, 1.0f);
+    if (s.contains("attention_factor") && !s["attention_factor"].is_null()) {
+      c.yarn_attn_factor =
+          json_float(s, "attention_factor", name, 1.0f) / (1.0f + 0.1f * std::log(c.rope_scale));
+    }
+  } else if (type == "longrope") {
+    c.rope_scaling = RopeScaling::kLongRope;
+    c.rope_orig_context = json_int(config, "original_max_position_embeddings", name,
+                                   json_int(s, "original_max_position_embeddings", name, 0));
+    if (c.rope_orig_context <= 0) {
+      fail(ErrorCode::kCorrupt, "'{}': longrope needs original_max_position_embeddings", name);
+    }
+    const float scale = static_cast<float>(c.max_context) / c.rope_orig_context;
+    c.yarn_attn_factor =
+        s.contains("attention_factor") && !s["attention_factor"].is_null()
+            ? json_float(s, "attention_factor", name, 1.0f)
+            : (scale <= 1.0f
+                   ? 1.0f
+                   : std::sqrt(1.0f + std::log(scale) /
+                                          std::log(static_cast<float>(c.rope_orig_context))));
+  } else {
+    fail(ErrorCode::kUnsupported,
+         "'{}': rope_scaling type '{}' is not supported (linear, llama3, yarn, longrope)", name,
+         type);
+  }
+}
+
+// Per-frequency rope divisors a Hugging Face config implies, as llama.cpp's converter writes
+// them into rope_freqs.weight (llama3) or rope_factors_{short,long}.weight (longrope).
+std::vector<std::pair<std::string, std::vector<float>>> hf_rope_factors(const json& config,
+                                                                        const ModelConfig& c,
+                                                                        const std::string& name) {
+  std::vector<std::pair<std::string, std::vector<float>>> out;
+  if (!config.contains("rope_scaling") || config["rope_scaling"].is_null()) return out;
+  const json& s = config["rope_scaling"];
+  const std::string type = rope_scaling_type(s);
+  const int half = c.rotary_dims() / 2;
+  if (type == "llama3") {
+    // convert_hf_to_gguf.py's LlamaModel.generate_extra_tensors (float32 throughout).
+    const float factor = json_float(s, "factor", name, 8.0f);
+    const float low = json_float(s, "low_freq_factor", name, 1.0f);
+    const float high = json_float(s, "high_freq_factor", name, 4.0f);
+    const float orig =
+        static_cast<float>(json_int(s, "original_max_position_embeddings", name, 8192));
+    if (!(factor > 0.0f) || !(high > low)) {
+      fail(ErrorCode::kCorrupt, "'{}': llama3 rope_scaling needs factor > 0, high > low", name);
+    }
+    const float low_wavelen = orig / low, high_wavelen = orig / high;
+    std::vector<float> f(half);
+    for (int i = 0; i < half; ++i) {
+      const float freq = 1.0f / std::pow(c.rope_theta, static_cast<float>(2 * i) / c.rotary_dims());
+      const float wavelen = 2.0f * static_cast<float>(std::numbers::pi) / freq;
+      if (wavelen < high_wavelen) {
+        f[i] = 1.0f;
+      } else if (wavelen > low_wavelen) {
+        f[i] = factor;
+      } else {
+        const float smooth = (orig / wavelen - low) / (high - low);
+        f[i] = 1.0f / ((1.0f - smooth) / factor + smooth);
+      }
+    }
+    out.emplace_back("rope_freqs.weight", std::move(f));
+  } else if (type == "longrope") {
+    for (const char* key : {"short_factor", "long_factor"}) {
+      if (!s.contains(key) || !s[key].is_array() || s[key].size() != static_cast<size_t>(half)) {
+        fail(ErrorCode::kCorrupt, "'{}': longrope {} must list {} numbers", name, key, half);
+      }
+      std::vector<float> f;
+      for (const json& v : s[key]) {
+        if (!v.is_number())
+          fail(ErrorCode::kCorrupt, "'{}': longrope {} holds a non-number", name, key);
+        f.push_back(v.get<float>());
+      }
+      out.emplace_back(std::string(key) == "short_factor" ? "rope_factors_short.weight"
+                                                          : "rope_factors_long.weight",
+                       std::move(f));
+    }
+  }
+  return out;
 }
 
 // The element type's value as F32 (the safetensors dtypes: F32, F16, BF16).
@@ -186,7 +351,8 @@ TensorView adapt_tensor(ModelFile& m, const SafetensorsTensor& t, std::string na
     m.storage.push_back(copy);
     view.data = copy->data();
   }
-  if (c.architecture == "gemma2" && view.name.ends_with("norm.weight")) {
+  if ((c.architecture == "gemma2" || c.architecture == "gemma3") &&
+      view.name.ends_with("norm.weight")) {
     const int64_t n = view.element_count();
     auto copy = std::make_shared<AlignedBuffer<float>>(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) (*copy)[i] = element_f32(t.type, view.data, i) + 1.0f;
@@ -295,10 +461,6 @@ ModelConfig config_from_hf_json(const std::string& config_json, const std::strin
   c.rope_style = rope_style_for_architecture(c.architecture);
   if (arch == "Phi3ForCausalLM") {
     c.fused_qkv = true;  // qkv_proj; gate_up_proj is fused too (architecture.h)
-    if (config.contains("partial_rotary_factor") && config["partial_rotary_factor"].is_number() &&
-        config["partial_rotary_factor"].get<double>() != 1.0) {
-      fail(ErrorCode::kUnsupported, "'{}': partial rotary embeddings are not supported", name);
-    }
   }
   c.name = fs::path(name).filename().string();
   c.dim = json_int(config, "hidden_size", name);
@@ -313,13 +475,13 @@ ModelConfig config_from_hf_json(const std::string& config_json, const std::strin
          c.n_heads, c.n_kv_heads);
   }
   // Gemma2Config's head_dim defaults to 256, not to hidden_size / heads.
-  const bool head_dim_given = config.contains("head_dim") || c.architecture == "gemma2";
+  const bool gemma = c.architecture == "gemma2" || c.architecture == "gemma3";
+  const bool head_dim_given = config.contains("head_dim") || gemma;
   if (!head_dim_given && c.dim % c.n_heads != 0) {
     fail(ErrorCode::kCorrupt, "'{}': hidden_size {} is not a multiple of {} heads", name, c.dim,
          c.n_heads);
   }
-  c.head_dim =
-      json_int(config, "head_dim", name, c.architecture == "gemma2" ? 256 : c.dim / c.n_heads);
+  c.head_dim = json_int(config, "head_dim", name, gemma ? 256 : c.dim / c.n_heads);
   c.rms_eps = json_float(config, "rms_norm_eps", name, 1e-6f);
   c.tied_embeddings = config.contains("tie_word_embeddings") &&
                       config["tie_word_embeddings"].is_boolean() &&
@@ -333,31 +495,22 @@ ModelConfig config_from_hf_json(const std::string& config_json, const std::strin
     c.window_layers = WindowLayers::kAll;
   }
   if (c.architecture == "gemma2") read_gemma2_config(config, name, c);
+  if (c.architecture == "gemma3") read_gemma3_config(config, name, c);
+  if (config.contains("partial_rotary_factor") && config["partial_rotary_factor"].is_number()) {
+    const double f = config["partial_rotary_factor"].get<double>();
+    const int rot = static_cast<int>(std::lround(f * c.head_dim));
+    if (!(f > 0.0 && f <= 1.0) || rot % 2 != 0) {
+      fail(ErrorCode::kCorrupt, "'{}': partial_rotary_factor {} of head size {}", name, f,
+           c.head_dim);
+    }
+    if (rot != c.head_dim) c.rope_dim = rot;
+  }
   if (arch == "MixtralForCausalLM") {
     c.n_experts = json_int(config, "num_local_experts", name);
     c.n_experts_used = json_int(config, "num_experts_per_tok", name);
   }
   if (c.architecture == "qwen2moe") read_qwen2moe_config(config, name, c);
-  if (config.contains("rope_scaling") && !config["rope_scaling"].is_null()) {
-    const json& s = config["rope_scaling"];
-    std::string type;
-    if (s.is_object()) {
-      if (s.contains("rope_type") && s["rope_type"].is_string()) {
-        type = s["rope_type"].get<std::string>();
-      } else if (s.contains("type") && s["type"].is_string()) {
-        type = s["type"].get<std::string>();
-      }
-    }
-    if (type == "linear") {
-      c.rope_scale = json_float(s, "factor", name, 0.0f);
-      if (!(c.rope_scale > 0.0f)) {
-        fail(ErrorCode::kCorrupt, "'{}': linear rope_scaling needs a positive factor", name);
-      }
-    } else if (type != "default") {
-      fail(ErrorCode::kUnsupported, "'{}': rope_scaling type '{}' is not supported (only linear)",
-           name, type);
-    }
-  }
+  read_hf_rope_scaling(config, name, c);
   return c;
 }
 
@@ -390,6 +543,8 @@ HfTensorTarget gguf_target_for_hf(const std::string& hf, const std::string& arch
       {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight"},
       {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight"},
       {"self_attn.rotary_emb.inv_freq", ""},
+      {"self_attn.q_norm.weight", "attn_q_norm.weight"},  // Qwen3, Gemma 3: per head
+      {"self_attn.k_norm.weight", "attn_k_norm.weight"},
   };
   // The norm after attention: Llama's precedes the FFN; Gemma 2 has one on each side.
   static const std::map<std::string, std::string> kNorms = {
@@ -410,7 +565,8 @@ HfTensorTarget gguf_target_for_hf(const std::string& hf, const std::string& arch
   if (auto it = kTop.find(hf); it != kTop.end()) return {it->second};
   if (const auto layer = split_at_index(hf, "model.layers."); layer && layer->head.empty()) {
     const std::string block = fmt::format("blk.{}.", layer->index);
-    const auto& norms = architecture == "gemma2" ? kGemma2Norms : kNorms;
+    const auto& norms =
+        architecture == "gemma2" || architecture == "gemma3" ? kGemma2Norms : kNorms;
     for (const auto* table : {&kLayer, &norms}) {
       if (auto it = table->find(layer->rest); it != table->end()) {
         return {it->second.empty() ? "" : block + it->second};
@@ -505,6 +661,16 @@ ModelFile load_hf(const std::string& dir_path) {
   }
   m.config.tied_embeddings = m.find("output.weight") == nullptr;
   m.config.qkv_bias = m.find("blk.0.attn_q.bias") != nullptr;
+  for (auto& [tensor, values] : hf_rope_factors(config, c, dir_path)) {
+    auto buffer = std::make_shared<AlignedBuffer<float>>(values.size());
+    std::copy(values.begin(), values.end(), buffer->data());
+    m.storage.push_back(buffer);
+    m.tensors.push_back({tensor,
+                         TensorType::kF32,
+                         {static_cast<int64_t>(values.size())},
+                         reinterpret_cast<const uint8_t*>(buffer->data()),
+                         values.size() * sizeof(float)});
+  }
 
   if (fs::exists(dir / "tokenizer.json")) {
     HfTokenizerInputs in;

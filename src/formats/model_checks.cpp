@@ -48,15 +48,27 @@ void check_model(const ModelFile& m) {
     fail(ErrorCode::kUnsupported, "'{}': architecture '{}' is not supported (rapide runs {})",
          m.path, c.architecture, supported_architectures());
   }
-  // Phi-3 128k's LongRoPE rescales each rotary frequency by these factors: without them
-  // rapide would run such a file, wrongly.
-  for (const char* name : {"rope_factors_long.weight", "rope_factors_short.weight"}) {
-    if (m.find(name) != nullptr) {
-      fail(ErrorCode::kUnsupported,
-           "'{}': per-frequency rope factors ({}, LongRoPE) are not "
-           "supported",
-           m.path, name);
+  // Per-frequency rope factors: Llama 3's one set, LongRoPE's two (short and long context).
+  const int64_t half_rot = c.rotary_dims() / 2;
+  if (c.rope_freq_factors) expect_shape(m, "rope_freqs.weight", {half_rot});
+  const bool long_factors = m.find("rope_factors_long.weight") != nullptr ||
+                            m.find("rope_factors_short.weight") != nullptr;
+  if (long_factors != (c.rope_scaling == RopeScaling::kLongRope)) {
+    fail(ErrorCode::kCorrupt,
+         "'{}': LongRoPE needs both rope_factors_short.weight and rope_factors_long.weight and "
+         "rope.scaling.type = longrope; this file has only one side",
+         m.path);
+  }
+  if (long_factors) {
+    expect_shape(m, "rope_factors_short.weight", {half_rot});
+    expect_shape(m, "rope_factors_long.weight", {half_rot});
+    if (c.rope_orig_context <= 0) {
+      fail(ErrorCode::kCorrupt, "'{}': LongRoPE without rope.scaling.original_context_length",
+           m.path);
     }
+  }
+  if (c.rope_freq_factors && long_factors) {
+    fail(ErrorCode::kCorrupt, "'{}': both rope_freqs.weight and LongRoPE factors", m.path);
   }
   if (c.n_experts == 0 && m.find("blk.0.ffn_gate_inp.weight") != nullptr) {
     fail(ErrorCode::kCorrupt,
@@ -86,7 +98,7 @@ void check_model(const ModelFile& m) {
   if (!c.tied_embeddings) expect_shape(m, "output.weight", {dim, vocab});
   for (int l = 0; l < c.n_layers; ++l) {
     const std::string b = fmt::format("blk.{}.", l);
-    expect_shape(m, b + "attn_norm.weight", {dim});
+    if (c.pre_norms) expect_shape(m, b + "attn_norm.weight", {dim});
     if (c.fused_qkv) {
       expect_shape(m, b + "attn_qkv.weight", {dim, q + 2 * kv});
     } else {
@@ -95,7 +107,14 @@ void check_model(const ModelFile& m) {
       expect_shape(m, b + "attn_v.weight", {dim, kv});
     }
     expect_shape(m, b + "attn_output.weight", {q, dim});
-    expect_shape(m, b + "ffn_norm.weight", {dim});
+    if (c.pre_norms && !c.parallel_block) expect_shape(m, b + "ffn_norm.weight", {dim});
+    if (c.qk_norm == QkNorm::kPerHead) {
+      expect_shape(m, b + "attn_q_norm.weight", {c.head_dim});
+      expect_shape(m, b + "attn_k_norm.weight", {c.head_dim});
+    } else if (c.qk_norm == QkNorm::kWhole) {
+      expect_shape(m, b + "attn_q_norm.weight", {q});
+      expect_shape(m, b + "attn_k_norm.weight", {kv});
+    }
     if (c.post_norms) {
       expect_shape(m, b + "post_attention_norm.weight", {dim});
       expect_shape(m, b + "post_ffw_norm.weight", {dim});

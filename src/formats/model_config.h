@@ -78,18 +78,18 @@ struct ModelConfig {
   // from rope_scaling {rope_type: llama3} at load, as llama.cpp's converter writes it.
   bool rope_freq_factors = false;
   RopeScaling rope_scaling = RopeScaling::kNone;
-  int rope_orig_context = 0;         // yarn / longrope: the context the model was trained at
-  float yarn_ext_factor = 1.0f;      // yarn: mix of extrapolated and interpolated angles
-  float yarn_attn_factor = 1.0f;     // yarn / longrope: extra scale of the rotated values
-  float yarn_beta_fast = 32.0f;      // yarn: correction range, in rotations
+  int rope_orig_context = 0;      // yarn / longrope: the context the model was trained at
+  float yarn_ext_factor = 1.0f;   // yarn: mix of extrapolated and interpolated angles
+  float yarn_attn_factor = 1.0f;  // yarn / longrope: extra scale of the rotated values
+  float yarn_beta_fast = 32.0f;   // yarn: correction range, in rotations
   float yarn_beta_slow = 1.0f;
   float yarn_log_multiplier = 0.0f;  // DeepSeek: mscale = 1 + log_mul * ln(1 / freq_scale)
   // gemma3: windowed (local) layers rotate with this base and without scaling; 0: the global
   // base and scaling everywhere.
   float rope_theta_local = 0.0f;
   bool rope_on_global_layers = true;  // cohere2: the global layers have no rope at all
-  bool tied_embeddings = false;  // output head reuses token_embd.weight
-  bool qkv_bias = false;         // Qwen2: attn_q/k/v have biases
+  bool tied_embeddings = false;       // output head reuses token_embd.weight
+  bool qkv_bias = false;              // Qwen2: attn_q/k/v have biases
 
   // Block description (defaults: a plain llama block).
   bool fused_qkv = false;      // phi3: one attn_qkv matrix, rows [Q; K; V]
@@ -104,11 +104,11 @@ struct ModelConfig {
                                    // products, as llama.cpp does for them; llama scales scores
   int sliding_window = 0;          // keys visible from query i: i - j < window (0: unlimited)
   WindowLayers window_layers = WindowLayers::kNone;
-  int window_period = 0;           // WindowLayers::kPattern's period
+  int window_period = 0;  // WindowLayers::kPattern's period
 
   // Norms and the residual stream.
   NormKind norm_kind = NormKind::kRms;
-  bool pre_norms = true;      // olmo2: no attn_norm / ffn_norm, only the post-norms
+  bool pre_norms = true;  // olmo2: no attn_norm / ffn_norm, only the post-norms
   QkNorm qk_norm = QkNorm::kNone;
   bool parallel_block = false;  // cohere2: x + attention(n(x)) + ffn(n(x)), one norm
   float residual_scale = 1.0f;  // granite: x + residual_scale * block(x)
@@ -141,10 +141,9 @@ struct ModelConfig {
   int64_t kv_dim() const { return static_cast<int64_t>(n_kv_heads) * head_dim; }
   int64_t q_dim() const { return static_cast<int64_t>(n_heads) * head_dim; }
   bool windowed(int layer) const {
-    return sliding_window > 0 &&
-           (window_layers == WindowLayers::kAll ||
-            (window_layers == WindowLayers::kPattern && window_period > 0 &&
-             layer % window_period < window_period - 1));
+    return sliding_window > 0 && (window_layers == WindowLayers::kAll ||
+                                  (window_layers == WindowLayers::kPattern && window_period > 0 &&
+                                   layer % window_period < window_period - 1));
   }
   int rotary_dims() const { return rope_dim > 0 ? rope_dim : head_dim; }
   bool mla() const { return kv_lora_rank > 0; }

@@ -85,9 +85,22 @@ void softmax(float* x, int64_t n) {
 }
 
 // A few dozen values per head: the scalar loop is as fast as any dispatch would be.
-void rope_rotate(float* x, int n_heads, int head_dim, const float* cos, const float* sin,
-                 bool neox) {
-  const int half = head_dim / 2;
+void layer_norm(const float* x, const float* weight, int64_t n, float eps, float* out) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]);
+  const float mean = static_cast<float>(sum / static_cast<double>(n));
+  double var = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float d = x[i] - mean;
+    var += static_cast<double>(d * d);
+  }
+  const float scale = 1.0f / std::sqrt(static_cast<float>(var / static_cast<double>(n)) + eps);
+  for (int64_t i = 0; i < n; ++i) out[i] = ((x[i] - mean) * scale) * weight[i];
+}
+
+void rope_rotate(float* x, int n_heads, int head_dim, int rot_dims, const float* cos,
+                 const float* sin, bool neox) {
+  const int half = rot_dims / 2;
   for (int h = 0; h < n_heads; ++h) {
     float* v = x + static_cast<int64_t>(h) * head_dim;
     for (int i = 0; i < half; ++i) {

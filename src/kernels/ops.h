@@ -12,6 +12,11 @@ namespace rapide {
 // out = x / sqrt(mean(x^2) + eps) * weight, over n elements (out may alias x).
 void rms_norm(const float* x, const float* weight, int64_t n, float eps, float* out);
 
+// out = (x - mean) / sqrt(variance + eps) * weight, over n elements (out may alias x): ggml's
+// LLM_NORM without a bias (cohere2). Sums in double, as ggml_norm does. Scalar only: one call
+// per row and layer costs as much as an rms_norm.
+void layer_norm(const float* x, const float* weight, int64_t n, float eps, float* out);
+
 // dst += src over n elements.
 void add_in_place(float* dst, const float* src, int64_t n);
 
@@ -36,7 +41,13 @@ void to_fp16(const float* x, int64_t n, uint16_t* out);
 // Rotates each of n_heads vectors of head_dim values in x by the angles whose cosines and
 // sines are given (head_dim / 2 each). neox = false rotates adjacent pairs (2i, 2i+1)
 // (Llama's GGUF order); neox = true rotates (i, i + head_dim/2) (Qwen2, GPT-NeoX).
-void rope_rotate(float* x, int n_heads, int head_dim, const float* cos, const float* sin,
-                 bool neox);
+// Partial rotary: only the first rot_dims of each head rotate (pairs within those dims,
+// cos/sin rot_dims / 2 each), the rest pass through (llama.cpp's n_rot < head size).
+void rope_rotate(float* x, int n_heads, int head_dim, int rot_dims, const float* cos,
+                 const float* sin, bool neox);
+inline void rope_rotate(float* x, int n_heads, int head_dim, const float* cos, const float* sin,
+                        bool neox) {
+  rope_rotate(x, n_heads, head_dim, head_dim, cos, sin, neox);
+}
 
 }  // namespace rapide

@@ -9,6 +9,7 @@
 #include "formats/architecture.h"
 #include "kernels/ops.h"
 #include "model/moe_routing.h"
+#include "model/rope.h"
 
 namespace rapide {
 
@@ -104,6 +105,12 @@ Model::Model(std::shared_ptr<const ModelFile> file, ActQuant act, TensorParallel
   if (tp_ != nullptr && pp_ != nullptr) {
     fail(ErrorCode::kInvalidArgument, "--tp and --pp together are not supported yet");
   }
+  if (parts > 1 && c.qk_norm == QkNorm::kWhole) {
+    fail(ErrorCode::kUnsupported,
+         "'{}': {}'s q/k norm runs over all heads together, which a tensor-parallel rank "
+         "holding some heads cannot compute",
+         f.path, c.architecture);
+  }
   if (stages > full.n_layers) {
     fail(ErrorCode::kInvalidArgument, "cannot split the {} layers of '{}' over {} pipeline stages",
          full.n_layers, f.path, stages);
@@ -123,12 +130,27 @@ Model::Model(std::shared_ptr<const ModelFile> file, ActQuant act, TensorParallel
     token_embedding_ = load_matrix_rows(f, "token_embd.weight", c.dim, c.vocab_size,
                                         vocab_slice_.begin, vocab_slice_.end, act);
   }
+  if (c.rope_freq_factors) {
+    rope_factors_ = load_vector(f.get("rope_freqs.weight"), c.rotary_dims() / 2);
+  }
+  set_serving_context(c.max_context);
   layers_.resize(c.n_layers);
   for (int i = 0; i < c.n_layers; ++i) {
     const int l = first_layer_ + i;  // the file's layer
     LayerWeights& w = layers_[i];
-    w.attn_norm = load_vector(f.get(layer_name(l, "attn_norm.weight")), c.dim);
-    w.ffn_norm = load_vector(f.get(layer_name(l, "ffn_norm.weight")), c.dim);
+    if (c.pre_norms) {
+      w.attn_norm = load_vector(f.get(layer_name(l, "attn_norm.weight")), c.dim);
+      if (!c.parallel_block) {
+        w.ffn_norm = load_vector(f.get(layer_name(l, "ffn_norm.weight")), c.dim);
+      }
+    }
+    if (c.qk_norm == QkNorm::kPerHead) {
+      w.q_norm = load_vector(f.get(layer_name(l, "attn_q_norm.weight")), c.head_dim);
+      w.k_norm = load_vector(f.get(layer_name(l, "attn_k_norm.weight")), c.head_dim);
+    } else if (c.qk_norm == QkNorm::kWhole) {
+      w.q_norm = load_vector(f.get(layer_name(l, "attn_q_norm.weight")), c.q_dim());
+      w.k_norm = load_vector(f.get(layer_name(l, "attn_k_norm.weight")), c.kv_dim());
+    }
     // Q, K and V of one fused matrix sit at row offsets 0, q_all and q_all + kv_all.
     const bool fused = c.fused_qkv;
     const std::string qkv_name = layer_name(l, "attn_qkv.weight");
@@ -228,7 +250,7 @@ void Model::ensure_scratch(int n_tokens, int n_logits) {
     q_.resize(n * c.q_dim());
     k_.resize(n * c.kv_dim());
     v_.resize(n * c.kv_dim());
-    att_.resize(n * c.q_dim());
+    att_.resize(n * std::max<size_t>(c.q_dim(), c.parallel_block ? c.dim : 0));
     const size_t width =
         static_cast<size_t>(std::max({c.ffn_dim, c.expert_ffn_dim, c.shared_expert_ffn_dim}));
     gate_.resize(n * width);
@@ -244,8 +266,14 @@ void Model::ensure_scratch(int n_tokens, int n_logits) {
       slot_out_.resize(slots * c.dim);
       shared_out_.resize(n * c.dim);
     }
-    rope_cos_.resize(n * c.head_dim / 2);
-    rope_sin_.resize(n * c.head_dim / 2);
+    const size_t half = static_cast<size_t>(c.rotary_dims() / 2);
+    rope_cos_.resize(n * half);
+    rope_sin_.resize(n * half);
+    if (c.rope_theta_local > 0.0f) {
+      rope_local_cos_.resize(n * half);
+      rope_local_sin_.resize(n * half);
+    }
+    if (c.parallel_block) block_in_.resize(n * c.dim);
     scratch_tokens_ = n_tokens;
   }
   if (n_logits > scratch_logits_) {
@@ -282,41 +310,89 @@ void Model::embed(const Batch& batch) {
   reduce_partial(x_.data(), batch.size());
 }
 
-// Rotation angles as llama.cpp computes them (theta = pos * base^(-2i/d), the power taken
-// by repeated multiplication), so rotated values match its reference runs bit for bit.
-// Computed once per forward pass: every layer rotates by the same angles.
+void Model::set_serving_context(int max_context) {
+  const ModelConfig& c = config_;
+  if (c.rope_scaling != RopeScaling::kLongRope) return;
+  const bool long_context = max_context > c.rope_orig_context;
+  const char* name = long_context ? "rope_factors_long.weight" : "rope_factors_short.weight";
+  rope_factors_ = load_vector(file_->get(name), c.rotary_dims() / 2);
+}
+
+// Rotation angles as llama.cpp computes them (model/rope.h), so rotated values match its
+// reference runs bit for bit. Computed once per forward pass: every layer rotates by the same
+// angles (gemma3's local layers by a second table of their own base).
 void Model::prepare_rope(const Batch& batch) {
   const ModelConfig& c = config_;
-  const int half = c.head_dim / 2;
-  const float theta_scale = std::pow(c.rope_theta, -2.0f / static_cast<float>(c.head_dim));
-  const float freq_scale = 1.0f / c.rope_scale;
+  const size_t half = static_cast<size_t>(c.rotary_dims() / 2);
+  const RopeParams global =
+      rope_params(c, false, rope_factors_.empty() ? nullptr : rope_factors_.data());
   for (int i = 0; i < batch.size(); ++i) {
-    float theta = static_cast<float>(batch.positions[i]);
-    float* cos_row = rope_cos_.data() + static_cast<size_t>(i) * half;
-    float* sin_row = rope_sin_.data() + static_cast<size_t>(i) * half;
-    for (int j = 0; j < half; ++j) {
-      cos_row[j] = std::cos(theta * freq_scale);
-      sin_row[j] = std::sin(theta * freq_scale);
-      theta *= theta_scale;
+    rope_angles(global, batch.positions[i], rope_cos_.data() + i * half,
+                rope_sin_.data() + i * half);
+  }
+  if (c.rope_theta_local > 0.0f) {
+    const RopeParams local = rope_params(c, true, nullptr);
+    for (int i = 0; i < batch.size(); ++i) {
+      rope_angles(local, batch.positions[i], rope_local_cos_.data() + i * half,
+                  rope_local_sin_.data() + i * half);
     }
   }
 }
 
-void Model::apply_rope(int begin, int end) {
+void Model::apply_rope(int layer, int begin, int end) {
   const ModelConfig& c = config_;
-  const int half = c.head_dim / 2;
+  const int half = c.rotary_dims() / 2;
   const bool neox = c.rope_style == RopeStyle::kNeox;
+  const bool windowed = c.windowed(first_layer_ + layer);
+  // cohere2's global layers attend without positions; gemma3's local layers have their own
+  // base.
+  const bool rotate = windowed || c.rope_on_global_layers;
+  const bool local = windowed && c.rope_theta_local > 0.0f;
+  const std::vector<float>& cos_table = local ? rope_local_cos_ : rope_cos_;
+  const std::vector<float>& sin_table = local ? rope_local_sin_ : rope_sin_;
   for (int i = begin; i < end; ++i) {
-    const float* cos_row = rope_cos_.data() + static_cast<size_t>(i) * half;
-    const float* sin_row = rope_sin_.data() + static_cast<size_t>(i) * half;
     float* q = q_.data() + static_cast<size_t>(i) * c.q_dim();
     float* k = k_.data() + static_cast<size_t>(i) * c.kv_dim();
-    rope_rotate(q, c.n_heads, c.head_dim, cos_row, sin_row, neox);
-    rope_rotate(k, c.n_kv_heads, c.head_dim, cos_row, sin_row, neox);
+    if (rotate) {
+      const float* cos_row = cos_table.data() + static_cast<size_t>(i) * half;
+      const float* sin_row = sin_table.data() + static_cast<size_t>(i) * half;
+      rope_rotate(q, c.n_heads, c.head_dim, 2 * half, cos_row, sin_row, neox);
+      rope_rotate(k, c.n_kv_heads, c.head_dim, 2 * half, cos_row, sin_row, neox);
+    }
     if (c.scale_query_first) {
       const float scale =
           c.query_scale != 0.0f ? c.query_scale : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
       for (int64_t d = 0; d < c.q_dim(); ++d) q[d] *= scale;
+    }
+  }
+}
+
+void Model::norm_row(const float* x, const std::vector<float>& w, float* out) const {
+  if (config_.norm_kind == NormKind::kLayer) {
+    layer_norm(x, w.data(), config_.dim, config_.rms_eps, out);
+  } else {
+    rms_norm(x, w.data(), config_.dim, config_.rms_eps, out);
+  }
+}
+
+void Model::qk_norm_rows(const LayerWeights& w, int begin, int end) {
+  const ModelConfig& c = config_;
+  if (c.qk_norm == QkNorm::kNone) return;
+  for (int i = begin; i < end; ++i) {
+    float* q = q_.data() + static_cast<size_t>(i) * c.q_dim();
+    float* k = k_.data() + static_cast<size_t>(i) * c.kv_dim();
+    if (c.qk_norm == QkNorm::kWhole) {
+      rms_norm(q, w.q_norm.data(), c.q_dim(), c.rms_eps, q);
+      rms_norm(k, w.k_norm.data(), c.kv_dim(), c.rms_eps, k);
+      continue;
+    }
+    for (int h = 0; h < c.n_heads; ++h) {
+      float* v = q + static_cast<size_t>(h) * c.head_dim;
+      rms_norm(v, w.q_norm.data(), c.head_dim, c.rms_eps, v);
+    }
+    for (int h = 0; h < c.n_kv_heads; ++h) {
+      float* v = k + static_cast<size_t>(h) * c.head_dim;
+      rms_norm(v, w.k_norm.data(), c.head_dim, c.rms_eps, v);
     }
   }
 }
@@ -349,12 +425,19 @@ void Model::attention_block(int layer, const Batch& batch, KvStore& kv, ThreadPo
   const WeightMatrix::Input qkv_input = input_for(qkv.span(), n);
   for_tokens(pool, n, c.dim, [&](int begin, int end) {
     for (int i = begin; i < end; ++i) {
+      const float* x = x_.data() + static_cast<size_t>(i) * c.dim;
       float* xn = xn_.data() + static_cast<size_t>(i) * c.dim;
-      rms_norm(x_.data() + static_cast<size_t>(i) * c.dim, w.attn_norm.data(), c.dim, c.rms_eps,
-               xn);
+      if (c.pre_norms) {
+        norm_row(x, w.attn_norm, xn);
+      } else {
+        std::copy(x, x + c.dim, xn);  // olmo2: the residual stream itself
+      }
       if (qkv_input == WeightMatrix::Input::kF16Exact) round_to_f16(xn, xn, c.dim);
     }
   });
+  // A parallel block's FFN reads the same normed rows after the attention has reused xn_.
+  if (c.parallel_block)
+    std::copy(xn_.begin(), xn_.begin() + static_cast<size_t>(n) * c.dim, block_in_.begin());
   observe(layer, LinearInput::kAttnIn, xn_.data(), n, c.dim);
   float* const qkv_out[] = {q_.data(), k_.data(), v_.data()};
   const WeightMatrix* const wo[] = {&w.wo};
@@ -375,7 +458,8 @@ void Model::attention_block(int layer, const Batch& batch, KvStore& kv, ThreadPo
             add_in_place(v_.data() + static_cast<size_t>(i) * c.kv_dim(), w.bv.data(), c.kv_dim());
           }
         }
-        apply_rope(begin, end);
+        qk_norm_rows(w, begin, end);
+        apply_rope(layer, begin, end);
         Attention::write_kv(kv, layer, batch, k_.data(), v_.data(), begin, end);
       },
       kv.layout().block_size);
@@ -482,18 +566,35 @@ void Model::moe_ffn(int layer, int n, ThreadPool& pool) {
 void Model::ffn_block(int layer, int n, ThreadPool& pool) {
   const ModelConfig& c = config_;
   const LayerWeights& w = layers_[layer];
-  // The attention output (in xn_) joins the residual stream (after gemma2's post-norm),
-  // then the FFN's norm reads it. Experts read the normed rows for routing as well: only a
-  // dense FFN's input is rounded here.
+  const float rs = c.residual_scale;
+  // The attention output (in xn_) joins the residual stream (after a post-norm, times
+  // granite's residual scale), then the FFN's norm reads it. Experts read the normed rows for
+  // routing as well: only a dense FFN's input is rounded here. A parallel block (cohere2)
+  // keeps the attention output aside (in att_, free now) and feeds the FFN the block's
+  // normed input; both join the stream at the end, as llama.cpp adds them: (ffn + x) + attn.
   const WeightMatrix::Input ffn_input =
       c.n_experts > 0 ? WeightMatrix::Input::kF32 : input_for(ffn_start_of(layer).span(), n);
   for_tokens(pool, n, c.dim, [&](int begin, int end) {
     for (int i = begin; i < end; ++i) {
       float* x = x_.data() + static_cast<size_t>(i) * c.dim;
       float* xn = xn_.data() + static_cast<size_t>(i) * c.dim;
-      if (c.post_norms) rms_norm(xn, w.post_attn_norm.data(), c.dim, c.rms_eps, xn);
-      add_in_place(x, xn, c.dim);
-      rms_norm(x, w.ffn_norm.data(), c.dim, c.rms_eps, xn);
+      if (c.parallel_block) {
+        float* a = att_.data() + static_cast<size_t>(i) * c.dim;
+        std::copy(xn, xn + c.dim, a);
+        std::copy(block_in_.data() + static_cast<size_t>(i) * c.dim,
+                  block_in_.data() + static_cast<size_t>(i + 1) * c.dim, xn);
+      } else {
+        if (c.post_norms) rms_norm(xn, w.post_attn_norm.data(), c.dim, c.rms_eps, xn);
+        if (rs != 1.0f) {
+          for (int d = 0; d < c.dim; ++d) xn[d] *= rs;
+        }
+        add_in_place(x, xn, c.dim);
+        if (c.pre_norms) {
+          norm_row(x, w.ffn_norm, xn);
+        } else {
+          std::copy(x, x + c.dim, xn);  // olmo2
+        }
+      }
       if (ffn_input == WeightMatrix::Input::kF16Exact) round_to_f16(xn, xn, c.dim);
     }
   });
@@ -506,14 +607,17 @@ void Model::ffn_block(int layer, int n, ThreadPool& pool) {
     reduce_partial(xn_.data(), n);  // row-parallel: each rank summed over its FFN slice only
   }
   for_tokens(pool, n, c.dim, [&](int begin, int end) {
-    if (c.post_norms) {
-      for (int i = begin; i < end; ++i) {
-        float* xn = xn_.data() + static_cast<size_t>(i) * c.dim;
-        rms_norm(xn, w.post_ffn_norm.data(), c.dim, c.rms_eps, xn);
+    for (int i = begin; i < end; ++i) {
+      float* xn = xn_.data() + static_cast<size_t>(i) * c.dim;
+      if (c.post_norms) rms_norm(xn, w.post_ffn_norm.data(), c.dim, c.rms_eps, xn);
+      if (rs != 1.0f) {
+        for (int d = 0; d < c.dim; ++d) xn[d] *= rs;
       }
     }
     const size_t from = static_cast<size_t>(begin) * c.dim;
-    add_in_place(x_.data() + from, xn_.data() + from, static_cast<int64_t>(end - begin) * c.dim);
+    const int64_t count = static_cast<int64_t>(end - begin) * c.dim;
+    add_in_place(x_.data() + from, xn_.data() + from, count);
+    if (c.parallel_block) add_in_place(x_.data() + from, att_.data() + from, count);
   });
 }
 
@@ -553,7 +657,7 @@ std::span<const float> Model::final_hidden(int n) {
   const int dim = config_.dim;
   hidden_.resize(static_cast<size_t>(n) * dim);
   for (int i = 0; i < n; ++i) {
-    rms_norm(x_.data() + static_cast<size_t>(i) * dim, output_norm_.data(), dim, config_.rms_eps,
+    norm_row(x_.data() + static_cast<size_t>(i) * dim, output_norm_,
              hidden_.data() + static_cast<size_t>(i) * dim);
   }
   return {hidden_.data(), hidden_.size()};
@@ -594,7 +698,7 @@ std::span<const float> Model::head(const Batch& batch, ThreadPool& pool) {
   int row = 0;
   for (int i = 0; i < n; ++i) {
     if (!batch.needs_logits[i]) continue;
-    rms_norm(x_.data() + static_cast<size_t>(i) * dim, output_norm_.data(), dim, config_.rms_eps,
+    norm_row(x_.data() + static_cast<size_t>(i) * dim, output_norm_,
              logits_in_.data() + static_cast<size_t>(row) * dim);
     ++row;
   }
@@ -606,6 +710,10 @@ std::span<const float> Model::head(const Batch& batch, ThreadPool& pool) {
     scores = logits_slice_.data();
   }
   output_.multiply(logits_in_.data(), n_logits, scores, pool);
+  if (config_.logit_scale != 1.0f) {
+    const int64_t count = static_cast<int64_t>(n_logits) * vocab_slice_.size();
+    for (int64_t j = 0; j < count; ++j) scores[j] *= config_.logit_scale;
+  }
   if (config_.final_softcap > 0.0f) {
     soft_cap(scores, static_cast<int64_t>(n_logits) * vocab_slice_.size(), config_.final_softcap);
   }

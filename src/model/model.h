@@ -28,8 +28,9 @@
 namespace rapide {
 
 struct LayerWeights {
-  std::vector<float> attn_norm;
-  std::vector<float> ffn_norm;
+  std::vector<float> attn_norm;       // empty without pre-norms (olmo2)
+  std::vector<float> ffn_norm;        // empty without pre-norms or in a parallel block (cohere2)
+  std::vector<float> q_norm, k_norm;  // config.qk_norm: [head_dim] per head, or [q]/[kv] whole
   WeightMatrix wq, wk, wv, wo;
   std::vector<float> bq, bk, bv;                     // empty unless config.qkv_bias
   WeightMatrix ffn_gate, ffn_up, ffn_down;           // dense FFN (split from ffn_up when fused)
@@ -145,8 +146,20 @@ class Model {
     if (tp_ != nullptr) tp_->all_reduce_sum(rows, static_cast<size_t>(n) * config_.dim);
   }
   void prepare_rope(const Batch& batch);  // this batch's rotation angles
-  void apply_rope(int begin, int end);    // rotates q/k of tokens [begin, end)
+  // Rotates q/k of tokens [begin, end) as `layer` (this stage's index) does.
+  void apply_rope(int layer, int begin, int end);
+  // The configured norm (RMSNorm or LayerNorm) of one row of dim values.
+  void norm_row(const float* x, const std::vector<float>& w, float* out) const;
+  // q/k normalisation of tokens [begin, end) after their projections (config.qk_norm).
+  void qk_norm_rows(const LayerWeights& w, int begin, int end);
 
+ public:
+  // LongRoPE picks its short or long factor set by the longest context a sequence may reach
+  // (llama.cpp: n_ctx_per_seq > original context -> long). The engine tells its limit; until
+  // then the trained context decides.
+  void set_serving_context(int max_context);
+
+ private:
   std::shared_ptr<const ModelFile> file_;
   ModelConfig config_;
   WeightMatrix token_embedding_;
@@ -171,6 +184,9 @@ class Model {
   int scratch_tokens_ = 0;
   int scratch_logits_ = 0;
   std::vector<float> x_, xn_, q_, k_, v_, att_, gate_, up_, rope_cos_, rope_sin_;
+  std::vector<float> rope_local_cos_, rope_local_sin_;  // gemma3's windowed layers
+  std::vector<float> block_in_;                         // a parallel block's normed input
+  std::vector<float> rope_factors_;                     // per-frequency divisors (or empty)
   std::vector<float> logits_in_, logits_, logits_slice_;
   std::vector<float> hidden_;  // forward_hidden()'s rows
   // MoE scratch: router probabilities, each token's chosen experts and weights, the rows

@@ -9,16 +9,21 @@
 #include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <random>
 
 #include "base/error.h"
+#include "formats/gguf_writer.h"
 #include "formats/model_checks.h"
 #include "golden/greedy_runner.h"
+#include "golden/llamacpp_reference.h"
 #include "test_paths.h"
 
 namespace rapide::testing {
@@ -424,6 +429,141 @@ TEST(ModelFormatsAgree, HfFolderWithAMissingExpertOrUnknownArchitectureIsRefused
     EXPECT_NE(message.find("MixtralForCausalLM"), std::string::npos) << message;
     EXPECT_EQ(message.find('\n'), std::string::npos) << message;
   }
+}
+
+}  // namespace
+}  // namespace rapide::testing
+
+namespace rapide::testing {
+namespace {
+
+// The GGUF a converter would write for a loaded Hugging Face folder: its tensors (already
+// under GGUF names, in GGUF order, Gemma norms with their +1) and the `arch.*` keys of the
+// block description. Only what the loader reads for these architectures is written.
+GgufWriter gguf_of(const ModelFile& m, const std::string& arch,
+                   const std::function<bool(const std::string&)>& skip = {}) {
+  const ModelConfig& c = m.config;
+  GgufWriter w;
+  const std::string p = arch + ".";
+  w.set("general.architecture", GgufValue::string(arch));
+  w.set(p + "context_length", GgufValue::u32(c.max_context));
+  w.set(p + "embedding_length", GgufValue::u32(c.dim));
+  w.set(p + "block_count", GgufValue::u32(c.n_layers));
+  w.set(p + "feed_forward_length", GgufValue::u32(c.ffn_dim));
+  w.set(p + "attention.head_count", GgufValue::u32(c.n_heads));
+  w.set(p + "attention.head_count_kv", GgufValue::u32(c.n_kv_heads));
+  w.set(p + "attention.key_length", GgufValue::u32(c.head_dim));
+  w.set(p + "attention.value_length", GgufValue::u32(c.head_dim));
+  w.set(p + "rope.freq_base", GgufValue::f32(c.rope_theta));
+  w.set(p + "attention.layer_norm_rms_epsilon", GgufValue::f32(c.rms_eps));
+  w.set(p + "vocab_size", GgufValue::u32(c.vocab_size));
+  if (c.rope_scaling == RopeScaling::kLinear) {
+    w.set(p + "rope.scaling.type", GgufValue::string("linear"));
+    w.set(p + "rope.scaling.factor", GgufValue::f32(c.rope_scale));
+  }
+  if (c.sliding_window > 0) w.set(p + "attention.sliding_window", GgufValue::u32(c.sliding_window));
+  for (const TensorView& t : m.tensors) {
+    if (skip && skip(t.name)) continue;
+    w.add_tensor(t.name, t.type, t.shape, t.data, t.size_bytes);
+  }
+  return w;
+}
+
+std::vector<float> every_logit(LoadedForTest& t, const std::vector<int32_t>& tokens,
+                               ThreadPool& pool) {
+  ContiguousKvStore kv(t.model->config(), 1, static_cast<int>(tokens.size()));
+  Batch batch;
+  for (size_t p = 0; p < tokens.size(); ++p) batch.add(tokens[p], 0, static_cast<int>(p), true);
+  auto logits = t.model->forward(batch, kv, pool);
+  return {logits.begin(), logits.end()};
+}
+
+// story64 of shared/reference/llamacpp2/tokens.txt (crosses gemma3's 16-position window).
+std::vector<int32_t> story64() {
+  return read_reference_sequences(shared_path("reference/llamacpp2/tokens.txt")).at(0).tokens;
+}
+
+// Qwen3's folder (checked against the float64 transcription in llamacpp2_logits_test) as a
+// qwen3 GGUF, and as a qwen3moe GGUF whose every layer has one expert (routed with weight 1
+// after renormalisation): the same logits bit for bit, so the GGUF paths of both
+// architectures compute what the reference-checked folder does.
+TEST(ModelFormatsAgree, Qwen3FolderAsQwen3AndQwen3MoeGguf) {
+  RAPIDE_REQUIRE_SHARED("reference/llamacpp2/hf/qwen3");
+  ThreadPool pool(2);
+  const std::vector<int32_t> tokens = story64();
+  LoadedForTest hf = load_for_test(shared_path("reference/llamacpp2/hf/qwen3"));
+  const std::vector<float> want = every_logit(hf, tokens, pool);
+  TempFolder dir;
+  {
+    const std::string path = (dir.path / "qwen3.gguf").string();
+    gguf_of(*hf.file, "qwen3").write(path);
+    LoadedForTest g = load_for_test(path);
+    EXPECT_EQ(g.model->config().qk_norm, QkNorm::kPerHead);
+    const std::vector<float> got = every_logit(g, tokens, pool);
+    ASSERT_EQ(got, want) << "qwen3 GGUF";
+  }
+  {
+    const ModelConfig& c = hf.file->config;
+    const auto dense_ffn = [](const std::string& name) {
+      return name.ends_with(".ffn_gate.weight") || name.ends_with(".ffn_up.weight") ||
+             name.ends_with(".ffn_down.weight");
+    };
+    GgufWriter w = gguf_of(*hf.file, "qwen3moe", dense_ffn);
+    // Each dense FFN becomes expert 0 of 1, with a router of one row.
+    for (const TensorView& t : hf.file->tensors) {
+      if (!dense_ffn(t.name)) continue;
+      const std::string stacked = t.name.substr(0, t.name.rfind(".weight")) + "_exps.weight";
+      std::vector<int64_t> shape = t.shape;
+      shape.push_back(1);
+      w.add_tensor(stacked, t.type, shape, t.data, t.size_bytes);
+    }
+    std::vector<float> router(static_cast<size_t>(c.dim), 0.0f);
+    for (int l = 0; l < c.n_layers; ++l) {
+      w.add_tensor(fmt::format("blk.{}.ffn_gate_inp.weight", l), TensorType::kF32, {c.dim, 1},
+                   router.data(), router.size() * sizeof(float));
+    }
+    w.set("qwen3moe.expert_count", GgufValue::u32(1));
+    w.set("qwen3moe.expert_used_count", GgufValue::u32(1));
+    w.set("qwen3moe.expert_feed_forward_length", GgufValue::u32(c.ffn_dim));
+    const std::string path = (dir.path / "qwen3moe.gguf").string();
+    w.write(path);
+    LoadedForTest g = load_for_test(path);
+    EXPECT_EQ(g.model->config().n_experts, 1);
+    const std::vector<float> got = every_logit(g, tokens, pool);
+    float worst = 0;
+    for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::fabs(got[i] - want[i]));
+    // The expert path sums the (single) expert's output times its weight 1.0: exact.
+    EXPECT_EQ(worst, 0.0f) << "qwen3moe GGUF with one expert";
+  }
+}
+
+// Gemma 3's folder as a gemma3 GGUF. llama.cpp's GGUF has no query_pre_attn_scalar (it uses
+// the head size, architecture.cpp), so the folder is loaded with query_pre_attn_scalar set to
+// its head size: then the GGUF path's fixed facts (period 6, local base 1e4 unscaled, global
+// linear scaling, per-head q/k norms, sandwich norms) must give the folder's logits bit for
+// bit.
+TEST(ModelFormatsAgree, Gemma3FolderAsGemma3Gguf) {
+  RAPIDE_REQUIRE_SHARED("reference/llamacpp2/hf/gemma3");
+  ThreadPool pool(2);
+  const std::vector<int32_t> tokens = story64();
+  TempFolder dir;
+  const std::filesystem::path folder = dir.path / "gemma3";
+  std::filesystem::create_directories(folder);
+  std::filesystem::copy_file(shared_path("reference/llamacpp2/hf/gemma3/model.safetensors"),
+                             folder / "model.safetensors");
+  nlohmann::json config = nlohmann::json::parse(
+      std::ifstream(shared_path("reference/llamacpp2/hf/gemma3/config.json")));
+  config["query_pre_attn_scalar"] = config["head_dim"];
+  std::ofstream(folder / "config.json") << config.dump();
+  LoadedForTest hf = load_for_test(folder.string());
+  const std::vector<float> want = every_logit(hf, tokens, pool);
+  const std::string path = (dir.path / "gemma3.gguf").string();
+  gguf_of(*hf.file, "gemma3").write(path);
+  LoadedForTest g = load_for_test(path);
+  EXPECT_EQ(g.model->config().window_period, 6);
+  EXPECT_EQ(g.model->config().rope_theta_local, 10000.0f);
+  const std::vector<float> got = every_logit(g, tokens, pool);
+  ASSERT_EQ(got, want) << "gemma3 GGUF";
 }
 
 }  // namespace

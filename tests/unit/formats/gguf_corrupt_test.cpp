@@ -220,10 +220,14 @@ TEST(GgufCorrupt, InconsistentMetadataIsRejected) {
                ErrorCode::kCorrupt, "tokenizer.ggml.bos_token_id = 9 is not a token id");
   expect_error([&] { load_from(with("llama.attention.head_count_kv", GgufValue::u32(3))); },
                ErrorCode::kCorrupt, "not a multiple of 3 KV heads");
+  // A scaling rapide does not compute is refused by name (none, linear, yarn and longrope
+  // run), and YaRN without its original context is incomplete.
+  expect_error([&] { load_from(with("llama.rope.scaling.type", GgufValue::string("dynamic"))); },
+               ErrorCode::kUnsupported, "rope scaling type 'dynamic'");
   expect_error([&] { load_from(with("llama.rope.scaling.type", GgufValue::string("yarn"))); },
-               ErrorCode::kUnsupported, "rope scaling type 'yarn'");
-  expect_error([&] { load_from(with("llama.rope.dimension_count", GgufValue::u32(8))); },
-               ErrorCode::kUnsupported, "partial rotary");
+               ErrorCode::kCorrupt, "original_context_length");
+  expect_error([&] { load_from(with("llama.rope.dimension_count", GgufValue::u32(7))); },
+               ErrorCode::kCorrupt, "rope.dimension_count 7 must be even");
   expect_error([&] { load_from(with("llama.block_count", GgufValue::string("1"))); },
                ErrorCode::kCorrupt, "'llama.block_count' has type string");
   expect_error([&] { load_from(with("tokenizer.ggml.model", GgufValue::string("bert"))); },
@@ -231,13 +235,14 @@ TEST(GgufCorrupt, InconsistentMetadataIsRejected) {
   expect_error([&] { load_from(with("llama.vocab_size", GgufValue::u32(5))); }, ErrorCode::kCorrupt,
                "tokenizer has 4 tokens but the model's vocabulary is 5");
   // An architecture rapide does not compute: one line naming it, never a llama-shaped run.
-  expect_error([&] { load_from(with("general.architecture", GgufValue::string("gemma3"))); },
-               ErrorCode::kUnsupported, "architecture 'gemma3' is not supported");
+  expect_error([&] { load_from(with("general.architecture", GgufValue::string("mamba"))); },
+               ErrorCode::kUnsupported, "architecture 'mamba' is not supported");
   {
     GgufWriter w = testing::tiny_llama_writer();
     const std::vector<float> factors(2, 1.0f);
     w.add_tensor("rope_factors_long.weight", TensorType::kF32, {2}, factors.data(), 8);
-    expect_error([&] { load_from(w.to_bytes()); }, ErrorCode::kUnsupported, "LongRoPE");
+    expect_error([&] { load_from(w.to_bytes()); }, ErrorCode::kCorrupt,
+                 "this file has only one side");
   }
   // Experts announced by the metadata must be there, and be routable.
   expect_error([&] { load_from(with("llama.expert_count", GgufValue::u32(4))); },

@@ -417,10 +417,14 @@ TEST(HfLoader, RejectsBrokenFolders) {
   expect_error([&] { load_model(dir.path().string()); }, ErrorCode::kUnsupported,
                "architecture 'GPT2LMHeadModel' is not supported");
   json bad = json::parse(config);
-  bad["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 2.0}};
+  bad["rope_scaling"] = {{"rope_type", "dynamic"}, {"factor", 2.0}};
   testing::write_file(dir.file("config.json"), bad.dump());
   expect_error([&] { load_model(dir.path().string()); }, ErrorCode::kUnsupported,
-               "rope_scaling type 'yarn'");
+               "rope_scaling type 'dynamic'");
+  bad["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 2.0}, {"mscale", 0.7}};
+  testing::write_file(dir.file("config.json"), bad.dump());
+  expect_error([&] { load_model(dir.path().string()); }, ErrorCode::kUnsupported,
+               "rope_scaling key 'mscale'");
   bad = json::parse(config);
   bad.erase("hidden_size");
   testing::write_file(dir.file("config.json"), bad.dump());
