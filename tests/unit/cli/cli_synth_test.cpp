@@ -1,7 +1,8 @@
 // `rapide synth --arch` end to end through the real binary, on tiny shapes: each architecture's
 // file has the keys and tensors llama.cpp's loader reads for it (deepseek2: exactly those of the
 // llama.cpp reference file shared/reference/llamacpp2/models/deepseek2-F32.gguf, whose shape the
-// test asks for), and `--arch llama` still writes the bytes it wrote before --arch existed.
+// test asks for), rapide loads the qwen3 and gemma3 files as those architectures and generates
+// from them, and `--arch llama` still writes the bytes it wrote before --arch existed.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "formats/gguf_reader.h"
+#include "formats/model_file.h"
 #include "run_rapide.h"
 #include "test_paths.h"
 
@@ -51,6 +53,13 @@ void expect_tensor(const GgufFile& f, const std::string& name, const Shape& shap
   const GgufTensorInfo* t = f.find_tensor(name);
   ASSERT_NE(t, nullptr) << name << " missing";
   EXPECT_EQ(t->shape, shape) << name;
+}
+
+// `rapide run` greedy on the file: it loads and generates.
+void expect_generates(const std::string& path) {
+  const CliResult r = run_rapide("run -m " + path + " -p 'Once upon a time' -n 8 --temp 0 -t 1");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("decode:"), std::string::npos) << r.out;
 }
 
 uint64_t fnv1a(const std::string& path) {
@@ -102,6 +111,14 @@ TEST_F(CliSynth, Qwen3HasPerHeadNormsAndAnUntiedHead) {
   }
   expect_tensor(f, "output_norm.weight", {64});
   expect_tensor(f, "output.weight", {64, 512});
+
+  const ModelFile m = load_model(f.path());
+  EXPECT_EQ(m.config.architecture, "qwen3");
+  EXPECT_EQ(m.config.head_dim, 32);
+  EXPECT_EQ(m.config.qk_norm, QkNorm::kPerHead);
+  EXPECT_EQ(m.config.rope_style, RopeStyle::kNeox);
+  EXPECT_FALSE(m.config.tied_embeddings);
+  expect_generates(f.path());
 }
 
 TEST_F(CliSynth, Gemma3HasSandwichNormsAWindowAndATiedHead) {
@@ -144,6 +161,16 @@ TEST_F(CliSynth, Gemma3HasSandwichNormsAWindowAndATiedHead) {
   const GgufTensorInfo* norm = f.find_tensor("blk.0.post_ffw_norm.weight");
   ASSERT_NE(norm, nullptr);
   EXPECT_EQ(reinterpret_cast<const float*>(norm->data)[0], 1.0f);
+  const ModelFile m = load_model(f.path());
+  EXPECT_EQ(m.config.architecture, "gemma3");
+  EXPECT_EQ(m.config.head_dim, 32);
+  EXPECT_EQ(m.config.qk_norm, QkNorm::kPerHead);
+  EXPECT_TRUE(m.config.post_norms);
+  EXPECT_TRUE(m.config.tied_embeddings);
+  EXPECT_EQ(m.config.sliding_window, 16);
+  EXPECT_FALSE(m.config.windowed(5));  // the sixth layer is global
+  EXPECT_EQ(m.config.rope_scale, 8.0f);
+  expect_generates(f.path());
   // Without rope_scale there are no scaling keys (as Gemma 3 1B).
   const GgufFile plain = GgufFile::open(synth(
       "--arch gemma3 --shape dim=64,layers=1,heads=2,kv_heads=1,ffn=64,ctx=64", "gemma3b.gguf"));
