@@ -142,6 +142,43 @@ double attention_flops_per_token(const ModelConfig& c, int first, int count) {
   return count > 0 ? total / count : 0.0;
 }
 
+// Bytes of one cached element: f32, f16, or a q8_0 / q4_0 code with its share of a 32-value
+// group's f16 scale.
+double kv_element_bytes(KvType type) {
+  switch (type) {
+    case KvType::kF32:
+      return 4.0;
+    case KvType::kF16:
+      return 2.0;
+    case KvType::kQ8_0:
+      return 34.0 / 32.0;
+    case KvType::kQ4_0:
+      return 18.0 / 32.0;
+  }
+  return 2.0;
+}
+
+// K/V values one position caches in one layer: every KV head's key and value, or with MLA the
+// latent row (kv_lora_rank + the shared rope key); `expanded` counts MLA as K and V per head.
+double kv_values(const ModelConfig& c, bool expanded) {
+  if (!c.mla()) return 2.0 * static_cast<double>(c.kv_dim());
+  if (expanded) {
+    return static_cast<double>(c.n_heads) * (c.mla_nope_dim + c.mla_rope_dim + c.mla_v_dim);
+  }
+  return static_cast<double>(c.kv_lora_rank + c.mla_rope_dim);
+}
+
+// K/V bytes a decoded token at `context` reads, over all layers (a windowed layer at most its
+// window's positions).
+double kv_read_bytes(const ModelConfig& c, int context, KvType type, bool expanded) {
+  double total = 0;
+  for (int layer = 0; layer < c.n_layers; ++layer) {
+    const int seen = c.windowed(layer) ? std::min(context, c.sliding_window) : context;
+    total += kv_values(c, expanded) * seen;
+  }
+  return total * kv_element_bytes(type);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -194,6 +231,22 @@ int main(int argc, char** argv) {
   const double bandwidth = measure_read_bandwidth(pool);
   std::printf("model: %s (%.1f MiB of weights read per step, %.1f M parameters in matrices)\n",
               model_path.c_str(), weight_bytes / 1048576.0, n_params / 1e6);
+  {
+    // What attention reads besides the weights, at the batch-1 decode runs' last context.
+    const ModelConfig& c = model.config();
+    const int context = decode_context + decode;
+    std::printf(
+        "K/V cache (%s): %.0f bytes a position in each layer; a token at context %d reads "
+        "%.2f MiB of K/V",
+        kv_type_name.c_str(), kv_values(c, false) * kv_element_bytes(kv_type), context,
+        kv_read_bytes(c, context, kv_type, false) / 1048576.0);
+    if (c.mla()) {
+      std::printf(" (MLA's latent rows; K and V expanded per head: %.0f bytes, %.2f MiB)",
+                  kv_values(c, true) * kv_element_bytes(kv_type),
+                  kv_read_bytes(c, context, kv_type, true) / 1048576.0);
+    }
+    std::printf("\n");
+  }
   std::printf("machine: %d threads, kernels %s, read bandwidth %.1f GB/s -> roofline %.1f tok/s\n",
               threads, isa_level_name(active_isa_level()), bandwidth / 1e9,
               bandwidth / weight_bytes);
