@@ -11,7 +11,7 @@
 #
 #   bash bench/inference_core.sh [--threads N] [--build DIR]
 #
-# Environment: see bench/common.sh (--build DIR is BUILD_DIR=DIR); ARCH_ROUNDS (5): rounds of
+# Environment: see bench/common.sh (--build DIR is BUILD_DIR=DIR); ARCH_ROUNDS (7): rounds of
 # the architecture comparison; SECTIONS=arch runs that section alone.
 set -euo pipefail
 threads=2
@@ -73,22 +73,22 @@ median_range() {
 
 # The 2026 architectures at synth100m's weight bytes per token (rapide synth --arch; Q8_0):
 # qwen3 adds per-head q/k norms, gemma3 sandwich norms, q/k norms, GELU, a 512-position window
-# on 5 of 6 layers and a tied head. Each round decodes 64 tokens at batch 1 (contexts 16-80)
+# on 5 of 6 layers and a tied head. Each round decodes 128 tokens at batch 1 (contexts 16-144)
 # with the three back to back, their order rotated from round to round, and takes the ratios
 # within the round: the machine's speed drifts between minutes. Target: within 10 % of llama.
-arch_rounds="${ARCH_ROUNDS:-5}"
+arch_rounds="${ARCH_ROUNDS:-7}"
 archs=(llama qwen3 gemma3)
 declare -A arch_file
 for arch in "${archs[@]}"; do arch_file[$arch]="$(synth_model q8_0 "$arch")"; done
 echo "== synth100m-sized llama, qwen3, gemma3 (Q8_0): batch-1 decode paired in time, $arch_rounds rounds"
-echo "+ $build/bench/bench_speed_report MODEL --threads $threads --prompt 16 --decode 64 --repeats 1"
+echo "+ $build/bench/bench_speed_report MODEL --threads $threads --prompt 16 --decode 128 --repeats 1"
 qwen3_ratios=()
 gemma3_ratios=()
 for round in $(seq 1 "$arch_rounds"); do
   declare -A tps=() mib=()
   for i in 0 1 2; do
     arch="${archs[$(((i + round) % 3))]}"
-    run="$(decode_run "${arch_file[$arch]}" --prompt 16 --decode 64 --repeats 1)"
+    run="$(decode_run "${arch_file[$arch]}" --prompt 16 --decode 128 --repeats 1)"
     read -r "tps[$arch]" "mib[$arch]" <<<"$run"
   done
   printf 'round %d: llama %s, qwen3 %s, gemma3 %s tok/s\n' "$round" "${tps[llama]}" "${tps[qwen3]}" \
