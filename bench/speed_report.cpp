@@ -1,7 +1,7 @@
 // bench_speed_report MODEL [--threads N] [--prompt 128] [--decode 64] [--batch-sizes 1,4,16,32]
 //                          [--batch-prompt 16] [--kv-block-size 16]
 //                          [--act-quant int8|off|bf16] [--kv-type f16|f32|q8_0|q4_0]
-//                          [--kv-in-cache] [--decode-context 16]
+//                          [--kv-in-cache] [--decode-context 16] [--compare B,C,...]
 //
 // Measures, in one run: this machine's read bandwidth (the decode roofline), decode tok/s at
 // batch 1 as a fraction of that roofline, prefill tok/s and GFLOP/s for a prompt, and the
@@ -14,6 +14,10 @@
 // well, which a decode row at a long context does more of than a prefill token.
 // --decode-context sets the context the batch-1 decode runs start from (a prompt of that many
 // tokens before them), so a run at 2k context times what attention's K/V reads add to a step.
+// --compare B,C,... instead times batch-1 decode of MODEL and of each of B, C, ... alternated in
+// one process (--repeats rounds, the order rotated each round) and prints each one's speed and
+// its ratio to MODEL's within the rounds: on a shared machine whose speed halves or doubles
+// from one second to the next, runs seconds apart in separate processes do not compare.
 // --kv-in-cache also times each batched decode with every sequence's K/V reads served from
 // the first sequence's blocks (CacheResidentKv below), alternated run by run with the real
 // one: the difference is what reading the K/V from DRAM costs the step.
@@ -179,6 +183,55 @@ double kv_read_bytes(const ModelConfig& c, int context, KvType type, bool expand
   return total * kv_element_bytes(type);
 }
 
+// One line: the K/V bytes a position caches in each layer and that a token at `context` reads
+// (what attention reads besides the weights).
+void print_kv_reads(const ModelConfig& c, int context, KvType type, const std::string& name) {
+  std::printf(
+      "K/V cache (%s): %.0f bytes a position in each layer; a token at context %d reads "
+      "%.2f MiB of K/V",
+      name.c_str(), kv_values(c, false) * kv_element_bytes(type), context,
+      kv_read_bytes(c, context, type, false) / 1048576.0);
+  if (c.mla()) {
+    std::printf(" (MLA's latent rows; K and V expanded per head: %.0f bytes, %.2f MiB)",
+                kv_values(c, true) * kv_element_bytes(type),
+                kv_read_bytes(c, context, type, true) / 1048576.0);
+  }
+  std::printf("\n");
+}
+
+// --compare: batch-1 decode of models[0] and the others alternated, `rounds` rounds with the
+// order rotated each round; per model the median and best tok/s, and for the others the
+// median (and range) of their ratio to models[0] within each round and the ratio of the bests.
+void compare_decode(const std::vector<Model*>& models, const std::vector<std::string>& paths,
+                    ThreadPool& pool, int rounds, int context, int steps, int kv_block,
+                    KvType kv_type) {
+  const size_t n = models.size();
+  std::vector<std::vector<double>> rates(n), ratios(n);
+  for (int r = 0; r < rounds; ++r) {
+    std::vector<double> round(n);
+    for (size_t k = 0; k < n; ++k) {
+      const size_t i = (k + static_cast<size_t>(r)) % n;
+      round[i] = decode_speed(*models[i], pool, 1, context, steps, 1, kv_block, kv_type).wall;
+      rates[i].push_back(round[i]);
+    }
+    for (size_t i = 1; i < n; ++i) ratios[i].push_back(round[i] / round[0]);
+  }
+  const double best0 = *std::max_element(rates[0].begin(), rates[0].end());
+  for (size_t i = 0; i < n; ++i) {
+    const double best = *std::max_element(rates[i].begin(), rates[i].end());
+    std::printf("decode batch 1, %s: %.1f tok/s median, %.1f best of %d runs (contexts %d-%d)",
+                paths[i].c_str(), median(rates[i]), best, rounds, context, context + steps);
+    if (i > 0) {
+      std::printf(
+          "; to the first: %.3f (median of the rounds' ratios, range %.3f-%.3f), %.3f "
+          "(ratio of the bests)",
+          median(ratios[i]), *std::min_element(ratios[i].begin(), ratios[i].end()),
+          *std::max_element(ratios[i].begin(), ratios[i].end()), best / best0);
+    }
+    std::printf("\n");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -218,6 +271,12 @@ int main(int argc, char** argv) {
                  "engine's --kv-type)")
       ->check(CLI::IsMember({"f16", "f32", "q8_0", "q4_0"}))
       ->capture_default_str();
+  std::vector<std::string> compare;
+  app.add_option("--compare", compare,
+                 "other model files: time batch-1 decode of MODEL and each of these alternated "
+                 "in this process (--repeats rounds) and print their ratios to MODEL's; nothing "
+                 "else is measured")
+      ->delimiter(',');
   CLI11_PARSE(app, argc, argv);
   const KvType kv_type = parse_kv_type(kv_type_name);
   if (threads <= 0) threads = physical_core_count();
@@ -231,21 +290,22 @@ int main(int argc, char** argv) {
   const double bandwidth = measure_read_bandwidth(pool);
   std::printf("model: %s (%.1f MiB of weights read per step, %.1f M parameters in matrices)\n",
               model_path.c_str(), weight_bytes / 1048576.0, n_params / 1e6);
-  {
-    // What attention reads besides the weights, at the batch-1 decode runs' last context.
-    const ModelConfig& c = model.config();
-    const int context = decode_context + decode;
-    std::printf(
-        "K/V cache (%s): %.0f bytes a position in each layer; a token at context %d reads "
-        "%.2f MiB of K/V",
-        kv_type_name.c_str(), kv_values(c, false) * kv_element_bytes(kv_type), context,
-        kv_read_bytes(c, context, kv_type, false) / 1048576.0);
-    if (c.mla()) {
-      std::printf(" (MLA's latent rows; K and V expanded per head: %.0f bytes, %.2f MiB)",
-                  kv_values(c, true) * kv_element_bytes(kv_type),
-                  kv_read_bytes(c, context, kv_type, true) / 1048576.0);
+  print_kv_reads(model.config(), decode_context + decode, kv_type, kv_type_name);
+  if (!compare.empty()) {
+    std::vector<std::unique_ptr<Model>> others;
+    std::vector<Model*> models = {&model};
+    std::vector<std::string> paths = {model_path};
+    for (const std::string& path : compare) {
+      others.push_back(std::make_unique<Model>(std::make_shared<const ModelFile>(load_model(path)),
+                                               act_quant_from_name(act_quant)));
+      models.push_back(others.back().get());
+      paths.push_back(path);
+      std::printf("model: %s (%.1f MiB of weights read per step)\n", path.c_str(),
+                  static_cast<double>(others.back()->weight_bytes()) / 1048576.0);
+      print_kv_reads(others.back()->config(), decode_context + decode, kv_type, kv_type_name);
     }
-    std::printf("\n");
+    compare_decode(models, paths, pool, repeats, decode_context, decode, kv_block, kv_type);
+    return 0;
   }
   std::printf("machine: %d threads, kernels %s, read bandwidth %.1f GB/s -> roofline %.1f tok/s\n",
               threads, isa_level_name(active_isa_level()), bandwidth / 1e9,
