@@ -147,7 +147,7 @@ double attention_flops_per_token(const ModelConfig& c, int first, int count) {
 }
 
 // Bytes of one cached element: f32, f16, or a q8_0 / q4_0 code with its share of a 32-value
-// group's f16 scale.
+// group's f16 scale (for the expanded layout, which no store here holds).
 double kv_element_bytes(KvType type) {
   switch (type) {
     case KvType::kF32:
@@ -162,39 +162,43 @@ double kv_element_bytes(KvType type) {
   return 2.0;
 }
 
-// K/V values one position caches in one layer: every KV head's key and value, or with MLA the
-// latent row (kv_lora_rank + the shared rope key); `expanded` counts MLA as K and V per head.
-double kv_values(const ModelConfig& c, bool expanded) {
-  if (!c.mla()) return 2.0 * static_cast<double>(c.kv_dim());
-  if (expanded) {
-    return static_cast<double>(c.n_heads) * (c.mla_nope_dim + c.mla_rope_dim + c.mla_v_dim);
+// Bytes one position takes in one layer of a cache: the engine's own layout (KvLayout, whatever
+// it holds: every KV head's K and V, or MLA's latent row), or with `expanded` an MLA model's K
+// and V expanded per head (n_heads x (key + value) values), what MLA saves against.
+double kv_position_bytes(const ModelConfig& c, KvType type, int block_size, bool expanded) {
+  if (expanded && c.mla()) {
+    return static_cast<double>(c.n_heads) * (c.mla_nope_dim + c.mla_rope_dim + c.mla_v_dim) *
+           kv_element_bytes(type);
   }
-  return static_cast<double>(c.kv_lora_rank + c.mla_rope_dim);
+  const KvLayout layout = KvLayout::for_model(c, block_size, type);
+  return static_cast<double>(layout.block_bytes()) / layout.block_size / layout.n_layers;
 }
 
 // K/V bytes a decoded token at `context` reads, over all layers (a windowed layer at most its
 // window's positions).
-double kv_read_bytes(const ModelConfig& c, int context, KvType type, bool expanded) {
+double kv_read_bytes(const ModelConfig& c, int context, KvType type, int block_size,
+                     bool expanded) {
   double total = 0;
   for (int layer = 0; layer < c.n_layers; ++layer) {
     const int seen = c.windowed(layer) ? std::min(context, c.sliding_window) : context;
-    total += kv_values(c, expanded) * seen;
+    total += kv_position_bytes(c, type, block_size, expanded) * seen;
   }
-  return total * kv_element_bytes(type);
+  return total;
 }
 
 // One line: the K/V bytes a position caches in each layer and that a token at `context` reads
 // (what attention reads besides the weights).
-void print_kv_reads(const ModelConfig& c, int context, KvType type, const std::string& name) {
+void print_kv_reads(const ModelConfig& c, int context, KvType type, int block_size,
+                    const std::string& name) {
   std::printf(
       "K/V cache (%s): %.0f bytes a position in each layer; a token at context %d reads "
       "%.2f MiB of K/V",
-      name.c_str(), kv_values(c, false) * kv_element_bytes(type), context,
-      kv_read_bytes(c, context, type, false) / 1048576.0);
+      name.c_str(), kv_position_bytes(c, type, block_size, false), context,
+      kv_read_bytes(c, context, type, block_size, false) / 1048576.0);
   if (c.mla()) {
     std::printf(" (MLA's latent rows; K and V expanded per head: %.0f bytes, %.2f MiB)",
-                kv_values(c, true) * kv_element_bytes(type),
-                kv_read_bytes(c, context, type, true) / 1048576.0);
+                kv_position_bytes(c, type, block_size, true),
+                kv_read_bytes(c, context, type, block_size, true) / 1048576.0);
   }
   std::printf("\n");
 }
@@ -290,7 +294,7 @@ int main(int argc, char** argv) {
   const double bandwidth = measure_read_bandwidth(pool);
   std::printf("model: %s (%.1f MiB of weights read per step, %.1f M parameters in matrices)\n",
               model_path.c_str(), weight_bytes / 1048576.0, n_params / 1e6);
-  print_kv_reads(model.config(), decode_context + decode, kv_type, kv_type_name);
+  print_kv_reads(model.config(), decode_context + decode, kv_type, kv_block, kv_type_name);
   if (!compare.empty()) {
     std::vector<std::unique_ptr<Model>> others;
     std::vector<Model*> models = {&model};
@@ -302,7 +306,8 @@ int main(int argc, char** argv) {
       paths.push_back(path);
       std::printf("model: %s (%.1f MiB of weights read per step)\n", path.c_str(),
                   static_cast<double>(others.back()->weight_bytes()) / 1048576.0);
-      print_kv_reads(others.back()->config(), decode_context + decode, kv_type, kv_type_name);
+      print_kv_reads(others.back()->config(), decode_context + decode, kv_type, kv_block,
+                     kv_type_name);
     }
     compare_decode(models, paths, pool, repeats, decode_context, decode, kv_block, kv_type);
     return 0;
