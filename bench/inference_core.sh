@@ -73,12 +73,14 @@ cmd=("$build/bench/bench_speed_report" "$llama" --compare "$qwen3,$gemma3" --thr
 echo "+ ${cmd[*]}"
 "${cmd[@]}"
 
-# deepseek2 at a 2k context: MLA caches one latent row a position in each layer (kv_lora_rank
-# 256 + the shared 64-value rope key) where an expanded layout caches every head's K (192) and
-# V (128): the K/V lines give both. Batch-1 decode of 32 tokens after a 2048-token prompt
-# (contexts 2048-2080), alternated with synth100m llama (4 KV heads of 64), then the same at
-# contexts 16-48: its weights read about as much per token as llama's (105.9 against 101.5 MiB;
-# bench_speed_report's "weights read per step" counts every expert, not the 2 of 8 a token uses).
+# deepseek2 at a 2k context: MLA caches a latent row a position in each layer (kv_lora_rank 256
+# + the shared 64-value rope key) where an expanded layout caches every head's K (192 values)
+# and V (128): the K/V lines give the bytes of the engine's own cache layout and of the
+# expanded one. Batch-1 decode of 32 tokens after a 2048-token prompt (contexts 2048-2080),
+# alternated with synth100m llama (4 KV heads of 64), then the same at contexts 16-48. Its
+# weights read about as much per token as llama's (105.9 against 101.5 MiB, `rapide synth`'s
+# figure; bench_speed_report's "weights read per step" counts all 8 experts, not the 2 a token
+# uses).
 ds="$(synth_model q8_0 deepseek2)"
 ds_rounds="${DS_ROUNDS:-3}"
 if ! why="$("$rapide" inspect "$ds" 2>&1 >/dev/null)"; then
