@@ -7,6 +7,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "apps/rapide/commands.h"
 #include "formats/gguf_reader.h"
@@ -55,9 +56,40 @@ std::string token_text(const TokenizerData& t, int32_t id) {
 }
 
 // Which layers ModelConfig::sliding_window applies to.
-const char* window_layers_name(const ModelConfig& c) {
+// "all", "even" (gemma2's period 2), "3 of every 4" (cohere2), "5 of every 6" (gemma3).
+std::string window_layers_name(const ModelConfig& c) {
   if (c.sliding_window <= 0 || c.window_layers == WindowLayers::kNone) return "none";
-  return c.window_layers == WindowLayers::kAll ? "all" : "even";
+  if (c.window_layers == WindowLayers::kAll) return "all";
+  if (c.window_period == 2) return "even";
+  return fmt::format("{} of every {}", c.window_period - 1, c.window_period);
+}
+
+// The parts of the block description beyond a llama block, one phrase each (empty: none).
+std::vector<std::string> block_features(const ModelConfig& c) {
+  std::vector<std::string> f;
+  if (c.rope_dim > 0)
+    f.push_back(fmt::format("partial rotary {} of {} dims", c.rope_dim, c.head_dim));
+  if (c.rope_freq_factors) f.push_back("Llama 3 rope factors (rope_freqs.weight)");
+  if (c.rope_scaling == RopeScaling::kYarn) {
+    f.push_back(
+        fmt::format("YaRN rope scaling x{:g} from context {}", c.rope_scale, c.rope_orig_context));
+  } else if (c.rope_scaling == RopeScaling::kLongRope) {
+    f.push_back(fmt::format("LongRoPE (original context {})", c.rope_orig_context));
+  }
+  if (c.rope_theta_local > 0)
+    f.push_back(fmt::format("local layers' rope base {:g}", c.rope_theta_local));
+  if (!c.rope_on_global_layers) f.push_back("no rope on global layers");
+  if (c.norm_kind == NormKind::kLayer) f.push_back("LayerNorm");
+  if (!c.pre_norms) f.push_back("no pre-norms");
+  if (c.post_norms) f.push_back("post-norms");
+  if (c.qk_norm == QkNorm::kPerHead) f.push_back("q/k RMSNorm per head");
+  if (c.qk_norm == QkNorm::kWhole) f.push_back("q/k RMSNorm over all heads");
+  if (c.parallel_block) f.push_back("parallel attention and FFN");
+  if (c.embedding_scale != 0) f.push_back(fmt::format("embeddings x{:g}", c.embedding_scale));
+  if (c.residual_scale != 1) f.push_back(fmt::format("residual x{:g}", c.residual_scale));
+  if (c.logit_scale != 1) f.push_back(fmt::format("logits x{:g}", c.logit_scale));
+  if (c.query_scale != 0) f.push_back(fmt::format("attention scale {:g}", c.query_scale));
+  return f;
 }
 
 nlohmann::json to_json(const ModelFile& m, const GgufFile* gguf) {
@@ -87,6 +119,7 @@ nlohmann::json to_json(const ModelFile& m, const GgufFile* gguf) {
                    {"window_layers", window_layers_name(c)},
                    {"attn_softcap", c.attn_softcap},
                    {"final_softcap", c.final_softcap},
+                   {"block", block_features(c)},
                    {"n_experts", c.n_experts},
                    {"n_experts_used", c.n_experts_used},
                    {"shared_expert_ffn_dim", c.shared_expert_ffn_dim}};
@@ -146,6 +179,9 @@ void print_text(const ModelFile& m, const GgufFile* gguf, bool all_metadata) {
   }
   if (c.attn_softcap > 0 || c.final_softcap > 0) {
     fmt::print("  soft-caps: attention {:g}  final {:g}\n", c.attn_softcap, c.final_softcap);
+  }
+  if (const std::vector<std::string> f = block_features(c); !f.empty()) {
+    fmt::print("  block: {}\n", fmt::join(f, ", "));
   }
   if (c.n_experts > 0) {
     fmt::print("  experts {} ({} per token){}\n", c.n_experts, c.n_experts_used,

@@ -22,6 +22,15 @@ uint64_t model_identity(const Model& model, const KvLayout& layout) {
       c.vocab_size, c.rms_eps, c.rope_theta, c.rope_scale, static_cast<int>(c.rope_style),
       c.tied_embeddings, c.qkv_bias, layout.n_layers, layout.n_kv_heads, layout.head_dim,
       layout.block_size, static_cast<int>(layout.type));
+  // Keys that change K/V without changing a tensor (rope variants, norms, multipliers).
+  id += fmt::format(
+      "|rope dim {} scaling {} orig {} attn {} ext {} local {} global {}|norm {} pre {} post {} "
+      "qk {} parallel {} scales {} {} {} {}|window {} {} {}",
+      c.rope_dim, static_cast<int>(c.rope_scaling), c.rope_orig_context, c.yarn_attn_factor,
+      c.yarn_ext_factor, c.rope_theta_local, c.rope_on_global_layers,
+      static_cast<int>(c.norm_kind), c.pre_norms, c.post_norms, static_cast<int>(c.qk_norm),
+      c.parallel_block, c.embedding_scale, c.residual_scale, c.query_scale, c.logit_scale,
+      c.sliding_window, static_cast<int>(c.window_layers), c.window_period);
   for (const TensorView& t : model.file().tensors) {
     id += fmt::format("|{} {} [{}]", t.name, static_cast<int>(t.type), fmt::join(t.shape, ","));
     if (t.data == nullptr || t.size_bytes == 0) continue;

@@ -12,6 +12,17 @@
 //             norms, attention and final logit soft-caps, window on even layers, tied head.
 //             Its norm weights are used as stored: llama.cpp's converter already added
 //             Gemma's "+1" (and load_hf adds it to a Hugging Face folder's).
+//   gemma     Gemma 1: embeddings times sqrt(dim), GeGLU, Q scaled by 1/sqrt(key_length),
+//             tied head
+//   gemma3    gemma2's sandwich norms and GeGLU without soft-caps, per-head q/k RMSNorm,
+//             5 local layers (window, rope base 1e4, unscaled) to 1 global (the file's base
+//             and scaling)
+//   olmo2     no pre-norms: post-attention and post-FFN RMSNorm, q/k RMSNorm over all heads
+//   granite   llama with embedding, residual, attention and (dividing) logit multipliers
+//   cohere2   Command R7B: LayerNorm, attention and FFN in parallel on one norm, 3 windowed
+//             rope layers to 1 global layer without rope, logit scale, tied head
+//   qwen3     qwen2 without biases, with per-head q/k RMSNorm; qwen3moe adds routed experts
+//             (renormalised weights)
 #pragma once
 
 #include <string_view>

@@ -200,6 +200,28 @@ MUTATIONS = [
       [("src/kv/block_pool.cpp", "    ++n_cached_free_;\n    push_back(block);\n  } else {",
         "    ++n_cached_free_;\n    push_front(block);\n  } else {")],
       tests="PrefixCache|BlockPool|OffloadEngineTest"),
+    # Issue 48's architectures: each mistake of shared/reference/llamacpp2's README 6.3.
+    m("qk-norm-dropped", "q/k RMSNorm skipped (qwen3, gemma3, olmo2)",
+      [("src/model/model.cpp", "  if (c.qk_norm == QkNorm::kNone) return;", "  return;")],
+      tests="llamacpp2_logits_test"),
+    m("granite-residual-scale-ignored", "granite's residual multiplier read but not used",
+      [("src/formats/architecture.cpp",
+        'c.residual_scale = required_f32(gguf, p + "residual_scale");',
+        '(void)required_f32(gguf, p + "residual_scale");')],
+      tests="llamacpp2_logits_test"),
+    m("window-pattern-off-by-one", "the last two layers of each period are global, not one",
+      [("src/formats/model_config.h", "layer % window_period < window_period - 1));",
+        "layer % window_period < window_period - 2));")],
+      tests="llamacpp2_logits_test"),
+    m("cohere2-rope-on-global", "cohere2's global layers rotate like the windowed ones",
+      [("src/model/model.cpp", "const bool rotate = windowed || c.rope_on_global_layers;",
+        "const bool rotate = true;")],
+      tests="llamacpp2_logits_test"),
+    m("rope-factors-multiply", "Llama 3's rope factors multiply the angle instead of dividing it",
+      [("src/model/rope.cpp", "p.factors != nullptr ? theta / p.factors[i] : theta;",
+        "p.factors != nullptr ? theta * p.factors[i] : theta;")],
+      tests="llamacpp2_logits_test|model_rope_test"),
+
 ]
 
 

@@ -251,6 +251,43 @@ TEST(PipelineParallelTest, FiveLayersOverTwoStagesSplitThreeTwo) {
   EXPECT_LT(a.weight_bytes() + b.weight_bytes(), 2 * Model(file).weight_bytes());
 }
 
+// The 2026 families (shared/reference/llamacpp2): tensor-parallel shards where the heads
+// split (Llama 3's rope factors, Qwen3's per-head q/k norms), and pipeline stages, exactly,
+// for every architecture of two or more layers (per-layer windows and rope tables follow the
+// model-wide layer index, olmo2's post-norms, cohere2's parallel blocks, granite's
+// multipliers).
+TEST(TensorParallelTest, NewArchitecturesShardAndStage) {
+  const std::string dir = "reference/llamacpp2/";
+  RAPIDE_REQUIRE_SHARED(dir + "models/llama3-rope-F32.gguf");
+  expect_shards_match(dir + "models/llama3-rope-F32.gguf", 2, 1e-4);
+  expect_shards_match(dir + "hf/qwen3", 2, 1e-4);
+  for (const char* m :
+       {"models/olmo2-F32.gguf", "models/granite-F32.gguf", "models/cohere2-F32.gguf",
+        "models/gemma-F32.gguf", "hf/qwen3", "hf/gemma3"}) {
+    SCOPED_TRACE(m);
+    const Comparison c = compare_sharded(load(dir + m), 2, true);
+    EXPECT_EQ(c.max_abs_diff, 0.0);
+    EXPECT_EQ(c.argmax_mismatches, 0);
+  }
+}
+
+// OLMo 2 normalises q and k over all heads together: a rank holding half the heads cannot,
+// so the shard is refused by name rather than computed wrongly.
+TEST(TensorParallelTest, WholeVectorQkNormIsRefused) {
+  const std::string path = "reference/llamacpp2/models/olmo2-F32.gguf";
+  RAPIDE_REQUIRE_SHARED(path);
+  const auto file = load(path);
+  SharedGroup shared(2);
+  ThreadRank rank(shared, 0);
+  try {
+    Model shard(file, ActQuant::kInt8, &rank);
+    FAIL() << "olmo2 sharded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
+    EXPECT_NE(std::string(e.what()).find("q/k norm"), std::string::npos) << e.what();
+  }
+}
+
 std::string split_error(const ModelFile& file, int parts) {
   try {
     check_tensor_split(file, parts);
