@@ -132,6 +132,16 @@ nlohmann::json to_json(const ModelFile& m, const GgufFile* gguf) {
   }
   out["tensors"] = tensors;
   out["parameters"] = summarize_model(m).parameters;
+  const KvFootprint kv = kv_footprint(c);
+  out["kv_bytes_per_token_f16"] = kv.bytes_per_token;
+  if (c.mla()) {
+    out["config"]["mla"] = {{"q_lora_rank", c.q_lora_rank},
+                            {"kv_lora_rank", c.kv_lora_rank},
+                            {"nope_dim", c.mla_nope_dim},
+                            {"rope_dim", c.mla_rope_dim},
+                            {"v_dim", c.mla_v_dim}};
+    out["kv_expanded_bytes_per_token_f16"] = kv.expanded_bytes_per_token;
+  }
   out["total_tensor_bytes"] = m.total_tensor_bytes();
   const TokenizerData& t = m.tokenizer;
   auto special = [&](int32_t id) { return json{{"id", id}, {"text", token_text(t, id)}}; };
@@ -188,6 +198,33 @@ void print_text(const ModelFile& m, const GgufFile* gguf, bool all_metadata) {
                c.shared_expert_ffn_dim > 0
                    ? fmt::format(", shared expert ffn {}", c.shared_expert_ffn_dim)
                    : "");
+  }
+  if (c.n_experts > 0 && (c.expert_gating == ExpertGating::kSigmoid || c.expert_selection_bias ||
+                          c.expert_weights_scale != 1.0f || c.leading_dense_layers > 0)) {
+    fmt::print("  routing: {} scores{}, weights{} x {:g}; first {} layers dense\n",
+               c.expert_gating == ExpertGating::kSigmoid ? "sigmoid" : "softmax",
+               c.expert_selection_bias ? ", chosen with exp_probs_b.bias" : "",
+               c.normalize_expert_weights ? " renormalised" : "", c.expert_weights_scale,
+               c.leading_dense_layers);
+  }
+  if (c.mla()) {
+    fmt::print("  multi-head latent attention: q_lora {}  kv_lora {}  nope {}  rope {}  v {}\n",
+               c.q_lora_rank, c.kv_lora_rank, c.mla_nope_dim, c.mla_rope_dim, c.mla_v_dim);
+  }
+  if (c.n_layers > 0) {
+    const KvFootprint kv = kv_footprint(c);
+    if (c.mla()) {
+      // The latent row (K and V copies) against per-head K and V as llama.cpp caches them.
+      fmt::print(
+          "kv cache (f16):  {} per token: latent rows of {} (x2, K and V) in {} layers; expanded "
+          "per-head K/V would take {} ({:.1f}x)\n",
+          human_bytes(kv.bytes_per_token), c.kv_lora_rank + c.mla_rope_dim, c.n_layers,
+          human_bytes(kv.expanded_bytes_per_token),
+          static_cast<double>(kv.expanded_bytes_per_token) /
+              static_cast<double>(kv.bytes_per_token));
+    } else {
+      fmt::print("kv cache (f16):  {} per token\n", human_bytes(kv.bytes_per_token));
+    }
   }
   fmt::print("parameters:      {} ({} of tensor data)\n",
              human_count(summarize_model(m).parameters), human_bytes(m.total_tensor_bytes()));

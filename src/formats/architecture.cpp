@@ -4,14 +4,16 @@
 #include <cmath>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "base/error.h"
 
 namespace rapide {
 namespace {
 
-constexpr std::array<std::string_view, 12> kSupported = {
-    "llama",  "qwen2", "qwen2moe", "phi3",    "gemma2", "gemma",
-    "gemma3", "olmo2", "granite",  "cohere2", "qwen3",  "qwen3moe"};
+constexpr std::array<std::string_view, 13> kSupported = {
+    "llama", "qwen2",   "qwen2moe", "phi3",  "gemma2",   "gemma",    "gemma3",
+    "olmo2", "granite", "cohere2",  "qwen3", "qwen3moe", "deepseek2"};
 
 int u32_or(const GgufFile& gguf, const std::string& key, int fallback) {
   if (!gguf.has(key)) return fallback;
@@ -27,6 +29,48 @@ float required_f32(const GgufFile& gguf, const std::string& key) {
   if (!std::isfinite(v))
     fail(ErrorCode::kCorrupt, "'{}': {} = {} is not finite", gguf.path(), key, v);
   return v;
+}
+
+// DeepSeek-V2/V3 (llama.cpp's load_hparams for LLM_ARCH_DEEPSEEK2): multi-head latent
+// attention and a MoE FFN after leading dense layers. key_length = nope + rope per head,
+// value_length the per-head V width; rope.dimension_count the rotated part (mla_rope_dim).
+void describe_deepseek2(const GgufFile& gguf, ModelConfig& c) {
+  const std::string p = c.architecture + ".";
+  // 0 (key absent): the lite layout, one attn_q instead of the q LoRA pair. llama.cpp picks
+  // it by layer count (27, DeepSeek-V2-Lite), whose converted files carry no q_lora_rank.
+  c.q_lora_rank = u32_or(gguf, p + "attention.q_lora_rank", 0);
+  c.kv_lora_rank = u32_or(gguf, p + "attention.kv_lora_rank", 0);
+  if (c.kv_lora_rank <= 0) {
+    fail(ErrorCode::kCorrupt, "'{}': deepseek2 needs {}attention.kv_lora_rank", gguf.path(), p);
+  }
+  c.mla_rope_dim = u32_or(gguf, p + "rope.dimension_count", 0);
+  c.rope_dim = c.mla_rope_dim;
+  c.mla_nope_dim = c.head_dim - c.mla_rope_dim;
+  c.mla_v_dim = u32_or(gguf, p + "attention.value_length", c.head_dim);
+  if (c.mla_rope_dim <= 0 || c.mla_rope_dim % 2 != 0 || c.mla_nope_dim <= 0 || c.mla_v_dim <= 0) {
+    fail(ErrorCode::kCorrupt,
+         "'{}': deepseek2 head parts: key_length {}, rope.dimension_count {} (even, smaller "
+         "than key_length), value_length {}",
+         gguf.path(), c.head_dim, c.mla_rope_dim, c.mla_v_dim);
+  }
+  c.leading_dense_layers = u32_or(gguf, p + "leading_dense_block_count", 0);
+  c.expert_ffn_dim = u32_or(gguf, p + "expert_feed_forward_length", 0);
+  c.shared_expert_ffn_dim = c.expert_ffn_dim * u32_or(gguf, p + "expert_shared_count", 0);
+  c.normalize_expert_weights = gguf.get_bool_or(p + "expert_weights_norm", false);
+  c.expert_weights_scale = gguf.get_f32_or(p + "expert_weights_scale", 1.0f);
+  // llama_expert_gating_func_type: 1 softmax, 2 sigmoid; 0 or absent is softmax for
+  // deepseek2 (the V2 / V2.5 files written before the key existed).
+  const int gating = u32_or(gguf, p + "expert_gating_func", 0);
+  if (gating > 2) {
+    fail(ErrorCode::kUnsupported,
+         "'{}': {}expert_gating_func {} is not supported (1 softmax, "
+         "2 sigmoid)",
+         gguf.path(), p, gating);
+  }
+  c.expert_gating = gating == 2 ? ExpertGating::kSigmoid : ExpertGating::kSoftmax;
+  // V3's e_score_correction_bias, on every MoE layer when on the first.
+  c.expert_selection_bias =
+      gguf.find_tensor(fmt::format("blk.{}.exp_probs_b.bias", c.leading_dense_layers)) != nullptr;
 }
 
 }  // namespace
@@ -68,6 +112,8 @@ void apply_architecture_facts(ModelConfig& c) {
     const int scalar = c.n_layers == 46 && c.n_heads > 0 ? c.dim / c.n_heads : c.head_dim;
     if (scalar > 0) c.query_scale = 1.0f / std::sqrt(static_cast<float>(scalar));
     c.tied_embeddings = true;  // llama.cpp never reads a gemma2 output.weight
+  } else if (c.architecture == "deepseek2") {
+    c.shared_expert_gated = false;  // ffn_*_shexp: always on, no ffn_gate_inp_shexp
   } else if (c.architecture == "gemma") {
     // Gemma 1: gemma2 without soft-caps, post-norms or windows; Q scaled by 1/sqrt(key_length).
     c.activation = FfnActivation::kGeluTanh;
@@ -157,6 +203,8 @@ void describe_architecture(const GgufFile& gguf, ModelConfig& c) {
     c.attn_softcap = gguf.get_f32_or(p + "attn_logit_softcapping", 50.0f);
     c.final_softcap = gguf.get_f32_or(p + "final_logit_softcapping", 30.0f);
     c.sliding_window = u32_or(gguf, p + "attention.sliding_window", 4096);
+  } else if (c.architecture == "deepseek2") {
+    describe_deepseek2(gguf, c);
   }
 }
 

@@ -23,6 +23,10 @@
 //             rope layers to 1 global layer without rope, logit scale, tied head
 //   qwen3     qwen2 without biases, with per-head q/k RMSNorm; qwen3moe adds routed experts
 //             (renormalised weights)
+//   deepseek2 multi-head latent attention (model/mla_attention.h); after
+//             leading_dense_block_count dense layers, routed experts (softmax or sigmoid
+//             scores, optional selection bias, renormalised and scaled weights) plus
+//             ungated shared experts
 #pragma once
 
 #include <string_view>

@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "formats/architecture.h"
+#include "formats/known_keys.h"
 #include "formats/model_checks.h"
 
 namespace rapide {
@@ -45,18 +46,19 @@ std::string file_stem(const std::string& path) {
 // divisor), YaRN's original context, attention factor and DeepSeek's log multiplier, and
 // LongRoPE's (the per-frequency factors are tensors, read by the model).
 void read_rope_scaling(const GgufFile& gguf, const std::string& p, ModelConfig& c) {
-  const std::string scaling = gguf.get_string_or(p + "rope.scaling.type", "none");
+  // As llama.cpp: the type defaults to linear, whose factor is rope.scaling.factor or the
+  // pre-2024 rope.scale_linear (neither, or 0: no scaling); "none" never scales.
+  const std::string scaling = gguf.get_string_or(p + "rope.scaling.type", "linear");
   const auto factor = [&] {
-    if (gguf.has(p + "rope.scaling.factor")) return gguf.get_f32(p + "rope.scaling.factor");
-    return gguf.get_f32_or(p + "rope.scale_linear", 1.0f);  // pre-2024 key
+    float f = gguf.get_f32_or(p + "rope.scaling.factor", 0.0f);
+    if (f == 0.0f) f = gguf.get_f32_or(p + "rope.scale_linear", 0.0f);
+    return f == 0.0f ? 1.0f : f;
   };
   c.rope_orig_context = get_int_or(gguf, p + "rope.scaling.original_context_length", 0);
   c.yarn_attn_factor = gguf.get_f32_or(p + "rope.scaling.attn_factor", 1.0f);
   c.yarn_log_multiplier = gguf.get_f32_or(p + "rope.scaling.yarn_log_multiplier", 0.0f);
   if (scaling == "none" || scaling == "linear") {
-    // A factor of 0 in a "none" file means unset (llama.cpp reads it as 1).
-    const float f = factor();
-    c.rope_scale = scaling == "none" && f == 0.0f ? 1.0f : f;
+    c.rope_scale = scaling == "none" ? 1.0f : factor();
     c.rope_scaling = c.rope_scale != 1.0f ? RopeScaling::kLinear : RopeScaling::kNone;
   } else if (scaling == "yarn") {
     c.rope_scaling = RopeScaling::kYarn;
@@ -100,6 +102,11 @@ ModelConfig config_from_gguf(const GgufFile& gguf) {
     fail(ErrorCode::kCorrupt, "'{}': missing metadata key 'general.architecture'", gguf.path());
   }
   c.name = gguf.get_string_or("general.name", file_stem(gguf.path()));
+  // Every key is known before any is trusted (known_keys.h). Other architectures' files are
+  // refused by their tensors (model_checks.h), and a vocabulary-only file computes nothing.
+  if (is_supported_architecture(c.architecture) && !gguf.tensors().empty()) {
+    check_gguf_keys(gguf, c.architecture);
+  }
   const std::string p = c.architecture + ".";
   c.dim = get_int_or(gguf, p + "embedding_length", 0);
   c.n_layers = get_int_or(gguf, p + "block_count", 0);
@@ -122,6 +129,13 @@ ModelConfig config_from_gguf(const GgufFile& gguf) {
            gguf.path(), c.dim, c.n_heads);
     }
     c.head_dim = c.dim / c.n_heads;
+  }
+  // deepseek2's value head differs from its key head: MLA reads it (architecture.cpp).
+  if (c.architecture != "deepseek2" && gguf.has(p + "attention.value_length") &&
+      get_int_or(gguf, p + "attention.value_length", 0) != c.head_dim) {
+    fail(ErrorCode::kUnsupported,
+         "'{}': attention.value_length {} differs from the key head size {} (not supported)",
+         gguf.path(), get_int_or(gguf, p + "attention.value_length", 0), c.head_dim);
   }
   if (gguf.has(p + "rope.dimension_count")) {
     const int rope_dim = get_int_or(gguf, p + "rope.dimension_count", 0);

@@ -19,10 +19,12 @@
 #include "base/mapped_file.h"
 #include "formats/architecture.h"
 #include "formats/gguf_model.h"
+#include "formats/hf_config_keys.h"
 #include "formats/hf_tokenizer.h"
 #include "formats/model_checks.h"
 #include "formats/model_json.h"
 #include "formats/safetensors_reader.h"
+#include "formats/unused_tensors.h"
 
 namespace rapide {
 namespace {
@@ -457,6 +459,8 @@ ModelConfig config_from_hf_json(const std::string& config_json, const std::strin
     fail(ErrorCode::kUnsupported, "'{}': architecture '{}' is not supported ({})", name,
          arch.empty() ? "(none)" : arch, hf_architectures());
   }
+  // Every key is known before any is trusted (hf_config_keys.h).
+  check_hf_config_keys(config, arch, name);
   c.architecture = known->gguf;
   c.rope_style = rope_style_for_architecture(c.architecture);
   if (arch == "Phi3ForCausalLM") {
@@ -487,7 +491,22 @@ ModelConfig config_from_hf_json(const std::string& config_json, const std::strin
                       config["tie_word_embeddings"].is_boolean() &&
                       config["tie_word_embeddings"].get<bool>();
   c.rope_theta = json_float(config, "rope_theta", name, 10000.0f);
+  if (!gemma && config.contains("hidden_act") &&
+      config["hidden_act"] != "silu") {
+    fail(ErrorCode::kUnsupported, "'{}': hidden_act {} is not supported ({} runs silu)", name,
+         config["hidden_act"].dump(), arch);
+  }
+  if (json_bool(config, "use_sliding_window", name, false)) {
+    fail(ErrorCode::kUnsupported,
+         "'{}': use_sliding_window (windowed Qwen2 layers) is not supported", name);
+  }
   apply_architecture_facts(c);
+  // rapide's gemma2 head is always the embedding (as llama.cpp's): a Gemma 2 that declares
+  // its own lm_head would lose it.
+  if (c.architecture == "gemma2" && !json_bool(config, "tie_word_embeddings", name, true)) {
+    fail(ErrorCode::kUnsupported,
+         "'{}': tie_word_embeddings false (a separate lm_head) is not supported for Gemma 2", name);
+  }
   // Phi-3, Mistral and Mixtral window every layer when sliding_window is set (null: off), as
   // transformers does; Llama has no window.
   if (c.architecture == "phi3" || arch == "MistralForCausalLM" || arch == "MixtralForCausalLM") {
@@ -542,7 +561,6 @@ HfTensorTarget gguf_target_for_hf(const std::string& hf, const std::string& arch
       {"mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight"},
       {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight"},
       {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight"},
-      {"self_attn.rotary_emb.inv_freq", ""},
       {"self_attn.q_norm.weight", "attn_q_norm.weight"},  // Qwen3, Gemma 3: per head
       {"self_attn.k_norm.weight", "attn_k_norm.weight"},
   };
@@ -578,8 +596,12 @@ HfTensorTarget gguf_target_for_hf(const std::string& hf, const std::string& arch
       if (it != kExperts.end()) return {block + it->second, expert->index};
     }
   }
-  fail(ErrorCode::kUnsupported, "'{}': unexpected tensor '{}' for a {} model", file, hf,
-       architecture);
+  // Tensors known not to change the computation (unused_tensors.h) carry nothing.
+  if (ignored_tensor_reason("hf", architecture, hf) != nullptr) return {""};
+  fail(ErrorCode::kUnsupported,
+       "'{}': unexpected tensor '{}': rapide's {} architecture does not use it (refusing "
+       "rather than guessing; docs/architectures.md lists what rapide reads)",
+       file, hf, architecture);
 }
 
 void permute_rope_rows(const uint8_t* in, uint8_t* out, int64_t rows, int64_t row_bytes,

@@ -30,6 +30,24 @@ void expect_positive(const ModelFile& m, const char* what, int value) {
     fail(ErrorCode::kCorrupt, "'{}': {} is {} (must be positive)", m.path, what, value);
 }
 
+// deepseek2's multi-head latent attention (model/mla_attention.h).
+void expect_mla_shapes(const ModelFile& m, const std::string& b) {
+  const ModelConfig& c = m.config;
+  const int64_t dim = c.dim, heads = c.n_heads, kv_lora = c.kv_lora_rank;
+  const int64_t q_head = c.mla_nope_dim + c.mla_rope_dim;
+  if (c.q_lora_rank > 0) {
+    expect_shape(m, b + "attn_q_a.weight", {dim, c.q_lora_rank});
+    expect_shape(m, b + "attn_q_a_norm.weight", {c.q_lora_rank});
+    expect_shape(m, b + "attn_q_b.weight", {c.q_lora_rank, heads * q_head});
+  } else {
+    expect_shape(m, b + "attn_q.weight", {dim, heads * q_head});
+  }
+  expect_shape(m, b + "attn_kv_a_mqa.weight", {dim, kv_lora + c.mla_rope_dim});
+  expect_shape(m, b + "attn_kv_a_norm.weight", {kv_lora});
+  expect_shape(m, b + "attn_kv_b.weight", {kv_lora, heads * (c.mla_nope_dim + c.mla_v_dim)});
+  expect_shape(m, b + "attn_output.weight", {heads * c.mla_v_dim, dim});
+}
+
 }  // namespace
 
 void check_model(const ModelFile& m) {
@@ -86,7 +104,9 @@ void check_model(const ModelFile& m) {
   expect_positive(m, "head count", c.n_heads);
   expect_positive(m, "KV head count", c.n_kv_heads);
   expect_positive(m, "head size", c.head_dim);
-  if (c.n_experts == 0) expect_positive(m, "feed-forward width", c.ffn_dim);
+  if (c.n_experts == 0 || c.leading_dense_layers > 0) {
+    expect_positive(m, "feed-forward width", c.ffn_dim);
+  }
   expect_positive(m, "vocabulary size", c.vocab_size);
   if (tok.kind != TokenizerKind::kNone && tok.tokens.size() != static_cast<size_t>(c.vocab_size)) {
     fail(ErrorCode::kCorrupt, "'{}': the tokenizer has {} tokens but the model's vocabulary is {}",
@@ -99,14 +119,16 @@ void check_model(const ModelFile& m) {
   for (int l = 0; l < c.n_layers; ++l) {
     const std::string b = fmt::format("blk.{}.", l);
     if (c.pre_norms) expect_shape(m, b + "attn_norm.weight", {dim});
-    if (c.fused_qkv) {
+    if (c.mla()) {
+      expect_mla_shapes(m, b);
+    } else if (c.fused_qkv) {
       expect_shape(m, b + "attn_qkv.weight", {dim, q + 2 * kv});
     } else {
       expect_shape(m, b + "attn_q.weight", {dim, q});
       expect_shape(m, b + "attn_k.weight", {dim, kv});
       expect_shape(m, b + "attn_v.weight", {dim, kv});
     }
-    expect_shape(m, b + "attn_output.weight", {q, dim});
+    if (!c.mla()) expect_shape(m, b + "attn_output.weight", {q, dim});
     if (c.pre_norms && !c.parallel_block) expect_shape(m, b + "ffn_norm.weight", {dim});
     if (c.qk_norm == QkNorm::kPerHead) {
       expect_shape(m, b + "attn_q_norm.weight", {c.head_dim});
@@ -119,15 +141,16 @@ void check_model(const ModelFile& m) {
       expect_shape(m, b + "post_attention_norm.weight", {dim});
       expect_shape(m, b + "post_ffw_norm.weight", {dim});
     }
-    if (c.n_experts > 0) {
+    if (c.n_experts > 0 && l >= c.leading_dense_layers) {
       const int64_t e = c.n_experts, ef = c.expert_ffn_dim;
       expect_shape(m, b + "ffn_gate_inp.weight", {dim, e});
       expect_shape(m, b + "ffn_gate_exps.weight", {dim, ef, e});
       expect_shape(m, b + "ffn_up_exps.weight", {dim, ef, e});
       expect_shape(m, b + "ffn_down_exps.weight", {ef, dim, e});
+      if (c.expert_selection_bias) expect_shape(m, b + "exp_probs_b.bias", {e});
       if (c.shared_expert_ffn_dim > 0) {
         const int64_t sf = c.shared_expert_ffn_dim;
-        expect_shape(m, b + "ffn_gate_inp_shexp.weight", {dim});
+        if (c.shared_expert_gated) expect_shape(m, b + "ffn_gate_inp_shexp.weight", {dim});
         expect_shape(m, b + "ffn_gate_shexp.weight", {dim, sf});
         expect_shape(m, b + "ffn_up_shexp.weight", {dim, sf});
         expect_shape(m, b + "ffn_down_shexp.weight", {sf, dim});

@@ -26,6 +26,7 @@ const TensorView* ModelFile::find(const std::string& name) const {
 const TensorView& ModelFile::get(const std::string& name) const {
   const TensorView* t = find(name);
   if (t == nullptr) fail(ErrorCode::kNotFound, "model '{}' has no tensor '{}'", path, name);
+  used.record(name);
   return *t;
 }
 

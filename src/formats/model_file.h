@@ -22,6 +22,7 @@
 
 #include "formats/model_config.h"
 #include "formats/tensor_type.h"
+#include "formats/tensor_use_log.h"
 #include "formats/tokenizer_data.h"
 
 namespace rapide {
@@ -46,9 +47,13 @@ struct ModelFile {
   std::vector<TensorView> tensors;
   // Owners of the memory the views point into (file mappings, converted buffers).
   std::vector<std::shared_ptr<const void>> storage;
+  TensorUseLog used;  // the names get() has handed out
 
+  // find() only looks; get() takes the tensor for a computation and records it in `used`
+  // (throws Error(kNotFound) when absent). A Model takes every tensor it computes with
+  // through get(), and refuses the file if any other tensor is left (unused_tensors.h).
   const TensorView* find(const std::string& name) const;  // nullptr if absent
-  const TensorView& get(const std::string& name) const;   // throws Error(kNotFound)
+  const TensorView& get(const std::string& name) const;
   uint64_t total_tensor_bytes() const;
 };
 

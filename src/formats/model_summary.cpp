@@ -41,4 +41,20 @@ ModelSummary summarize_model(const ModelFile& model) {
   return s;
 }
 
+KvFootprint kv_footprint(const ModelConfig& c) {
+  constexpr uint64_t kF16 = 2;
+  const uint64_t layers = static_cast<uint64_t>(c.n_layers);
+  KvFootprint f;
+  if (c.mla()) {
+    f.bytes_per_token = 2 * layers * static_cast<uint64_t>(c.kv_lora_rank + c.mla_rope_dim) * kF16;
+    f.expanded_bytes_per_token =
+        layers * static_cast<uint64_t>(c.n_heads) *
+        static_cast<uint64_t>(c.mla_nope_dim + c.mla_rope_dim + c.mla_v_dim) * kF16;
+  } else {
+    f.bytes_per_token = 2 * layers * static_cast<uint64_t>(c.kv_dim()) * kF16;
+    f.expanded_bytes_per_token = f.bytes_per_token;
+  }
+  return f;
+}
+
 }  // namespace rapide

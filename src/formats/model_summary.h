@@ -19,4 +19,17 @@ struct ModelSummary {
 
 ModelSummary summarize_model(const ModelFile& model);
 
+// What one token position costs in an f16 KV cache, all layers, K and V (docs/kv-cache.md).
+// Multi-head latent attention (deepseek2) caches one latent row of kv_lora_rank +
+// mla_rope_dim values per layer, stored as K and again as V (model/mla_attention.h):
+// bytes = 2 * n_layers * (kv_lora_rank + mla_rope_dim) * 2; `expanded` is then what
+// per-head K and V would take, n_layers * n_heads * (key_length + value_length) * 2, as
+// llama.cpp's snapshot caches them. Otherwise bytes = 2 * n_layers * n_kv_heads * head_dim * 2
+// and expanded = bytes.
+struct KvFootprint {
+  uint64_t bytes_per_token = 0;
+  uint64_t expanded_bytes_per_token = 0;
+};
+KvFootprint kv_footprint(const ModelConfig& config);
+
 }  // namespace rapide

@@ -17,8 +17,10 @@
 
 namespace rapide {
 
-// Largest head dimension the kernels support (Llama-family models use 64..256).
-constexpr int kMaxHeadDim = 512;
+// Largest head dimension the kernels support (Llama-family models use 64..256; DeepSeek's
+// multi-head latent attention attends over a 576-wide latent row, kv_lora_rank 512 + rope
+// 64: model/mla_attention.h).
+constexpr int kMaxHeadDim = 576;
 // Most queries one job can carry (a kernel may take fewer: AttentionKernel::max_queries).
 constexpr int kMaxJobQueries = 12;
 

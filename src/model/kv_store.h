@@ -57,7 +57,16 @@ struct KvLayout {
   int block_size = 16;  // token positions per block
   KvType type = KvType::kF16;
 
+  // Multi-head latent attention (deepseek2, config.mla()) caches one latent row per position
+  // and layer instead of per-head K and V: [norm(kv_c) (kv_lora_rank) ; rotated k_pe
+  // (mla_rope_dim)] as the single KV head (model/mla_attention.h). The row is stored as K and
+  // again as V: K's part is transposed (one row per dimension), V's keeps a row per
+  // position, so the two layouts cannot share one copy.
   static KvLayout for_model(const ModelConfig& config, int block_size, KvType type) {
+    if (config.mla()) {
+      return KvLayout{config.n_layers, 1, config.kv_lora_rank + config.mla_rope_dim, block_size,
+                      type};
+    }
     return KvLayout{config.n_layers, config.n_kv_heads, config.head_dim, block_size, type};
   }
   bool quantized() const { return kv_type_quantized(type); }

@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "formats/architecture.h"
+#include "formats/unused_tensors.h"
 #include "kernels/ops.h"
 #include "model/moe_routing.h"
 #include "model/rope.h"
@@ -151,33 +152,41 @@ Model::Model(std::shared_ptr<const ModelFile> file, ActQuant act, TensorParallel
       w.q_norm = load_vector(f.get(layer_name(l, "attn_q_norm.weight")), c.q_dim());
       w.k_norm = load_vector(f.get(layer_name(l, "attn_k_norm.weight")), c.kv_dim());
     }
-    // Q, K and V of one fused matrix sit at row offsets 0, q_all and q_all + kv_all.
-    const bool fused = c.fused_qkv;
-    const std::string qkv_name = layer_name(l, "attn_qkv.weight");
-    const int64_t qkv_rows = fused ? q_all + 2 * kv_all : 0;
-    const auto qkv_part = [&](const char* name, int64_t rows, SliceRange range, int64_t offset) {
-      const SliceRange r = shift(range, fused ? offset : 0);
-      return fused ? load_matrix_rows(f, qkv_name, c.dim, qkv_rows, r.begin, r.end, act)
-                   : load_matrix_rows(f, layer_name(l, name), c.dim, rows, r.begin, r.end, act);
-    };
-    w.wq = qkv_part("attn_q.weight", q_all, q_rows, 0);
-    w.wk = qkv_part("attn_k.weight", kv_all, kv_rows, q_all);
-    w.wv = qkv_part("attn_v.weight", kv_all, kv_rows, q_all + kv_all);
-    w.wo = load_matrix_columns(f, layer_name(l, "attn_output.weight"), q_all, c.dim, q_rows, act);
-    if (c.qkv_bias) {
-      w.bq = load_vector_slice(f.get(layer_name(l, "attn_q.bias")), q_all, q_rows);
-      w.bk = load_vector_slice(f.get(layer_name(l, "attn_k.bias")), kv_all, kv_rows);
-      w.bv = load_vector_slice(f.get(layer_name(l, "attn_v.bias")), kv_all, kv_rows);
+    if (c.mla()) {  // deepseek2: model/mla_attention.h
+      w.mla = load_mla_weights(f, full, l, act);
+    } else {
+      // Q, K and V of one fused matrix sit at row offsets 0, q_all and q_all + kv_all.
+      const bool fused = c.fused_qkv;
+      const std::string qkv_name = layer_name(l, "attn_qkv.weight");
+      const int64_t qkv_rows = fused ? q_all + 2 * kv_all : 0;
+      const auto qkv_part = [&](const char* name, int64_t rows, SliceRange range, int64_t offset) {
+        const SliceRange r = shift(range, fused ? offset : 0);
+        return fused ? load_matrix_rows(f, qkv_name, c.dim, qkv_rows, r.begin, r.end, act)
+                     : load_matrix_rows(f, layer_name(l, name), c.dim, rows, r.begin, r.end, act);
+      };
+      w.wq = qkv_part("attn_q.weight", q_all, q_rows, 0);
+      w.wk = qkv_part("attn_k.weight", kv_all, kv_rows, q_all);
+      w.wv = qkv_part("attn_v.weight", kv_all, kv_rows, q_all + kv_all);
+      w.wo = load_matrix_columns(f, layer_name(l, "attn_output.weight"), q_all, c.dim, q_rows, act);
+      if (c.qkv_bias) {
+        w.bq = load_vector_slice(f.get(layer_name(l, "attn_q.bias")), q_all, q_rows);
+        w.bk = load_vector_slice(f.get(layer_name(l, "attn_k.bias")), kv_all, kv_rows);
+        w.bv = load_vector_slice(f.get(layer_name(l, "attn_v.bias")), kv_all, kv_rows);
+      }
     }
     if (c.post_norms) {
       w.post_attn_norm = load_vector(f.get(layer_name(l, "post_attention_norm.weight")), c.dim);
       w.post_ffn_norm = load_vector(f.get(layer_name(l, "post_ffw_norm.weight")), c.dim);
     }
-    std::vector<const WeightMatrix*> every_token = {&w.wq, &w.wk, &w.wv, &w.wo};
+    std::vector<const WeightMatrix*> every_token =
+        c.mla() ? w.mla.matrices() : std::vector<const WeightMatrix*>{&w.wq, &w.wk, &w.wv, &w.wo};
     std::vector<const WeightMatrix*> per_expert;
-    if (c.n_experts > 0) {
+    if (moe_layer(i)) {
       const int64_t e = c.n_experts, ef = c.expert_ffn_dim;
       w.router = load_matrix(f, layer_name(l, "ffn_gate_inp.weight"), c.dim, e, act);
+      if (c.expert_selection_bias) {
+        w.expert_bias = load_vector(f.get(layer_name(l, "exp_probs_b.bias")), e);
+      }
       for (int x = 0; x < c.n_experts; ++x) {
         w.expert_gate.push_back(load_matrix_rows(f, layer_name(l, "ffn_gate_exps.weight"), c.dim,
                                                  ef * e, x * ef, (x + 1) * ef, act));
@@ -193,7 +202,9 @@ Model::Model(std::shared_ptr<const ModelFile> file, ActQuant act, TensorParallel
       }
       if (c.shared_expert_ffn_dim > 0) {
         const int64_t sf = c.shared_expert_ffn_dim;
-        w.shared_gate_inp = load_vector(f.get(layer_name(l, "ffn_gate_inp_shexp.weight")), c.dim);
+        if (c.shared_expert_gated) {
+          w.shared_gate_inp = load_vector(f.get(layer_name(l, "ffn_gate_inp_shexp.weight")), c.dim);
+        }
         w.shared_gate = load_matrix(f, layer_name(l, "ffn_gate_shexp.weight"), c.dim, sf, act);
         w.shared_up = load_matrix(f, layer_name(l, "ffn_up_shexp.weight"), c.dim, sf, act);
         w.shared_down = load_matrix(f, layer_name(l, "ffn_down_shexp.weight"), sf, c.dim, act);
@@ -231,7 +242,12 @@ Model::Model(std::shared_ptr<const ModelFile> file, ActQuant act, TensorParallel
           static_cast<uint64_t>(m->cols()) * m->rows() * c.n_experts_used / c.n_experts;
     }
   }
-  if (!has_output_) return;
+  // Every other tensor of the file must be known not to change the computation.
+  const TensorScope taken{first_layer_, config_.n_layers, has_input_ && has_output_};
+  if (!has_output_) {
+    refuse_unused_tensors(f, taken);
+    return;
+  }
   output_norm_ = load_vector(f.get("output_norm.weight"), c.dim);
   const bool tied = c.tied_embeddings || f.find("output.weight") == nullptr;
   output_ = load_matrix_rows(f, tied ? "token_embd.weight" : "output.weight", c.dim, c.vocab_size,
@@ -239,6 +255,7 @@ Model::Model(std::shared_ptr<const ModelFile> file, ActQuant act, TensorParallel
   weight_bytes_ +=
       static_cast<uint64_t>(tensor_row_bytes(output_.type(), output_.cols())) * output_.rows();
   matmul_parameters_ += static_cast<uint64_t>(output_.cols()) * output_.rows();
+  refuse_unused_tensors(f, taken);
 }
 
 void Model::ensure_scratch(int n_tokens, int n_logits) {
@@ -418,6 +435,7 @@ void for_tokens(ThreadPool& pool, int n, int64_t row_floats, F&& fn, int64_t mul
 }  // namespace
 
 void Model::attention_block(int layer, const Batch& batch, KvStore& kv, ThreadPool& pool) {
+  if (config_.mla()) return mla_attention_block(layer, batch, kv, pool);
   const ModelConfig& c = config_;
   const LayerWeights& w = layers_[layer];
   const int n = batch.size();
@@ -475,6 +493,22 @@ void Model::attention_block(int layer, const Batch& batch, KvStore& kv, ThreadPo
   reduce_partial(xn_.data(), n);  // row-parallel: each rank summed over its heads only
 }
 
+// deepseek2: the attention norm, then multi-head latent attention on the cached latent rows
+// (model/mla_attention.h), whose attn_output lands in xn_ as attention_block's does.
+void Model::mla_attention_block(int layer, const Batch& batch, KvStore& kv, ThreadPool& pool) {
+  const ModelConfig& c = config_;
+  const LayerWeights& w = layers_[layer];
+  const int n = batch.size();
+  for_tokens(pool, n, c.dim, [&](int begin, int end) {
+    for (int i = begin; i < end; ++i) {
+      rms_norm(x_.data() + static_cast<size_t>(i) * c.dim, w.attn_norm.data(), c.dim, c.rms_eps,
+               xn_.data() + static_cast<size_t>(i) * c.dim);
+    }
+  });
+  observe(layer, LinearInput::kAttnIn, xn_.data(), n, c.dim);
+  mla_.forward(w.mla, c, layer, batch, xn_.data(), kv, attention_, xn_.data(), pool);
+}
+
 void Model::gated_ffn(const WeightMatrix& gate, const WeightMatrix& up, const WeightMatrix& down,
                       const float* in, int n, int width, float* out, ThreadPool& pool, int layer,
                       std::span<const WeightMatrix* const> after, WeightMatrix::Input input) {
@@ -512,15 +546,21 @@ void Model::moe_ffn(int layer, int n, ThreadPool& pool) {
   const int k = c.n_experts_used;
   const size_t dim = static_cast<size_t>(c.dim);
   w.router.multiply(xn_.data(), n, router_probs_.data(), pool);
+  ExpertRouting routing;  // the defaults: softmax, no bias, no scale (Mixtral, Qwen2-MoE)
+  routing.gating = c.expert_gating;
+  routing.normalize = c.normalize_expert_weights;
+  routing.scale = c.expert_weights_scale;
+  routing.selection_bias = w.expert_bias.empty() ? nullptr : w.expert_bias.data();
   for (int i = 0; i < n; ++i) {
     route_token(router_probs_.data() + static_cast<size_t>(i) * c.n_experts, c.n_experts, k,
-                c.normalize_expert_weights, expert_id_.data() + static_cast<size_t>(i) * k,
+                routing, expert_id_.data() + static_cast<size_t>(i) * k,
                 expert_weight_.data() + static_cast<size_t>(i) * k);
   }
   if (c.shared_expert_ffn_dim > 0) {
     gated_ffn(w.shared_gate, w.shared_up, w.shared_down, xn_.data(), n, c.shared_expert_ffn_dim,
               shared_out_.data(), pool);
-    for (int i = 0; i < n; ++i) {
+    // qwen2moe's shared expert is gated per token; deepseek2's are always on.
+    for (int i = 0; i < n && c.shared_expert_gated; ++i) {
       const float* x = xn_.data() + i * dim;
       float g = 0.0f;
       for (size_t d = 0; d < dim; ++d) g += w.shared_gate_inp[d] * x[d];
@@ -573,7 +613,7 @@ void Model::ffn_block(int layer, int n, ThreadPool& pool) {
   // keeps the attention output aside (in att_, free now) and feeds the FFN the block's
   // normed input; both join the stream at the end, as llama.cpp adds them: (ffn + x) + attn.
   const WeightMatrix::Input ffn_input =
-      c.n_experts > 0 ? WeightMatrix::Input::kF32 : input_for(ffn_start_of(layer).span(), n);
+      moe_layer(layer) ? WeightMatrix::Input::kF32 : input_for(ffn_start_of(layer).span(), n);
   for_tokens(pool, n, c.dim, [&](int begin, int end) {
     for (int i = begin; i < end; ++i) {
       float* x = x_.data() + static_cast<size_t>(i) * c.dim;
@@ -598,7 +638,7 @@ void Model::ffn_block(int layer, int n, ThreadPool& pool) {
       if (ffn_input == WeightMatrix::Input::kF16Exact) round_to_f16(xn, xn, c.dim);
     }
   });
-  if (c.n_experts > 0) {
+  if (moe_layer(layer)) {
     moe_ffn(layer, n, pool);
   } else {
     observe(layer, LinearInput::kFfnIn, xn_.data(), n, c.dim);
@@ -623,12 +663,13 @@ void Model::ffn_block(int layer, int n, ThreadPool& pool) {
 
 Model::Products Model::qkv_of(int layer) const {
   const LayerWeights& w = layers_[layer];
+  if (config_.mla()) return {{&w.mla.q_in(), &w.mla.kv_a}, 2};
   return {{&w.wq, &w.wk, &w.wv}, 3};
 }
 
 Model::Products Model::ffn_start_of(int layer) const {
   const LayerWeights& w = layers_[layer];
-  if (config_.n_experts > 0) return {{&w.router}, 1};
+  if (moe_layer(layer)) return {{&w.router}, 1};
   return {{&w.ffn_gate, &w.ffn_up}, 2};
 }
 

@@ -1,5 +1,5 @@
 // A Llama-family decoder (Llama 1/2/3, Mistral, Mixtral, Qwen2, Qwen2-MoE, Phi-3, Gemma 2,
-// TinyStories...): one token's path from embedding to logits reads top to bottom in
+// DeepSeek-V2/V3, TinyStories...): one token's path from embedding to logits reads top to bottom in
 // Model::forward. Architectures differ only through ModelConfig's block description (rope
 // style, biases, tied head, fused tensors, activation, post-norms, soft-caps, sliding
 // window, experts; formats/architecture.h); the speed is in src/kernels.
@@ -7,7 +7,8 @@
 // Fused tensors (phi3's attn_qkv, its gate/up ffn_up) are split into row ranges at load, so
 // the forward pass sees separate matrices. Mixture-of-experts layers route each token to its
 // top-k experts and run every expert once per step over all the rows routed to it
-// (model/moe_routing.h), so a batch reads each expert's weights at most once.
+// (model/moe_routing.h), so a batch reads each expert's weights at most once. DeepSeek's
+// multi-head latent attention has its own block (model/mla_attention.h).
 #pragma once
 
 #include <array>
@@ -22,6 +23,7 @@
 #include "model/batch.h"
 #include "model/kv_store.h"
 #include "model/linear_observer.h"
+#include "model/mla_attention.h"
 #include "model/pipeline_parallel.h"
 #include "model/tensor_parallel.h"
 
@@ -40,6 +42,8 @@ struct LayerWeights {
   std::vector<WeightMatrix> expert_gate, expert_up, expert_down;
   std::vector<float> shared_gate_inp;  // qwen2moe: one gate value per token
   WeightMatrix shared_gate, shared_up, shared_down;
+  std::vector<float> expert_bias;  // deepseek2 V3: exp_probs_b.bias, for the expert choice
+  MlaWeights mla;                  // deepseek2 (config.mla()): in place of wq, wk, wv, wo
 };
 
 class Model {
@@ -141,6 +145,12 @@ class Model {
     if (observer_ != nullptr) observer_->observe(layer, input, x, n, cols);
   }
   void moe_ffn(int layer, int n, ThreadPool& pool);
+  // deepseek2: multi-head latent attention (model/mla_attention.h), x_ in, xn_ out.
+  void mla_attention_block(int layer, const Batch& batch, KvStore& kv, ThreadPool& pool);
+  // Whether `layer` (of this stage) runs routed experts: deepseek2's leading layers do not.
+  bool moe_layer(int layer) const {
+    return config_.n_experts > 0 && first_layer_ + layer >= config_.leading_dense_layers;
+  }
   // Tensor parallelism: the sum of every rank's partial rows x dim floats, in place.
   void reduce_partial(float* rows, int n) {
     if (tp_ != nullptr) tp_->all_reduce_sum(rows, static_cast<size_t>(n) * config_.dim);
@@ -172,6 +182,7 @@ class Model {
   uint64_t last_forward_weight_bytes_ = 0;
   int last_forward_expert_runs_ = 0;
   Attention attention_;
+  MlaAttention mla_;
   LinearObserver* observer_ = nullptr;
   TensorParallel* tp_ = nullptr;
   PipelineParallel* pp_ = nullptr;

@@ -35,6 +35,12 @@ void check_column_cut(const ModelFile& file, const std::string& name, int64_t wi
 void check_tensor_split(const ModelFile& file, int size) {
   if (size <= 1) return;
   const ModelConfig& c = file.config;
+  if (c.mla()) {
+    fail(ErrorCode::kUnsupported,
+         "cannot split '{}' over {} ranks: tensor parallelism of multi-head latent attention "
+         "(MLA, deepseek2) is not supported",
+         file.path, size);
+  }
   if (c.n_experts > 0) {
     fail(ErrorCode::kInvalidArgument,
          "cannot split '{}' over {} ranks: tensor parallelism of mixture-of-experts layers is "

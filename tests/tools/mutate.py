@@ -221,6 +221,23 @@ MUTATIONS = [
       [("src/model/rope.cpp", "p.factors != nullptr ? theta / p.factors[i] : theta;",
         "p.factors != nullptr ? theta * p.factors[i] : theta;")],
       tests="llamacpp2_logits_test|model_rope_test"),
+    # deepseek2 (multi-head latent attention, V3 routing): README 6.3's rows for it.
+    m("mla-rope-from-front", "deepseek2's q_pe taken from the front of each q head",
+      [("src/model/mla_attention.cpp", "const float* pe = q_.data() + (i * heads + h) * q_head + nope;",
+        "const float* pe = q_.data() + (i * heads + h) * q_head;")],
+      tests="deepseek2_logits_test"),
+    m("mla-kv-a-norm-skipped", "deepseek2's kv_c not normalised (attn_kv_a_norm skipped)",
+      [("src/model/mla_attention.cpp",
+        "rms_norm(r, w.kv_a_norm.data(), static_cast<int64_t>(kv_lora), c.rms_eps, r);", "")],
+      tests="deepseek2_logits_test"),
+    m("moe-sigmoid-as-softmax", "DeepSeek-V3's sigmoid expert scores computed as a softmax",
+      [("src/model/moe_routing.cpp", "if (rule.gating == ExpertGating::kSigmoid) {",
+        "if (false) {")],
+      tests="deepseek2_logits_test|model_moe_routing_test"),
+    m("moe-selection-bias-ignored", "exp_probs_b.bias left out of the expert choice",
+      [("src/model/moe_routing.cpp", "const float* bias = rule.selection_bias;",
+        "const float* bias = nullptr;")],
+      tests="deepseek2_logits_test|model_moe_routing_test"),
 
 ]
 

@@ -251,6 +251,17 @@ TEST(PipelineParallelTest, FiveLayersOverTwoStagesSplitThreeTwo) {
   EXPECT_LT(a.weight_bytes() + b.weight_bytes(), 2 * Model(file).weight_bytes());
 }
 
+// deepseek2 (multi-head latent attention, a leading dense layer, then MoE layers): its 3
+// layers split 2 / 1, so the second stage's only layer is an MoE layer by its model-wide
+// index. Bit for bit the whole model's logits. (Tensor parallelism refuses it: MLA.)
+TEST(PipelineParallelTest, Deepseek2OverTwoStagesMatchesExactly) {
+  RAPIDE_REQUIRE_SHARED("reference/llamacpp2/models/deepseek2-F32.gguf");
+  const auto file = load("reference/llamacpp2/models/deepseek2-F32.gguf");
+  const Comparison c = compare_sharded(file, 2, true);
+  EXPECT_EQ(c.max_abs_diff, 0.0);
+  EXPECT_EQ(c.argmax_mismatches, 0);
+}
+
 // The 2026 families (shared/reference/llamacpp2): tensor-parallel shards where the heads
 // split (Llama 3's rope factors, Qwen3's per-head q/k norms), and pipeline stages, exactly,
 // for every architecture of two or more layers (per-layer windows and rope tables follow the

@@ -4,7 +4,8 @@
 // cache (a hit gives what a miss of the same type gives) and n-gram speculation (accepted
 // guesses give exactly the tokens of plain decoding). The oracle is the model run directly
 // on a contiguous cache, one token a step (checked against the references by
-// llamacpp2_logits_test). The Hugging Face folders carry no vocabulary: they run with
+// llamacpp2_logits_test, deepseek2_logits_test: deepseek2's KV blocks hold MLA's latent
+// rows). The Hugging Face folders carry no vocabulary: they run with
 // stories260K's 512-token tokenizer, the vocabulary their token ids come from (README 4).
 #include <gtest/gtest.h>
 
@@ -27,6 +28,7 @@ const char* kModels[] = {"models/llama3-rope-F32.gguf",
                          "models/granite-F32.gguf",
                          "models/cohere2-F32.gguf",
                          "models/gemma-F32.gguf",
+                         "models/deepseek2-F32.gguf",
                          "hf/qwen3",
                          "hf/gemma3"};
 

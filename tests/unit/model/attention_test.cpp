@@ -215,6 +215,29 @@ TEST(Attention, SimdKernelsMatchScalar) {
   if (checked == 0) GTEST_SKIP() << "no SIMD attention kernel on this CPU";
 }
 
+// Multi-head latent attention (model/mla_attention.h): every head over one latent KV head,
+// as wide as DeepSeek-V3's (kv_lora_rank 512 + rope 64 = kMaxHeadDim) and as the reference
+// file's (32 + 16, quantized in 16-dim groups).
+TEST(Attention, SimdKernelsMatchScalarOnLatentRows) {
+  const Shape shapes[] = {{16, 1, 576, 16, KvType::kF16},
+                          {16, 1, 576, 16, KvType::kF32},
+                          {16, 1, 576, 16, KvType::kQ8_0},
+                          {2, 1, 48, 16, KvType::kF16},
+                          {2, 1, 48, 16, KvType::kQ8_0}};
+  int checked = 0;
+  for (const Shape& s : shapes) {
+    Scenario sc(s, 37, 70, 11);
+    ThreadPool pool(2);
+    const std::vector<float> expected = run(sc, scalar_attention_kernel(), pool);
+    for (const AttentionKernel& kernel : simd_kernels(s.head_dim)) {
+      expect_close_to_scalar(run(sc, kernel, pool), expected, s.type,
+                             std::string(kernel.name) + " " + describe(s));
+      ++checked;
+    }
+  }
+  if (checked == 0) GTEST_SKIP() << "no SIMD attention kernel on this CPU";
+}
+
 // A context of more blocks than a SIMD job resolves up front (JobBlocks::kResolved in
 // kernels/attention_simd.h: 128) reads its blocks through the store instead; the same output.
 TEST(Attention, SimdKernelsMatchScalarPastTheResolvedBlocks) {
@@ -436,7 +459,8 @@ TEST(Attention, QuantizedCacheIsAttentionOverItsDequantizedValues) {
                         Shape{8, 2, 128, 16, KvType::kQ4_0}, Shape{4, 2, 8, 16, KvType::kQ8_0},
                         Shape{4, 2, 80, 16, KvType::kQ8_0}, Shape{4, 2, 80, 16, KvType::kQ4_0},
                         Shape{4, 2, 24, 16, KvType::kQ8_0}, Shape{8, 2, 64, 48, KvType::kQ8_0},
-                        Shape{8, 2, 64, 48, KvType::kQ4_0}}) {
+                        Shape{8, 2, 64, 48, KvType::kQ4_0}, Shape{8, 1, 576, 16, KvType::kQ8_0},
+                        Shape{2, 1, 48, 16, KvType::kQ8_0}}) {
     Scenario sc(s, 41, 75, 17);
     ContiguousKvStore kv(config_for(s), 2, 512, s.type, s.block_size);
     Attention::write_kv(kv, 1, sc.batch, sc.k.data(), sc.v.data());
