@@ -17,16 +17,22 @@ bench_build() {
   ninja -C "$build" -j "${JOBS:-2}" "$@" >/dev/null
 }
 
-# synth_model TYPE: prints the path of synth100m in TYPE (f16, q8_0, q4_0), generating it with
-# `rapide synth` (the Llama-2 vocabulary of the shared random model) the first time.
+# synth_model TYPE [ARCH]: prints the path of synth100m in TYPE (f16, q8_0, q4_0), generating it
+# with `rapide synth` (the Llama-2 vocabulary of the shared random model) the first time. ARCH
+# (qwen3, gemma3, deepseek2; default llama) names that architecture's synth100m-sized model
+# (`rapide synth --help`).
 synth_model() {
+  local arch="${2:-llama}"
   local file="$models/synth100m-$1.gguf"
+  [[ "$arch" == llama ]] || file="$models/synth100m-$arch-$1.gguf"
   if [[ ! -f "$file" ]]; then
     bench_build rapide
     mkdir -p "$models"
     local vocab="$shared/models/llama2-tiny-random/llama-2-tiny-random.gguf"
-    echo "+ $rapide synth --shape synth100m --type $1 --vocab-from $vocab -o $file" >&2
-    "$rapide" synth --shape synth100m --type "$1" --vocab-from "$vocab" -o "$file" >&2
+    local args=(synth --shape synth100m --type "$1" --vocab-from "$vocab" -o "$file")
+    [[ "$arch" == llama ]] || args=(synth --arch "$arch" "${args[@]:1}")
+    echo "+ $rapide ${args[*]}" >&2
+    "$rapide" "${args[@]}" >&2
   fi
   echo "$file"
 }

@@ -1,7 +1,7 @@
 // bench_speed_report MODEL [--threads N] [--prompt 128] [--decode 64] [--batch-sizes 1,4,16,32]
 //                          [--batch-prompt 16] [--kv-block-size 16]
 //                          [--act-quant int8|off|bf16] [--kv-type f16|f32|q8_0|q4_0]
-//                          [--kv-in-cache]
+//                          [--kv-in-cache] [--decode-context 16] [--compare B,C,...]
 //
 // Measures, in one run: this machine's read bandwidth (the decode roofline), decode tok/s at
 // batch 1 as a fraction of that roofline, prefill tok/s and GFLOP/s for a prompt, and the
@@ -12,6 +12,12 @@
 // by up to 10 points from one run to the next (80-90 % in two runs of the same build).
 // GFLOP/s count the matrices' flops; a second line counts attention's QK and PV flops as
 // well, which a decode row at a long context does more of than a prefill token.
+// --decode-context sets the context the batch-1 decode runs start from (a prompt of that many
+// tokens before them), so a run at 2k context times what attention's K/V reads add to a step.
+// --compare B,C,... instead times batch-1 decode of MODEL and of each of B, C, ... alternated in
+// one process (--repeats rounds, the order rotated each round) and prints each one's speed and
+// its ratio to MODEL's within the rounds: on a shared machine whose speed halves or doubles
+// from one second to the next, runs seconds apart in separate processes do not compare.
 // --kv-in-cache also times each batched decode with every sequence's K/V reads served from
 // the first sequence's blocks (CacheResidentKv below), alternated run by run with the real
 // one: the difference is what reading the K/V from DRAM costs the step.
@@ -21,6 +27,7 @@
 #include <memory>
 #include <random>
 #include <sstream>
+#include <string>
 #include <vector>
 
 #include "base/clock.h"
@@ -139,12 +146,103 @@ double attention_flops_per_token(const ModelConfig& c, int first, int count) {
   return count > 0 ? total / count : 0.0;
 }
 
+// Bytes of one cached element: f32, f16, or a q8_0 / q4_0 code with its share of a 32-value
+// group's f16 scale (for the expanded layout, which no store here holds).
+double kv_element_bytes(KvType type) {
+  switch (type) {
+    case KvType::kF32:
+      return 4.0;
+    case KvType::kF16:
+      return 2.0;
+    case KvType::kQ8_0:
+      return 34.0 / 32.0;
+    case KvType::kQ4_0:
+      return 18.0 / 32.0;
+  }
+  return 2.0;
+}
+
+// Bytes one position takes in one layer of a cache: the engine's own layout (KvLayout, whatever
+// it holds: every KV head's K and V, or MLA's latent row), or with `expanded` an MLA model's K
+// and V expanded per head (n_heads x (key + value) values), what MLA saves against.
+double kv_position_bytes(const ModelConfig& c, KvType type, int block_size, bool expanded) {
+  if (expanded && c.mla()) {
+    return static_cast<double>(c.n_heads) * (c.mla_nope_dim + c.mla_rope_dim + c.mla_v_dim) *
+           kv_element_bytes(type);
+  }
+  const KvLayout layout = KvLayout::for_model(c, block_size, type);
+  return static_cast<double>(layout.block_bytes()) / layout.block_size / layout.n_layers;
+}
+
+// K/V bytes a decoded token at `context` reads, over all layers (a windowed layer at most its
+// window's positions).
+double kv_read_bytes(const ModelConfig& c, int context, KvType type, int block_size,
+                     bool expanded) {
+  double total = 0;
+  for (int layer = 0; layer < c.n_layers; ++layer) {
+    const int seen = c.windowed(layer) ? std::min(context, c.sliding_window) : context;
+    total += kv_position_bytes(c, type, block_size, expanded) * seen;
+  }
+  return total;
+}
+
+// One line: the K/V bytes a position caches in each layer and that a token at `context` reads
+// (what attention reads besides the weights).
+void print_kv_reads(const ModelConfig& c, int context, KvType type, int block_size,
+                    const std::string& name) {
+  std::printf(
+      "K/V cache (%s): %.0f bytes a position in each layer; a token at context %d reads "
+      "%.2f MiB of K/V",
+      name.c_str(), kv_position_bytes(c, type, block_size, false), context,
+      kv_read_bytes(c, context, type, block_size, false) / 1048576.0);
+  if (c.mla()) {
+    std::printf(" (MLA's latent rows; K and V expanded per head: %.0f bytes, %.2f MiB)",
+                kv_position_bytes(c, type, block_size, true),
+                kv_read_bytes(c, context, type, block_size, true) / 1048576.0);
+  }
+  std::printf("\n");
+}
+
+// --compare: batch-1 decode of models[0] and the others alternated, `rounds` rounds with the
+// order rotated each round; per model the median and best tok/s, and for the others the
+// median (and range) of their ratio to models[0] within each round and the ratio of the bests.
+void compare_decode(const std::vector<Model*>& models, const std::vector<std::string>& paths,
+                    ThreadPool& pool, int rounds, int context, int steps, int kv_block,
+                    KvType kv_type) {
+  const size_t n = models.size();
+  std::vector<std::vector<double>> rates(n), ratios(n);
+  for (int r = 0; r < rounds; ++r) {
+    std::vector<double> round(n);
+    for (size_t k = 0; k < n; ++k) {
+      const size_t i = (k + static_cast<size_t>(r)) % n;
+      round[i] = decode_speed(*models[i], pool, 1, context, steps, 1, kv_block, kv_type).wall;
+      rates[i].push_back(round[i]);
+    }
+    for (size_t i = 1; i < n; ++i) ratios[i].push_back(round[i] / round[0]);
+  }
+  const double best0 = *std::max_element(rates[0].begin(), rates[0].end());
+  for (size_t i = 0; i < n; ++i) {
+    const double best = *std::max_element(rates[i].begin(), rates[i].end());
+    std::printf("decode batch 1, %s: %.1f tok/s median, %.1f best of %d runs (contexts %d-%d)",
+                paths[i].c_str(), median(rates[i]), best, rounds, context, context + steps);
+    if (i > 0) {
+      std::printf(
+          "; to the first: %.3f (median of the rounds' ratios, range %.3f-%.3f), %.3f "
+          "(ratio of the bests)",
+          median(ratios[i]), *std::min_element(ratios[i].begin(), ratios[i].end()),
+          *std::max_element(ratios[i].begin(), ratios[i].end()), best / best0);
+    }
+    std::printf("\n");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"decode/prefill speed of a model against this machine's limits"};
   std::string model_path;
   int threads = 0, prompt = 128, decode = 64, repeats = 5, batch_prompt = 16, kv_block = 16;
+  int decode_context = 16;
   std::string batch_sizes = "1", act_quant = "int8", kv_type_name = "f16";
   app.add_option("model", model_path, "model file")->required();
   app.add_option("-t,--threads", threads, "threads (default: physical cores)");
@@ -155,6 +253,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--batch-prompt", batch_prompt,
                  "prompt tokens of each sequence before a batched decode (its starting context)")
+      ->capture_default_str();
+  app.add_option("--decode-context", decode_context,
+                 "prompt tokens before each batch-1 decode run (its starting context)")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--kv-block-size", kv_block,
                  "positions per KV block in the decode runs (the engine's --kv-block-size: the "
@@ -173,6 +275,12 @@ int main(int argc, char** argv) {
                  "engine's --kv-type)")
       ->check(CLI::IsMember({"f16", "f32", "q8_0", "q4_0"}))
       ->capture_default_str();
+  std::vector<std::string> compare;
+  app.add_option("--compare", compare,
+                 "other model files: time batch-1 decode of MODEL and each of these alternated "
+                 "in this process (--repeats rounds) and print their ratios to MODEL's; nothing "
+                 "else is measured")
+      ->delimiter(',');
   CLI11_PARSE(app, argc, argv);
   const KvType kv_type = parse_kv_type(kv_type_name);
   if (threads <= 0) threads = physical_core_count();
@@ -186,6 +294,24 @@ int main(int argc, char** argv) {
   const double bandwidth = measure_read_bandwidth(pool);
   std::printf("model: %s (%.1f MiB of weights read per step, %.1f M parameters in matrices)\n",
               model_path.c_str(), weight_bytes / 1048576.0, n_params / 1e6);
+  print_kv_reads(model.config(), decode_context + decode, kv_type, kv_block, kv_type_name);
+  if (!compare.empty()) {
+    std::vector<std::unique_ptr<Model>> others;
+    std::vector<Model*> models = {&model};
+    std::vector<std::string> paths = {model_path};
+    for (const std::string& path : compare) {
+      others.push_back(std::make_unique<Model>(std::make_shared<const ModelFile>(load_model(path)),
+                                               act_quant_from_name(act_quant)));
+      models.push_back(others.back().get());
+      paths.push_back(path);
+      std::printf("model: %s (%.1f MiB of weights read per step)\n", path.c_str(),
+                  static_cast<double>(others.back()->weight_bytes()) / 1048576.0);
+      print_kv_reads(others.back()->config(), decode_context + decode, kv_type, kv_block,
+                     kv_type_name);
+    }
+    compare_decode(models, paths, pool, repeats, decode_context, decode, kv_block, kv_type);
+    return 0;
+  }
   std::printf("machine: %d threads, kernels %s, read bandwidth %.1f GB/s -> roofline %.1f tok/s\n",
               threads, isa_level_name(active_isa_level()), bandwidth / 1e9,
               bandwidth / weight_bytes);
@@ -216,19 +342,24 @@ int main(int argc, char** argv) {
       std::vector<double> rates, bests, ratios, median_ratios;
       for (int r = 0; r < repeats; ++r) {
         const ReadBandwidth probe = measure_read_bandwidth_passes(pool, size_t{256} << 20, 9);
-        const double rate = decode_speed(model, pool, 1, 16, decode, 1, kv_block, kv_type).wall;
+        const double rate =
+            decode_speed(model, pool, 1, decode_context, decode, 1, kv_block, kv_type).wall;
         bests.push_back(probe.best);
         rates.push_back(rate);
         ratios.push_back(rate * weight_bytes / probe.best);
         median_ratios.push_back(rate * weight_bytes / probe.median);
       }
       const auto [low, high] = std::minmax_element(bests.begin(), bests.end());
+      const std::string at_context = decode_context == 16
+                                         ? ""
+                                         : " at contexts " + std::to_string(decode_context) + "-" +
+                                               std::to_string(decode_context + decode);
       std::printf(
           "decode batch 1: %.1f tok/s = %.1f %% of the bandwidth roofline, %.1f %% of the "
           "probe's median pass (median of %d decode runs, each against a probe of 9 passes "
-          "taken just before it: best %.1f-%.1f GB/s)\n",
+          "taken just before it: best %.1f-%.1f GB/s)%s\n",
           median(rates), 100.0 * median(ratios), 100.0 * median(median_ratios), repeats, *low / 1e9,
-          *high / 1e9);
+          *high / 1e9, at_context.c_str());
     } else {
       // Each decode run paired with prefill runs just before it (see the top of the file).
       std::vector<double> wall, cpu, cached_wall, cached_cpu, ratios, cached_ratios, all_ratios;
