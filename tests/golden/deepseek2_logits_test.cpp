@@ -378,6 +378,18 @@ TEST_F(Deepseek2, SequencesInOneBatchGiveWhatEachGivesAlone) {
   }
 }
 
+// One thread or two: the same logits, bit for bit (each token's arithmetic does not depend on
+// which thread runs it).
+TEST_F(Deepseek2, ThreadCountDoesNotChangeTheLogits) {
+  LoadedForTest t = load_for_test(shared_path(kModel));
+  const std::vector<ReferenceSequence> seqs =
+      read_reference_sequences(shared_path(kDir + "tokens.txt"));
+  ThreadPool one(1), two(2);
+  const std::vector<float> a = all_logits(*t.model, seqs[1].tokens, one);
+  const std::vector<float> b = all_logits(*t.model, seqs[1].tokens, two);
+  EXPECT_EQ(a, b);
+}
+
 // Perplexity as llama-perplexity -c 128 computes it (README 7 of reference/llamacpp): 128-token
 // chunks of the BOS-prefixed text, each chunk's first token replaced by BOS, the logits at
 // positions 64..126 scoring tokens 65..127. Within 0.5 % of llama.cpp's 10644.5541.
