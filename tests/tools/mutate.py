@@ -141,7 +141,7 @@ MUTATIONS = [
       tests="PrefixCache"),
     m("sse-done-one-newline", "the stream ends with `data: [DONE]` and a single newline",
       [("src/serve/sse.h", 'kSseDone = "data: [DONE]\\n\\n";', 'kSseDone = "data: [DONE]\\n";')],
-      tests="Sse\\.|e2e_serve_curl"),
+      tests="Sse\\.|GenerationStream|e2e_serve_curl"),
     m("sse-done-dropped", "a streamed generation ends without `data: [DONE]`",
       [("src/serve/generation.cpp", "    exchange_->stream(std::string(kSseDone));\n", "")],
       tests="GenerationStream|e2e_serve_curl"),
