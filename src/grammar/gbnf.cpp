@@ -158,13 +158,13 @@ class Parser {
 
   // What an escape names must be a Unicode scalar value: a code point above U+10FFFF or a
   // surrogate has no UTF-8 encoding, and the grammar would emit bytes that decode to U+FFFD.
+  // `escape` is the escape as written (\U7FFFFFFF), for the message.
   uint32_t scalar_value(uint32_t cp, std::string_view escape) const {
     if (cp > kMaxCodePoint) {
-      error(
-          fmt::format("escape {}{:X} is beyond U+10FFFF, the last Unicode code point", escape, cp));
+      error(fmt::format("escape {} is beyond U+10FFFF, the last Unicode code point", escape));
     }
     if (cp >= kFirstSurrogate && cp <= kLastSurrogate) {
-      error(fmt::format("escape {}{:04X} is a UTF-16 surrogate, not a character", escape, cp));
+      error(fmt::format("escape {} is a UTF-16 surrogate, not a character", escape));
     }
     return cp;
   }
@@ -189,9 +189,11 @@ class Parser {
         case 'x':
           return parse_hex(2);
         case 'u':
-          return scalar_value(parse_hex(4), "\\u");
-        case 'U':
-          return scalar_value(parse_hex(8), "\\U");
+        case 'U': {
+          const size_t start = pos_ - 2;
+          const uint32_t cp = parse_hex(e == 'u' ? 4 : 8);
+          return scalar_value(cp, text_.substr(start, pos_ - start));
+        }
         case '\\':
         case '"':
         case '[':

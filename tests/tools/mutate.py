@@ -149,10 +149,10 @@ MUTATIONS = [
       "prompt tokens instead of 20 %",
       [("src/advise/advisor.cpp", "if (shareable >= 0.2) {", "if (shareable >= 0.02) {")],
       tests="Advisor"),
-    m("gbnf-code-point-unchecked", "a grammar's \\U escape may name a code point beyond "
-      "U+10FFFF (its bytes decode to U+FFFD)",
-      [("src/grammar/gbnf.cpp", 'return scalar_value(parse_hex(8), "\\\\U");',
-        "return parse_hex(8);")],
+    m("gbnf-code-point-unchecked", "a grammar's \\u / \\U escape may name a surrogate or a "
+      "code point beyond U+10FFFF (its bytes decode to U+FFFD)",
+      [("src/grammar/gbnf.cpp", "return scalar_value(cp, text_.substr(start, pos_ - start));",
+        "return cp;")],
       tests="Gbnf"),
     m("hf-merges-unchecked", "a tokenizer.json merges entry of any shape loads",
       [("src/formats/hf_tokenizer.cpp", "    fail(ErrorCode::kCorrupt,\n"
