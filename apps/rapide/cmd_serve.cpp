@@ -1,6 +1,7 @@
 // `rapide serve`: the OpenAI-compatible HTTP server (see src/serve/server.h).
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <optional>
 
@@ -43,6 +44,30 @@ struct ServeOptions {
   int disagg_timeout_ms = 30000;
   int disagg_min_prompt = 0;
 };
+
+// CLI11 reads an environment variable that is set but empty as if it were unset, and an empty
+// --api-key-file means no file: either started an open server for an operator who wrote
+// RAPIDE_API_KEY="$UNSET" (or --api-key-file "$UNSET") believing it protected. They are
+// refused like `--api-key ""` (serve/auth.h): a usage error, exit 2.
+void refuse_empty_auth_options(const CLI::App& cmd) {
+  for (const char* name : {"--api-key", "--api-key-file"}) {
+    const CLI::Option* option = cmd.get_option(name);
+    const std::string& env = option->get_envname();
+    // Not given at all (neither flag nor config file), yet its variable exists: it is empty.
+    if (option->count() == 0 && !env.empty() && std::getenv(env.c_str()) != nullptr) {
+      fail(ErrorCode::kInvalidArgument,
+           "{} is empty ({} is set to \"\"); pass a non-empty value, or unset {} to serve "
+           "without one",
+           name, env, env);
+    }
+  }
+  const CLI::Option* key_file = cmd.get_option("--api-key-file");
+  if (key_file->count() > 0 && key_file->as<std::string>().empty()) {
+    fail(ErrorCode::kInvalidArgument,
+         "--api-key-file is empty; pass a file of keys, or no --api-key-file to serve without "
+         "one");
+  }
+}
 
 // --disaggregate's checks, then this rank's role; nullopt when not disaggregated.
 std::optional<DisaggRole> disaggregation_role(const ServeOptions& o) {
@@ -247,7 +272,10 @@ void register_serve(CLI::App& app) {
       ->check(CLI::Range(0, 1 << 30))
       ->capture_default_str();
   add_engine_flags(*cmd, o->engine);
-  cmd->callback([o] { serve_main(*o); });
+  cmd->callback([o, cmd] {
+    refuse_empty_auth_options(*cmd);
+    serve_main(*o);
+  });
 }
 
 }  // namespace rapide::cli

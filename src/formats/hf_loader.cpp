@@ -491,8 +491,7 @@ ModelConfig config_from_hf_json(const std::string& config_json, const std::strin
                       config["tie_word_embeddings"].is_boolean() &&
                       config["tie_word_embeddings"].get<bool>();
   c.rope_theta = json_float(config, "rope_theta", name, 10000.0f);
-  if (!gemma && config.contains("hidden_act") &&
-      config["hidden_act"] != "silu") {
+  if (!gemma && config.contains("hidden_act") && config["hidden_act"] != "silu") {
     fail(ErrorCode::kUnsupported, "'{}': hidden_act {} is not supported ({} runs silu)", name,
          config["hidden_act"].dump(), arch);
   }

@@ -143,6 +143,42 @@ std::string chat_template_of(const json& config) {
   return "";
 }
 
+// model.merges, as "a b" strings (exactly one space, two non-empty parts, as the tokenizers
+// library itself requires) or, from tokenizers 0.20 on, as ["a", "b"] pairs; each becomes
+// "a b". Anything else (a number, a string, an object, an entry of another shape) is a
+// corrupt file naming the field and the entry: it loaded silently and tokenized wrongly.
+std::vector<std::string> parse_merges(const json& merges, const std::string& name) {
+  if (!merges.is_array()) {
+    fail(ErrorCode::kCorrupt, "'{}': tokenizer.json model.merges is a {}, not a list of merges",
+         name, merges.type_name());
+  }
+  std::vector<std::string> out;
+  out.reserve(merges.size());
+  for (size_t i = 0; i < merges.size(); ++i) {
+    const json& merge = merges[i];
+    if (merge.is_string()) {
+      const std::string text = merge.get<std::string>();
+      const size_t space = text.find(' ');
+      if (space != std::string::npos && space > 0 && space + 1 < text.size() &&
+          text.find(' ', space + 1) == std::string::npos) {
+        out.push_back(text);
+        continue;
+      }
+    } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() &&
+               merge[1].is_string() && !merge[0].get_ref<const std::string&>().empty() &&
+               !merge[1].get_ref<const std::string&>().empty()) {
+      out.push_back(merge[0].get<std::string>() + " " + merge[1].get<std::string>());
+      continue;
+    }
+    std::string shown = merge.dump(-1, ' ', false, json::error_handler_t::replace);
+    if (shown.size() > 40) shown = shown.substr(0, 40) + "...";
+    fail(ErrorCode::kCorrupt,
+         "'{}': tokenizer.json model.merges[{}] is {}, not a merge (\"a b\" or [\"a\", \"b\"])",
+         name, i, shown);
+  }
+  return out;
+}
+
 TokenizerData tokenizer_data(const HfTokenizerInputs& in, const std::string& name) {
   const json tok = parse_json(in.tokenizer_json, name, "tokenizer.json");
   const json config = in.tokenizer_config_json.empty()
@@ -261,20 +297,16 @@ TokenizerData tokenizer_data(const HfTokenizerInputs& in, const std::string& nam
     }
   }
 
+  if (!spm && !model.contains("merges")) {
+    fail(ErrorCode::kCorrupt, "'{}': byte-level BPE tokenizer.json has no merges (model.merges)",
+         name);
+  }
+  // Checked whichever kind reads them (the SentencePiece path ranks by score, not by merge):
+  // a merges field that is no list of merges means the file is not what it claims to be.
+  std::vector<std::string> merges =
+      model.contains("merges") ? parse_merges(model["merges"], name) : std::vector<std::string>{};
   if (!spm) {
-    if (!model.contains("merges") || !model["merges"].is_array()) {
-      fail(ErrorCode::kCorrupt, "'{}': byte-level BPE tokenizer.json has no merges", name);
-    }
-    for (const auto& merge : model["merges"]) {
-      if (merge.is_string()) {
-        t.merges.push_back(merge.get<std::string>());
-      } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() &&
-                 merge[1].is_string()) {  // tokenizers >= 0.20 writes pairs
-        t.merges.push_back(merge[0].get<std::string>() + " " + merge[1].get<std::string>());
-      } else {
-        fail(ErrorCode::kCorrupt, "'{}': malformed merge in tokenizer.json", name);
-      }
-    }
+    t.merges = std::move(merges);
     t.pre = guess_pre(tok, in.model_type);
   } else {
     t.pre = "default";

@@ -28,8 +28,10 @@ struct HfTokenizerInputs {
   std::string model_type;             // config.json model_type ("llama", "qwen2")
 };
 
-// `name` names the folder in errors. kCorrupt for malformed JSON, kUnsupported for tokenizer
-// models other than BPE.
+// `name` names the folder in errors. kCorrupt for malformed JSON and for fields that are not
+// what they claim (a vocabulary that is empty or shares ids, model.merges that is not a list of
+// "a b" strings or [a, b] pairs, in either kind); kUnsupported for tokenizer models other
+// than BPE.
 TokenizerData parse_hf_tokenizer(const HfTokenizerInputs& in, const std::string& name);
 
 }  // namespace rapide

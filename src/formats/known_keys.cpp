@@ -70,8 +70,7 @@ constexpr KnownKey kKnownKeys[] = {
      "1 softmax, 2 sigmoid (DeepSeek-V3); others refused"},
     {"expert_weights_norm", "deepseek2", KeyUse::kRead, "routed weights renormalised to sum 1"},
     {"expert_weights_scale", "deepseek2", KeyUse::kRead, "routed weights times this"},
-    {"leading_dense_block_count", "deepseek2", KeyUse::kRead,
-     "the first layers have a dense FFN"},
+    {"leading_dense_block_count", "deepseek2", KeyUse::kRead, "the first layers have a dense FFN"},
     // Multi-head latent attention.
     {"attention.q_lora_rank", "deepseek2", KeyUse::kRead, "query down-projection rank (0: attn_q)"},
     {"attention.kv_lora_rank", "deepseek2", KeyUse::kRead,

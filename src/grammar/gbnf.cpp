@@ -12,6 +12,7 @@ namespace rapide::grammar {
 namespace {
 
 constexpr uint32_t kMaxCodePoint = 0x10FFFF;
+constexpr uint32_t kFirstSurrogate = 0xD800, kLastSurrogate = 0xDFFF;
 // Repetition counts beyond this are refused: {m,n} unrolls into n copies.
 constexpr uint32_t kMaxRepeat = 10000;
 // What repetitions may unroll into, in elements (about 40 bytes each) and helper rules: a
@@ -155,7 +156,20 @@ class Parser {
     return value;
   }
 
-  // One code point of a literal or class, escapes decoded.
+  // What an escape names must be a Unicode scalar value: a code point above U+10FFFF or a
+  // surrogate has no UTF-8 encoding, and the grammar would emit bytes that decode to U+FFFD.
+  // `escape` is the escape as written (\U7FFFFFFF), for the message.
+  uint32_t scalar_value(uint32_t cp, std::string_view escape) const {
+    if (cp > kMaxCodePoint) {
+      error(fmt::format("escape {} is beyond U+10FFFF, the last Unicode code point", escape));
+    }
+    if (cp >= kFirstSurrogate && cp <= kLastSurrogate) {
+      error(fmt::format("escape {} is a UTF-16 surrogate, not a character", escape));
+    }
+    return cp;
+  }
+
+  // One code point of a literal or class, escapes decoded; always a Unicode scalar value.
   uint32_t parse_char() {
     if (at_end()) error("unexpected end of grammar");
     const unsigned char c = static_cast<unsigned char>(text_[pos_]);
@@ -175,9 +189,11 @@ class Parser {
         case 'x':
           return parse_hex(2);
         case 'u':
-          return parse_hex(4);
-        case 'U':
-          return parse_hex(8);
+        case 'U': {
+          const size_t start = pos_ - 2;
+          const uint32_t cp = parse_hex(e == 'u' ? 4 : 8);
+          return scalar_value(cp, text_.substr(start, pos_ - start));
+        }
         case '\\':
         case '"':
         case '[':
@@ -190,8 +206,12 @@ class Parser {
           error(fmt::format("unknown escape '\\{}'", e));
       }
     }
-    // A UTF-8 character of the grammar text itself.
-    const size_t length = std::min(utf8::sequence_length(c), text_.size() - pos_);
+    // A UTF-8 character of the grammar text itself. Strictly valid only: a broken sequence
+    // would otherwise decode to some code point (or to one above U+10FFFF) that the grammar
+    // then emits as bytes no UTF-8 decoder accepts.
+    const utf8::CharCheck check = utf8::check_char(text_.substr(pos_));
+    if (check.status != utf8::CharStatus::kComplete) error("grammar text is not valid UTF-8");
+    const size_t length = check.length;
     uint32_t cp = length == 1 ? c : c & (0xFF >> (length + 1));
     for (size_t i = 1; i < length; ++i)
       cp = (cp << 6) | (static_cast<unsigned char>(text_[pos_ + i]) & 0x3F);
@@ -265,9 +285,10 @@ class Parser {
     }
     if (at_end()) error("unterminated character class");
     ++pos_;  // ']'
-    if (negated) {
-      ranges = complement(std::move(ranges));
-      // Surrogates are not characters.
+    if (negated) ranges = complement(std::move(ranges));
+    {
+      // Surrogates are not characters: a range that spans them ([\u0000-\uFFFF], or any
+      // negated class) matches the scalar values on either side only.
       std::vector<CodeRange> clipped;
       for (const CodeRange& r : ranges) {
         for (const CodeRange& allowed : any_char()) {

@@ -25,6 +25,10 @@
 //
 // Per position and layer the cache holds 2 (K and V copies) x (kv_lora_rank + mla_rope_dim)
 // values against 2 x n_heads x (nope + rope) for an expanded layout (docs/kv-cache.md).
+// Speed: correct first. The per-head products (W_UK[h]^T, W_UV[h]) run one after another,
+// 2 x n_heads small products a layer, each its own pool dispatch; DeepSeek-V3's 128 heads
+// would want them batched. W_UK^T is kept in f32 (dequantized at load).
+//
 // Rope scaling as llama.cpp's build_deepseek2: linear or YaRN on the rope part, with its
 // mscale^2 on the scores (YaRN is not checked against llama.cpp: the reference file has
 // none). Not supported: per-frequency rope factors (LongRoPE, rope_freqs) and tensor

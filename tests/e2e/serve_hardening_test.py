@@ -5,7 +5,8 @@ and the server keeps serving.
 usage: serve_hardening_test.py RAPIDE_BINARY SHARED_DIR
 Covers a chunked request with an oversized or endless trailer, JSON nested ~60k levels deep
 (in a field and in `tools`), a number beyond double's range, sampling parameters the sampler
-cannot honour, an empty --api-key, and the lower-case "bearer" scheme.
+cannot honour, an empty --api-key, the lower-case "bearer" scheme, and grammars naming code
+points that are not characters (issue 53).
 """
 import json
 import os
@@ -121,6 +122,22 @@ def test_out_of_range(s):
     alive(s, "out-of-range numbers")
 
 
+def test_grammar_code_points(s):
+    # Issue 53 N6: this grammar compiled and the output showed U+FFFD. Only Unicode scalar
+    # values are characters: beyond U+10FFFF, or a surrogate, is a 400 naming the field.
+    for grammar in ['root ::= "\\U7FFFFFFF"', 'root ::= [a-\\U00110000]',
+                    'root ::= "\\uD800"']:
+        status, _, text = curl(s, "/v1/completions", key=KEY,
+                               body={"prompt": "x", "max_tokens": 4, "grammar": grammar})
+        try:
+            param = json.loads(text)["error"]["param"]
+        except (ValueError, KeyError, TypeError):
+            param = None
+        check(status == 400 and param == "grammar",
+              f"grammar {grammar} -> 400 naming grammar (got {status}: {text[:160]})")
+    alive(s, "grammars naming non-characters")
+
+
 def test_bearer_case(s):
     status, _, text = curl(s, "/v1/models", headers=[f"Authorization: bearer {KEY}"])
     check(status == 200, f"lower-case 'bearer' scheme accepted (got {status}: {text[:120]})")
@@ -130,6 +147,7 @@ def test_requests(s):
     check("authentication on" in s.log(), "the log says authentication is on")
     test_bearer_case(s)
     test_out_of_range(s)
+    test_grammar_code_points(s)
 
 
 def test_empty_api_key():

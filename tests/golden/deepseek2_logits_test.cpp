@@ -51,6 +51,7 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <random>
 #include <sstream>
 
 #include <unistd.h>
@@ -60,6 +61,7 @@
 #include "formats/gguf_writer.h"
 #include "golden/greedy_runner.h"
 #include "golden/llamacpp_reference.h"
+#include "kernels/kv_rows.h"
 #include "kv/paged_kv_store.h"
 #include "model/tensor_parallel.h"
 #include "test_paths.h"
@@ -376,6 +378,18 @@ TEST_F(Deepseek2, SequencesInOneBatchGiveWhatEachGivesAlone) {
   }
 }
 
+// One thread or two: the same logits, bit for bit (each token's arithmetic does not depend on
+// which thread runs it).
+TEST_F(Deepseek2, ThreadCountDoesNotChangeTheLogits) {
+  LoadedForTest t = load_for_test(shared_path(kModel));
+  const std::vector<ReferenceSequence> seqs =
+      read_reference_sequences(shared_path(kDir + "tokens.txt"));
+  ThreadPool one(1), two(2);
+  const std::vector<float> a = all_logits(*t.model, seqs[1].tokens, one);
+  const std::vector<float> b = all_logits(*t.model, seqs[1].tokens, two);
+  EXPECT_EQ(a, b);
+}
+
 // Perplexity as llama-perplexity -c 128 computes it (README 7 of reference/llamacpp): 128-token
 // chunks of the BOS-prefixed text, each chunk's first token replaced by BOS, the logits at
 // positions 64..126 scoring tokens 65..127. Within 0.5 % of llama.cpp's 10644.5541.
@@ -565,6 +579,205 @@ TEST_F(Deepseek2, LiteLayoutAndSoftmaxGatingLoadAndRun) {
         << "position " << p;
   }
   std::filesystem::remove(path);
+}
+
+// DeepSeek-V3's MLA widths (kv_lora_rank 512, rope 64, nope 128, v 128: a 576-wide latent
+// row, kMaxHeadDim) on a small random one-layer model, against the expanded attention of
+// llama.cpp's build_deepseek2 written out here in double (per-head k_nope and v from
+// attn_kv_b, the shared k_pe, NORM rope with the angle base^(-2i/64)). Measured max |d|
+// (logits up to 7.6): f32 cache 4.5e-6, f16 3.1e-3, q8_0 0.096; bounds 5e-5, 0.01, 0.2.
+struct V3Widths {
+  static constexpr int kDim = 64, kHeads = 2, kQLora = 32, kKvLora = 512, kRope = 64, kNope = 128,
+                       kV = 128, kFfn = 128, kVocab = 64;
+  std::vector<std::pair<std::string, std::vector<float>>> tensors;
+  std::mt19937 rng{2024};
+
+  std::vector<float>& add(const std::string& name, int64_t cols, int64_t rows, float gain) {
+    std::normal_distribution<float> d(0.0f, gain / std::sqrt(static_cast<float>(cols)));
+    std::vector<float> t(static_cast<size_t>(cols * rows));
+    for (float& x : t) x = d(rng);
+    tensors.emplace_back(name, std::move(t));
+    return tensors.back().second;
+  }
+  std::vector<float>& norm(const std::string& name, int64_t n) {
+    std::normal_distribution<float> d(1.0f, 0.1f);
+    std::vector<float> t(static_cast<size_t>(n));
+    for (float& x : t) x = d(rng);
+    tensors.emplace_back(name, std::move(t));
+    return tensors.back().second;
+  }
+  const std::vector<float>& get(const std::string& name) const {
+    for (const auto& [n, t] : tensors) {
+      if (n == name) return t;
+    }
+    throw std::runtime_error(name);
+  }
+};
+
+std::vector<double> matvec(const std::vector<float>& w, const std::vector<double>& x, int cols,
+                           int rows) {
+  std::vector<double> y(rows, 0.0);
+  for (int r = 0; r < rows; ++r) {
+    for (int c = 0; c < cols; ++c) y[r] += static_cast<double>(w[r * cols + c]) * x[c];
+  }
+  return y;
+}
+
+std::vector<double> rms(const std::vector<double>& x, const std::vector<float>& w, size_t from,
+                        size_t n) {
+  double ss = 0;
+  for (size_t i = 0; i < n; ++i) ss += x[from + i] * x[from + i];
+  const double scale = 1.0 / std::sqrt(ss / n + 1e-6);
+  std::vector<double> y(n);
+  for (size_t i = 0; i < n; ++i) y[i] = x[from + i] * scale * w[i];
+  return y;
+}
+
+void rope_norm(double* x, int n_rot, int pos) {
+  for (int i = 0; i < n_rot / 2; ++i) {
+    const double theta = pos * std::pow(10000.0, -2.0 * i / n_rot);
+    const double a = x[2 * i], b = x[2 * i + 1];
+    x[2 * i] = a * std::cos(theta) - b * std::sin(theta);
+    x[2 * i + 1] = a * std::sin(theta) + b * std::cos(theta);
+  }
+}
+
+TEST(Deepseek2V3Widths, AbsorbedAttentionMatchesTheExpandedOne) {
+  using W = V3Widths;
+  W m;
+  m.add("token_embd.weight", W::kDim, W::kVocab, 1.0f * std::sqrt(float(W::kDim)));
+  m.norm("blk.0.attn_norm.weight", W::kDim);
+  m.add("blk.0.attn_q_a.weight", W::kDim, W::kQLora, 1.0f);
+  m.norm("blk.0.attn_q_a_norm.weight", W::kQLora);
+  m.add("blk.0.attn_q_b.weight", W::kQLora, W::kHeads * (W::kNope + W::kRope), 1.5f);
+  m.add("blk.0.attn_kv_a_mqa.weight", W::kDim, W::kKvLora + W::kRope, 1.5f);
+  m.norm("blk.0.attn_kv_a_norm.weight", W::kKvLora);
+  m.add("blk.0.attn_kv_b.weight", W::kKvLora, W::kHeads * (W::kNope + W::kV), 1.5f);
+  m.add("blk.0.attn_output.weight", W::kHeads * W::kV, W::kDim, 1.0f);
+  m.norm("blk.0.ffn_norm.weight", W::kDim);
+  m.add("blk.0.ffn_gate.weight", W::kDim, W::kFfn, 1.0f);
+  m.add("blk.0.ffn_up.weight", W::kDim, W::kFfn, 1.0f);
+  m.add("blk.0.ffn_down.weight", W::kFfn, W::kDim, 1.0f);
+  m.norm("output_norm.weight", W::kDim);
+  m.add("output.weight", W::kDim, W::kVocab, 2.5f);
+
+  GgufWriter w;
+  const std::string p = "deepseek2.";
+  w.set("general.architecture", GgufValue::string("deepseek2"));
+  w.set(p + "context_length", GgufValue::u32(64));
+  w.set(p + "embedding_length", GgufValue::u32(W::kDim));
+  w.set(p + "block_count", GgufValue::u32(1));
+  w.set(p + "feed_forward_length", GgufValue::u32(W::kFfn));
+  w.set(p + "attention.head_count", GgufValue::u32(W::kHeads));
+  w.set(p + "attention.head_count_kv", GgufValue::u32(W::kHeads));
+  w.set(p + "attention.key_length", GgufValue::u32(W::kNope + W::kRope));
+  w.set(p + "attention.value_length", GgufValue::u32(W::kV));
+  w.set(p + "attention.layer_norm_rms_epsilon", GgufValue::f32(1e-6f));
+  w.set(p + "attention.q_lora_rank", GgufValue::u32(W::kQLora));
+  w.set(p + "attention.kv_lora_rank", GgufValue::u32(W::kKvLora));
+  w.set(p + "rope.dimension_count", GgufValue::u32(W::kRope));
+  w.set(p + "rope.freq_base", GgufValue::f32(10000.0f));
+  w.set(p + "leading_dense_block_count", GgufValue::u32(1));
+  for (const auto& [name, t] : m.tensors) {
+    std::vector<int64_t> shape;
+    if (name.find("norm") != std::string::npos) {
+      shape = {static_cast<int64_t>(t.size())};
+    } else {
+      // Every matrix was added as [cols, rows]; recover cols from its neighbours' sizes.
+      const int64_t cols = name == "blk.0.attn_q_b.weight"      ? W::kQLora
+                           : name == "blk.0.attn_kv_b.weight"   ? W::kKvLora
+                           : name == "blk.0.attn_output.weight" ? W::kHeads * W::kV
+                           : name == "blk.0.ffn_down.weight"    ? W::kFfn
+                                                                : W::kDim;
+      shape = {cols, static_cast<int64_t>(t.size()) / cols};
+    }
+    w.add_tensor(name, TensorType::kF32, shape, t.data(), t.size() * 4);
+  }
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("deepseek2-v3widths-" + std::to_string(::getpid()) + ".gguf"))
+                               .string();
+  w.write(path);
+  auto file = std::make_shared<const ModelFile>(load_model(path));
+  std::filesystem::remove(path);
+  Model model(file);
+  ASSERT_EQ(KvLayout::for_model(model.config(), 16, KvType::kF16).head_dim, 576);
+
+  const std::vector<int32_t> tokens = {1, 17, 42, 5, 63, 8, 30, 30, 11, 2, 50, 7};
+  const int n = static_cast<int>(tokens.size());
+  // The expanded forward, in double.
+  std::vector<std::vector<double>> x(n), k_nope(n), k_pe(n), v(n), q(n);
+  const int qh = W::kNope + W::kRope, kvh = W::kNope + W::kV;
+  for (int t = 0; t < n; ++t) {
+    const std::vector<float>& e = m.get("token_embd.weight");
+    x[t].assign(e.begin() + tokens[t] * W::kDim, e.begin() + (tokens[t] + 1) * W::kDim);
+    const std::vector<double> xn = rms(x[t], m.get("blk.0.attn_norm.weight"), 0, W::kDim);
+    std::vector<double> qa = matvec(m.get("blk.0.attn_q_a.weight"), xn, W::kDim, W::kQLora);
+    qa = rms(qa, m.get("blk.0.attn_q_a_norm.weight"), 0, W::kQLora);
+    q[t] = matvec(m.get("blk.0.attn_q_b.weight"), qa, W::kQLora, W::kHeads * qh);
+    const std::vector<double> c =
+        matvec(m.get("blk.0.attn_kv_a_mqa.weight"), xn, W::kDim, W::kKvLora + W::kRope);
+    const std::vector<double> kvc = rms(c, m.get("blk.0.attn_kv_a_norm.weight"), 0, W::kKvLora);
+    const std::vector<double> kv =
+        matvec(m.get("blk.0.attn_kv_b.weight"), kvc, W::kKvLora, W::kHeads * kvh);
+    k_pe[t].assign(c.begin() + W::kKvLora, c.end());
+    rope_norm(k_pe[t].data(), W::kRope, t);
+    for (int h = 0; h < W::kHeads; ++h) {
+      k_nope[t].insert(k_nope[t].end(), kv.begin() + h * kvh, kv.begin() + h * kvh + W::kNope);
+      v[t].insert(v[t].end(), kv.begin() + h * kvh + W::kNope, kv.begin() + (h + 1) * kvh);
+      rope_norm(q[t].data() + h * qh + W::kNope, W::kRope, t);
+    }
+  }
+  std::vector<double> expected;
+  for (int t = 0; t < n; ++t) {
+    std::vector<double> heads(W::kHeads * W::kV, 0.0);
+    for (int h = 0; h < W::kHeads; ++h) {
+      std::vector<double> s(t + 1);
+      double top = -1e300;
+      for (int j = 0; j <= t; ++j) {
+        double dot = 0;
+        for (int d = 0; d < W::kNope; ++d) dot += q[t][h * qh + d] * k_nope[j][h * W::kNope + d];
+        for (int d = 0; d < W::kRope; ++d) dot += q[t][h * qh + W::kNope + d] * k_pe[j][d];
+        s[j] = dot / std::sqrt(double(qh));
+        top = std::max(top, s[j]);
+      }
+      double sum = 0;
+      for (double& e : s) sum += (e = std::exp(e - top));
+      for (int j = 0; j <= t; ++j) {
+        for (int d = 0; d < W::kV; ++d) heads[h * W::kV + d] += s[j] / sum * v[j][h * W::kV + d];
+      }
+    }
+    const std::vector<double> a =
+        matvec(m.get("blk.0.attn_output.weight"), heads, W::kHeads * W::kV, W::kDim);
+    for (int d = 0; d < W::kDim; ++d) x[t][d] += a[d];
+    const std::vector<double> xn2 = rms(x[t], m.get("blk.0.ffn_norm.weight"), 0, W::kDim);
+    const std::vector<double> g = matvec(m.get("blk.0.ffn_gate.weight"), xn2, W::kDim, W::kFfn);
+    const std::vector<double> u = matvec(m.get("blk.0.ffn_up.weight"), xn2, W::kDim, W::kFfn);
+    std::vector<double> act(W::kFfn);
+    for (int i = 0; i < W::kFfn; ++i) act[i] = g[i] / (1 + std::exp(-g[i])) * u[i];
+    const std::vector<double> f = matvec(m.get("blk.0.ffn_down.weight"), act, W::kFfn, W::kDim);
+    for (int d = 0; d < W::kDim; ++d) x[t][d] += f[d];
+    const std::vector<double> o = rms(x[t], m.get("output_norm.weight"), 0, W::kDim);
+    const std::vector<double> logits = matvec(m.get("output.weight"), o, W::kDim, W::kVocab);
+    expected.insert(expected.end(), logits.begin(), logits.end());
+  }
+
+  ThreadPool pool(2);
+  for (const auto& [type, tol] : {std::pair{KvType::kF32, 5e-5}, std::pair{KvType::kF16, 0.01},
+                                  std::pair{KvType::kQ8_0, 0.2}}) {
+    ContiguousKvStore kv(model.config(), 1, n, type, 16);
+    Batch b;
+    for (int t = 0; t < n; ++t) b.add(tokens[t], 0, t, true);
+    const std::span<const float> got = model.forward(b, kv, pool);
+    ASSERT_EQ(got.size(), expected.size());
+    double worst = 0, scale = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      worst = std::max(worst, std::fabs(got[i] - expected[i]));
+      scale = std::max(scale, std::fabs(expected[i]));
+    }
+    std::printf("deepseek2 V3 widths, %s cache: max |d| %.3g (tol %.3g), max |logit| %.3g\n",
+                kv_type_name(type), worst, tol, scale);
+    EXPECT_LE(worst, tol) << kv_type_name(type);
+  }
 }
 
 }  // namespace

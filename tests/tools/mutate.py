@@ -15,6 +15,7 @@ the file (the code moved or changed; update the entry) or its build fails (not a
 
 Usage:
     tests/tools/mutate.py --list
+    tests/tools/mutate.py --check      (every entry's search text occurs once; builds nothing)
     tests/tools/mutate.py [--only NAME[,NAME...]] [--build-dir build] [-R REGEX] [-L LABEL]
                           [-E REGEX] [--timeout SECONDS] [--targeted] [-j N]
 
@@ -96,10 +97,10 @@ MUTATIONS = [
         "std::clamp(static_cast<int>(out.tokens.size()) - 1, 0, d->second);",
         "std::clamp(static_cast<int>(out.tokens.size()), 0, d->second);")],
       tests="Speculative"),
-    m("spec-reject-keeps-draft", "a rejected guess can still be drawn (sampling from p, not "
-      "from p without the draft)",
-      [("src/sampling/sampler.cpp", "      walk_total = total - candidates_[skip].prob;\n",
-        "      walk_total = total;\n      skip = n;\n")],
+    m("spec-reject-keeps-draft", "a rejected guess can still be drawn (resampling from p, not "
+      "from the residual max(0, p - q))",
+      [("src/sampling/sampler.cpp", "chosen = residual_total > 0.0",
+        "chosen = false && residual_total > 0.0")],
       tests="SpeculativeVerify"),
     m("journal-no-fdatasync", "the batch journal never fdatasyncs (a power cut loses "
       "acknowledged records; a SIGKILL does not show it)",
@@ -112,13 +113,14 @@ MUTATIONS = [
         "if (!existed) files_.sync_directory(std::filesystem::absolute(path).parent_path()"
         ".string());", "(void)existed;")],
       tests="RecordJournal|BatchRunnerTest"),
-    m("resume-forgets-custom-ids", "resume forgets the custom_ids earlier runs answered, so a "
-      "later line repeating one is answered again",
-      [("src/batch/batch_runner.cpp", "if (it->second) parser_.mark_seen(*it->second);", "")],
-      tests="BatchRunnerTest|batch_kill_resume"),
+    m("resume-duplicates-unchecked", "duplicate custom_ids are only refused on a fresh batch: "
+      "on resume, a custom_id an earlier run answered may appear on two lines",
+      [("src/batch/resume_plan.cpp", "if (!inserted) {",
+        "if (!inserted && answered.size() == 0) {")],
+      tests="ResumePlan|BatchRunnerTest"),
     m("resume-reruns-answered", "resume runs the lines earlier runs answered again",
-      [("src/batch/batch_runner.cpp", "if (auto it = done_.find(line); it != done_.end()) {",
-        "if (auto it = done_.find(line); false && it != done_.end()) {")],
+      [("src/batch/batch_runner.cpp", "if (plan_.answered_lines.erase(line) > 0) continue;",
+        "plan_.answered_lines.erase(line);")],
       tests="BatchRunnerTest|batch_kill_resume"),
     m("hash-skips-token-no-recheck", "block hashes ignore each block's last token and match() "
       "trusts the hash (a prompt differing at position 15 reuses another's KV)",
@@ -139,7 +141,24 @@ MUTATIONS = [
       tests="PrefixCache"),
     m("sse-done-one-newline", "the stream ends with `data: [DONE]` and a single newline",
       [("src/serve/sse.h", 'kSseDone = "data: [DONE]\\n\\n";', 'kSseDone = "data: [DONE]\\n";')],
-      tests="Sse\\.|e2e_serve_curl"),
+      tests="Sse\\.|GenerationStream|e2e_serve_curl"),
+    m("sse-done-dropped", "a streamed generation ends without `data: [DONE]`",
+      [("src/serve/generation.cpp", "    exchange_->stream(std::string(kSseDone));\n", "")],
+      tests="GenerationStream|e2e_serve_curl"),
+    m("advisor-prefix-threshold", "the advisor turns the prefix cache on for 2 % shareable "
+      "prompt tokens instead of 20 %",
+      [("src/advise/advisor.cpp", "if (shareable >= 0.2) {", "if (shareable >= 0.02) {")],
+      tests="Advisor"),
+    m("gbnf-code-point-unchecked", "a grammar's \\u / \\U escape may name a surrogate or a "
+      "code point beyond U+10FFFF (its bytes decode to U+FFFD)",
+      [("src/grammar/gbnf.cpp", "return scalar_value(cp, text_.substr(start, pos_ - start));",
+        "return cp;")],
+      tests="Gbnf"),
+    m("hf-merges-unchecked", "a tokenizer.json merges entry of any shape loads",
+      [("src/formats/hf_tokenizer.cpp", "    fail(ErrorCode::kCorrupt,\n"
+        "         \"'{}': tokenizer.json model.merges[{}] is {}", "    if (false) fail(ErrorCode::kCorrupt,\n"
+        "         \"'{}': tokenizer.json model.merges[{}] is {}")],
+      tests="HfLoader"),
     m("histogram-le-exclusive", "a Prometheus bucket does not count an observation equal to "
       "its upper bound (le is inclusive)",
       [("src/serve/metrics.cpp", "std::lower_bound(bounds_.begin(), bounds_.end(), value)",
@@ -364,10 +383,33 @@ def run_tests(args, regex, log_path, timeout=None):
 
 # --- main ----------------------------------------------------------------------------------
 
+def check_list():
+    """0 when every mutation applies to today's source, else 1 with one line per stale entry.
+
+    A stale entry is skipped by a run, silently shrinking the audit (issue 53: three entries
+    targeted code that no longer existed); the ctest mutate_list_applies runs this."""
+    stale = []
+    names = set()
+    for mu in MUTATIONS:
+        why = check_edits(mu)
+        if mu.name in names:
+            why = "the name is used twice"
+        names.add(mu.name)
+        if why:
+            stale.append(mu.name)
+            print(f"{mu.name:28} {why.replace(': skipped', '')}")
+    print(f"{len(MUTATIONS) - len(stale)} of {len(MUTATIONS)} mutations apply"
+          + (f"; fix or remove: {', '.join(stale)}" if stale else ""))
+    return 1 if stale else 0
+
+
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--list", action="store_true", help="list the mutations and exit")
+    p.add_argument("--check", action="store_true",
+                   help="check that every entry applies (its search text occurs exactly once "
+                        "in its file) and exit: 1 if one does not; builds and runs nothing")
     p.add_argument("--only", default="", help="comma-separated mutation names")
     p.add_argument("--build-dir", default="build")
     p.add_argument("-R", dest="regex", default="", help="ctest -R for every mutation")
@@ -391,6 +433,8 @@ def main():
             files = ", ".join(sorted({e.path for e in mu.edits}))
             print(f"{mu.name:28} {mu.description}\n{'':28} [{files}]")
         return 0
+    if args.check:
+        return check_list()
     selected = MUTATIONS
     if args.only:
         names = [n.strip() for n in args.only.split(",") if n.strip()]

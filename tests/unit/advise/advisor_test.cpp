@@ -168,6 +168,35 @@ TEST(Advisor, PrefixCacheOffWithSharedPrefixesIsTurnedOn) {
   EXPECT_NEAR(f.prediction->after, base + (0.08 - base) * (1 - 0.78), 1e-3);
 }
 
+// Issue 53's mutation audit: moving the threshold (`shareable >= 0.2`) to 0.02 passed every
+// test, which only tried 78 %. With the cache off, a workload just under a fifth shareable is
+// not worth a lever; one at or just over it is.
+TEST(Advisor, PrefixCacheThresholdIsAFifthOfPromptTokens) {
+  const auto prefix_finding = [](double shareable) {
+    EngineState s = healthy();
+    s.config.prefix_cache = false;
+    s.prefix = {};
+    const auto tokens = static_cast<uint64_t>(std::llround(40000 * shareable));
+    s.sharing = {40, 40000, tokens, 39};
+    const Advice a = run(s);
+    for (const Finding& f : a.findings) {
+      if (f.id == "prefix-cache") return f;
+    }
+    ADD_FAILURE() << "no prefix-cache finding:\n" << format_advice(a);
+    return Finding{};
+  };
+  const Finding under = prefix_finding(0.15);
+  EXPECT_FALSE(under.fires) << under.verdict;
+  EXPECT_TRUE(under.flags.empty());
+  EXPECT_NE(under.verdict.find("little sharing"), std::string::npos) << under.verdict;
+  for (const double shareable : {0.2, 0.25}) {
+    const Finding over = prefix_finding(shareable);
+    EXPECT_TRUE(over.fires) << shareable << ": " << over.verdict;
+    ASSERT_EQ(over.flags.size(), 1u) << shareable;
+    EXPECT_EQ(over.flags[0].first, "--prefix-cache");
+  }
+}
+
 TEST(Advisor, StaticBatchingWithVariedOutputsIsMadeContinuous) {
   EngineState s = healthy();
   s.config.batching = "static";

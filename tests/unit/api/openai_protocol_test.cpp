@@ -230,6 +230,8 @@ TEST_F(ProtocolTest, StructuredOutputFieldsBecomeOneConstraint) {
     EXPECT_TRUE(parse_completion_request(body, *tokenizer_).sampling.constraint) << extra.dump();
   }
   EXPECT_EQ(refused_param({{"prompt", "x"}, {"grammar", "root ::= undefined"}}), "grammar");
+  // A code point beyond U+10FFFF has no UTF-8 encoding (red-team N6).
+  EXPECT_EQ(refused_param({{"prompt", "x"}, {"grammar", R"(root ::= "\U7FFFFFFF")"}}), "grammar");
   EXPECT_EQ(refused_param({{"prompt", "x"}, {"guided_regex", "(?=a)"}}), "guided_regex");
   EXPECT_EQ(refused_param({{"prompt", "x"}, {"guided_choice", "a"}}), "guided_choice");
   EXPECT_EQ(refused_param({{"prompt", "x"}, {"grammar", "root ::= \"a\""}, {"guided_regex", "a"}}),

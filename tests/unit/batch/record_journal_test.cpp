@@ -327,6 +327,37 @@ TEST(ResumePlan, DuplicateCustomIdsAndEditedAnsweredRequestsStopEverything) {
   EXPECT_EQ(legacy.answered_lines, (std::unordered_set<uint64_t>{1}));
 }
 
+// Issue 53 mutation audit: the duplicate check skipped when the journals held answers
+// survived every test, which only tried duplicates on a fresh batch. A custom_id answered by an
+// earlier run that now appears on two identical lines would have both lines skipped as
+// answered; one that was never answered would run twice. Both stop everything on resume too.
+TEST(ResumePlan, DuplicateCustomIdsStopAResumeToo) {
+  TempDir dir;
+  const std::string a = R"({"custom_id":"a","n":1})", b = R"({"custom_id":"b","n":2})",
+                    c = R"({"custom_id":"c","n":3})";
+  const std::string records = answers({{1, a}, {2, b}});
+  const auto duplicate = [&](const std::string& input) {
+    try {
+      plan(dir, input, records);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  // The answered request, byte for byte, on lines 1 and 3 (no edit for the digest to notice).
+  EXPECT_NE(
+      duplicate(a + "\n" + b + "\n" + a + "\n").find("custom_id 'a' appears on lines 1 and 3"),
+      std::string::npos);
+  // A request no run answered yet, twice, beside answered ones.
+  EXPECT_NE(duplicate(a + "\n" + c + "\n" + b + "\n" + c + "\n")
+                .find("custom_id 'c' appears on lines 2 and 4"),
+            std::string::npos);
+  // Without the duplicate the same journals resume normally.
+  EXPECT_EQ(plan(dir, a + "\n" + b + "\n" + c + "\n", records).answered_lines,
+            (std::unordered_set<uint64_t>{1, 2}));
+}
+
 TEST(BatchSeed, DerivedFromTheCustomIdAsDocumented) {
   // docs/batch.md gives the formula; these values pin it (the e2e test recomputes them).
   EXPECT_EQ(derive_seed("request-1"), 0xba7f31aeabe36141ull);

@@ -109,6 +109,27 @@ TEST(CliConventions, FlagsComeFromTheEnvironmentAndAConfigFile) {
   EXPECT_NE(bad.out.find("ctx-sise"), std::string::npos) << bad.out;
 }
 
+// Issue 53: `--api-key ""` exited 2, but RAPIDE_API_KEY= (set, empty) started a server with
+// authentication off, as did an empty --api-key-file in either form. Every form exits 2 before
+// serving. `timeout` bounds the run: before the fix the server came up and kept serving.
+TEST(CliConventions, AnEmptyApiKeyInAnyFormExitsTwo) {
+  const auto serve = [](const std::string& flags, const std::string& env) {
+    return run_rapide("serve --host 127.0.0.1 --port 0 " + flags, true, env + " timeout 20");
+  };
+  const CliResult flag = serve("--api-key ''", "");
+  EXPECT_EQ(flag.exit_code, 2) << flag.out;
+  EXPECT_NE(flag.out.find("--api-key is empty"), std::string::npos) << flag.out;
+  for (const std::string env : {"RAPIDE_API_KEY=", "RAPIDE_API_KEY_FILE="}) {
+    const CliResult r = serve("", env);
+    EXPECT_EQ(r.exit_code, 2) << env << ": " << r.out;
+    EXPECT_NE(r.out.find(env.substr(0, env.size() - 1) + " is set to \"\""), std::string::npos)
+        << r.out;
+  }
+  const CliResult file = serve("--api-key-file ''", "");
+  EXPECT_EQ(file.exit_code, 2) << file.out;
+  EXPECT_NE(file.out.find("--api-key-file is empty"), std::string::npos) << file.out;
+}
+
 TEST(CliConventions, KvMemoryBeyondTheMachineFailsAtOnce) {
   RAPIDE_REQUIRE_SHARED("models/stories260K/stories260K.gguf");
   const CliResult r = quick_run("--kv-memory 4096TiB");

@@ -24,7 +24,8 @@ std::string read_all(const std::string& path) {
 
 // A scratch file for one test, removed at the end.
 struct TempFile {
-  std::string path = "/tmp/rapide_tokenize_test_" + std::to_string(::getpid()) + ".txt";
+  std::string path =
+      ::testing::TempDir() + "rapide_tokenize_test_" + std::to_string(::getpid()) + ".txt";
   explicit TempFile(const std::string& contents) {
     std::ofstream(path, std::ios::binary) << contents;
   }

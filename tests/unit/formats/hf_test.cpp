@@ -485,6 +485,40 @@ TEST(HfLoader, TokenizerFieldsOfTheWrongTypeAreCorrupt) {
   expect_error([&] { parse_hf_tokenizer(in, "c"); }, ErrorCode::kCorrupt, "wrong type");
 }
 
+// Red-team (issue 53, old 18): merges set to 1, "x", {} or holding junk entries loaded without
+// a word. Both kinds of tokenizer.json refuse them as a corrupt file naming the field.
+TEST(HfLoader, MergesThatAreNoListOfMergesAreCorrupt) {
+  const auto tokenizer_json = [](bool byte_level, const std::string& merges) {
+    return std::string(R"({"model": {"type": "BPE", )") +
+           (byte_level ? "" : R"("byte_fallback": true, )") + R"("merges": )" + merges +
+           R"(, "vocab": {"a": 0, "b": 1, "ab": 2}})" +
+           (byte_level ? R"(, "pre_tokenizer": {"type": "ByteLevel"}})" : "}");
+  };
+  for (const bool byte_level : {true, false}) {
+    SCOPED_TRACE(byte_level ? "byte-level" : "SentencePiece-style");
+    HfTokenizerInputs in;
+    for (const std::string merges : {"1", "\"x\"", "{}", "null", "true"}) {
+      in.tokenizer_json = tokenizer_json(byte_level, merges);
+      expect_error([&] { parse_hf_tokenizer(in, "m"); }, ErrorCode::kCorrupt, "model.merges is a");
+    }
+    for (const std::string junk :
+         {"1", "{}", "null", "\"x\"", "\"a  b\"", "\"a b c\"", "\" b\"", "\"a \"", "[]", "[\"a\"]",
+          "[\"a\", 1]", "[\"a\", \"\"]", "[\"a\", \"b\", \"c\"]"}) {
+      SCOPED_TRACE(junk);
+      in.tokenizer_json = tokenizer_json(byte_level, "[\"a b\", " + junk + "]");
+      expect_error([&] { parse_hf_tokenizer(in, "m"); }, ErrorCode::kCorrupt, "model.merges[1]");
+    }
+    // What real files hold stays accepted: strings, pairs (tokenizers >= 0.20), none at all.
+    in.tokenizer_json = tokenizer_json(byte_level, R"(["a b", ["ab", "b"]])");
+    const TokenizerData t = parse_hf_tokenizer(in, "m");
+    if (byte_level) {
+      EXPECT_EQ(t.merges, (std::vector<std::string>{"a b", "ab b"}));
+    }
+    in.tokenizer_json = tokenizer_json(byte_level, "[]");
+    EXPECT_NO_THROW(parse_hf_tokenizer(in, "m"));
+  }
+}
+
 TEST(HfLoader, RejectsDeeplyNestedJson) {
   testing::TempDir dir;
   write_qwen2_folder(dir, false);

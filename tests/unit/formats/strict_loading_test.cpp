@@ -82,10 +82,8 @@ std::vector<std::string> reference_ggufs() {
 // Reference files that rapide refuses on purpose although their architecture is supported,
 // each with the part of the message that says why. They loaded before the rule and computed
 // something else than the file describes.
-const std::vector<std::pair<std::string, std::string>> kRefusedOnPurpose = {
-    // Llama 3.1 rope frequency factors: not implemented yet, so refused by name.
-    {"llama3-rope-F32.gguf", "tensor 'rope_freqs.weight'"},
-};
+// (None today: Llama 3.1's rope_freqs.weight is read since the rope variants landed.)
+const std::vector<std::pair<std::string, std::string>> kRefusedOnPurpose = {};
 
 const std::string* refusal_of(const std::string& path) {
   for (const auto& [file, why] : kRefusedOnPurpose) {
@@ -192,14 +190,24 @@ TEST(StrictLoading, AMathChangingKeyIsRefusedByName) {
   }
 }
 
-TEST(StrictLoading, Llama31RopeFactorsAreRefusedNotIgnored) {
+// Llama 3.1's rope factors are read, never ignored: a factor tensor of the wrong length is
+// refused by name, and a tensor the architecture does not read (LongRoPE's sets in a file
+// without longrope scaling) too.
+TEST(StrictLoading, Llama31RopeFactorsAreReadNotIgnored) {
   RAPIDE_REQUIRE_SHARED("reference/llamacpp2/models");
   const std::string path = shared_path("reference/llamacpp2/models/llama3-rope-F32.gguf");
-  expect_error([&] { load_and_build(path); }, ErrorCode::kUnsupported,
-               "'" + path + "': tensor 'rope_freqs.weight' is not used by rapide's llama");
-  // The same weights without the tensor run.
-  EXPECT_NO_THROW(
-      load_and_build(shared_path("reference/llamacpp2/models/llama3-rope-nofreqs-F32.gguf")));
+  EXPECT_TRUE(load_model(path).config.rope_freq_factors);
+  EXPECT_NO_THROW(load_and_build(path));
+  const TempDir dir;
+  const GgufFile in = GgufFile::open(path);
+  const GgufTensorInfo* freqs = in.find_tensor("rope_freqs.weight");
+  ASSERT_NE(freqs, nullptr);
+  const std::string wrong =
+      edited_copy(shared_path("reference/llamacpp2/models/llama3-rope-nofreqs-F32.gguf"), dir,
+                  "f.gguf", [&](GgufWriter& w) {
+                    w.add_tensor("rope_freqs.weight", TensorType::kF32, {16}, freqs->data, 64);
+                  });
+  expect_error([&] { load_and_build(wrong); }, ErrorCode::kCorrupt, "rope_freqs.weight");
 }
 
 TEST(StrictLoading, Gemma2OutputWeightIsRefused) {
@@ -241,8 +249,8 @@ TEST(StrictLoading, KeyNamespaces) {
   expect_error([&] { load_model(with("llama.attention.causal", GgufValue::boolean(false))); },
                ErrorCode::kUnsupported, "metadata key 'llama.attention.causal'");
   // Known keys whose values rapide does not compute are refused by their readers.
-  expect_error([&] { load_model(with("llama.rope.scaling.type", GgufValue::string("yarn"))); },
-               ErrorCode::kUnsupported, "rope scaling type 'yarn'");
+  expect_error([&] { load_model(with("llama.rope.scaling.type", GgufValue::string("dynamic"))); },
+               ErrorCode::kUnsupported, "rope scaling type 'dynamic'");
   expect_error([&] { load_model(with("llama.attention.value_length", GgufValue::u32(8))); },
                ErrorCode::kUnsupported, "attention.value_length 8");
   // As llama.cpp: no type means linear, whose factor then applies; "none" never scales.
@@ -308,9 +316,9 @@ TEST(StrictLoading, HuggingFaceConfigKeys) {
                ErrorCode::kUnsupported, "'final_logit_softcapping'");
   expect_error(
       [&] {
-        config("LlamaForCausalLM", R"("rope_scaling": {"rope_type": "llama3", "factor": 8})");
+        config("LlamaForCausalLM", R"("rope_scaling": {"rope_type": "dynamic", "factor": 8})");
       },
-      ErrorCode::kUnsupported, "rope_scaling type 'llama3'");
+      ErrorCode::kUnsupported, "rope_scaling type 'dynamic'");
   expect_error([&] { config("LlamaForCausalLM", R"("hidden_act": "gelu")"); },
                ErrorCode::kUnsupported, "hidden_act \"gelu\"");
   expect_error([&] { config("Qwen2ForCausalLM", R"("use_sliding_window": true)"); },
@@ -337,12 +345,6 @@ TEST(StrictLoading, OneOfTwoAlternativesMayBeLeftOut) {
       ErrorCode::kUnsupported, "tensor 'rope_factors_long.weight'");
   m.get("rope_factors_short.weight");
   EXPECT_NO_THROW(refuse_unused_tensors(m, {0, 0, true}));
-  m.config.architecture = "llama";  // the entry is phi3's
-  expect_error(
-      [&] {
-        refuse_unused_tensors(m, {0, 0, true});
-      },
-      ErrorCode::kUnsupported, "tensor 'rope_factors_long.weight'");
 }
 
 TEST(StrictLoading, IgnoreListPatterns) {

@@ -61,8 +61,11 @@ std::vector<OracleResult> run_oracle(const nlohmann::ordered_json& cases) {
   const size_t day_len = std::strftime(day, sizeof day, "%Y-%m-%d", &local);
   std::string key = std::to_string(std::hash<std::string>{}(
       request + read_text(RAPIDE_CHAT_ORACLE) + std::string(day, day_len)));
-  std::filesystem::path cache =
-      std::filesystem::temp_directory_path() / ("rapide_jinja_oracle_" + key + ".json");
+  // In the build tree, not the temporary directory: that one is each test process's own and
+  // goes when it ends (tests/private_temp_dir.cpp), and /tmp is no place to leave files.
+  const std::filesystem::path cache_dir = std::filesystem::path(RAPIDE_TEST_CACHE_DIR) / "jinja";
+  std::filesystem::create_directories(cache_dir);
+  std::filesystem::path cache = cache_dir / ("rapide_jinja_oracle_" + key + ".json");
   std::string out = read_text(cache);
   if (out.empty()) {
     int available = 0;
