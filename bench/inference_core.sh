@@ -13,7 +13,7 @@
 #   bash bench/inference_core.sh [--threads N] [--build DIR]
 #
 # Environment: see bench/common.sh (--build DIR is BUILD_DIR=DIR); ARCH_ROUNDS (15) and
-# DS_ROUNDS (3): rounds of the architecture comparisons; SECTIONS=arch runs them alone.
+# DS_ROUNDS (5): rounds of the architecture comparisons; SECTIONS=arch runs them alone.
 set -euo pipefail
 threads=2
 while [ $# -gt 0 ]; do
@@ -77,19 +77,20 @@ echo "+ ${cmd[*]}"
 # + the shared 64-value rope key) where an expanded layout caches every head's K (192 values)
 # and V (128): the K/V lines give the bytes of the engine's own cache layout and of the
 # expanded one. Batch-1 decode of 32 tokens after a 2048-token prompt (contexts 2048-2080),
-# alternated with synth100m llama (4 KV heads of 64), then the same at contexts 16-48. Its
+# alternated with synth100m llama (4 KV heads of 64; the ratios are deepseek2/llama), then the
+# same at contexts 16-48. Its
 # weights read about as much per token as llama's (105.9 against 101.5 MiB, `rapide synth`'s
 # figure; bench_speed_report's "weights read per step" counts all 8 experts, not the 2 a token
 # uses).
 ds="$(synth_model q8_0 deepseek2)"
-ds_rounds="${DS_ROUNDS:-3}"
+ds_rounds="${DS_ROUNDS:-5}"
 if ! why="$("$rapide" inspect "$ds" 2>&1 >/dev/null)"; then
   echo "== synth100m-sized deepseek2: this build cannot load it, section skipped: $why"
   exit 0
 fi
 for context in 2048 16; do
-  echo "== synth100m-sized deepseek2 (Q8_0, MLA) against llama at contexts $context-$((context + 32)), $ds_rounds rounds"
-  cmd=("$build/bench/bench_speed_report" "$ds" --compare "$llama" --threads "$threads"
+  echo "== synth100m-sized llama and deepseek2 (Q8_0, MLA) at contexts $context-$((context + 32)), $ds_rounds rounds"
+  cmd=("$build/bench/bench_speed_report" "$llama" --compare "$ds" --threads "$threads"
     --decode-context "$context" --decode 32 --repeats "$ds_rounds")
   echo "+ ${cmd[*]}"
   "${cmd[@]}"

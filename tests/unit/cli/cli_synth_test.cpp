@@ -1,8 +1,8 @@
 // `rapide synth --arch` end to end through the real binary, on tiny shapes: each architecture's
 // file has the keys and tensors llama.cpp's loader reads for it (deepseek2: exactly those of the
 // llama.cpp reference file shared/reference/llamacpp2/models/deepseek2-F32.gguf, whose shape the
-// test asks for), rapide loads the qwen3 and gemma3 files as those architectures and generates
-// from them, and `--arch llama` still writes the bytes it wrote before --arch existed.
+// test asks for), rapide loads each file as its architecture and generates from it, and `--arch
+// llama` still writes the bytes it wrote before --arch existed.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -203,6 +203,14 @@ TEST_F(CliSynth, Deepseek2MatchesTheLlamaCppReferenceLayout) {
     EXPECT_EQ(f.tensors()[i].shape, ref.tensors()[i].shape) << ref.tensors()[i].name;
     EXPECT_EQ(f.tensors()[i].type, ref.tensors()[i].type) << ref.tensors()[i].name;
   }
+  const ModelFile m = load_model(f.path());
+  EXPECT_TRUE(m.config.mla());
+  EXPECT_EQ(m.config.q_lora_rank, 32);
+  EXPECT_EQ(m.config.mla_v_dim, 24);
+  EXPECT_EQ(m.config.leading_dense_layers, 1);
+  EXPECT_EQ(m.config.expert_gating, ExpertGating::kSigmoid);
+  EXPECT_TRUE(m.config.expert_selection_bias);
+  expect_generates(f.path());
 }
 
 // The synth100m-sized default (cut to 2 layers, the dense one and one MoE layer, to stay
@@ -233,6 +241,7 @@ TEST_F(CliSynth, Deepseek2Synth100mShapeAndItsCacheRow) {
   EXPECT_EQ(f.find_tensor("blk.1.ffn_gate_inp.weight")->type, TensorType::kF32);
   EXPECT_EQ(f.find_tensor("blk.1.exp_probs_b.bias")->type, TensorType::kF32);
   EXPECT_EQ(f.find_tensor("blk.1.ffn_down_exps.weight")->type, TensorType::kQ8_0);
+  expect_generates(path);
 }
 
 TEST_F(CliSynth, BadArchAndShapesFailClearly) {
