@@ -61,6 +61,7 @@
 #include "formats/gguf_writer.h"
 #include "golden/greedy_runner.h"
 #include "golden/llamacpp_reference.h"
+#include "golden/logits_compare.h"
 #include "kernels/kv_rows.h"
 #include "kv/paged_kv_store.h"
 #include "model/tensor_parallel.h"
@@ -87,23 +88,7 @@ struct Q8Tolerance {
 };
 constexpr Q8Tolerance kQ8Kv = {0.6f, 0.1f, 0.5f, 0.95f};
 
-struct RowStats {
-  float max_abs = 0;
-  double mean_abs = 0;
-};
-
-RowStats compare_row(const float* ours, const float* theirs, int vocab) {
-  RowStats s;
-  for (int v = 0; v < vocab; ++v) {
-    const float d = std::fabs(ours[v] - theirs[v]);
-    s.max_abs = std::max(s.max_abs, d);
-    s.mean_abs += d;
-  }
-  s.mean_abs /= vocab;
-  return s;
-}
-
-// One sequence through the model as a single batch with logits on every row.
+// One sequence through the model as a single batch with logits on every row, into `kv`.
 std::vector<float> all_logits(Model& model, const std::vector<int32_t>& tokens, KvStore& kv,
                               int32_t seq_id, ThreadPool& pool) {
   Batch batch;
@@ -112,11 +97,6 @@ std::vector<float> all_logits(Model& model, const std::vector<int32_t>& tokens, 
   }
   const std::span<const float> logits = model.forward(batch, kv, pool);
   return {logits.begin(), logits.end()};
-}
-
-std::vector<float> all_logits(Model& model, const std::vector<int32_t>& tokens, ThreadPool& pool) {
-  ContiguousKvStore kv(model.config(), 1, static_cast<int>(tokens.size()));
-  return all_logits(model, tokens, kv, 0, pool);
 }
 
 // Compares every position of every sequence of tokens.txt; `run` gives one sequence's logits.
@@ -259,31 +239,6 @@ TEST_F(Deepseek2, PagedQ8KvStaysClose) {
   EXPECT_EQ(sequences, 3);
 }
 
-// greedy.tsv: llama.cpp's 64-token greedy continuation with its top-1/top-2 margins.
-struct GreedyReferenceRow {
-  std::vector<int32_t> prompt, continuation;
-  std::vector<float> margins;
-};
-
-GreedyReferenceRow read_greedy_row(const std::string& path, const std::string& model) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot open " + path);
-  std::string line;
-  while (std::getline(in, line)) {
-    std::vector<std::string> fields;
-    std::istringstream split(line);
-    for (std::string f; std::getline(split, f, '\t');) fields.push_back(f);
-    if (fields.size() != 4 || fields[0] != model) continue;
-    GreedyReferenceRow row;
-    std::istringstream a(fields[1]), b(fields[2]), m(fields[3]);
-    for (int32_t id; a >> id;) row.prompt.push_back(id);
-    for (int32_t id; b >> id;) row.continuation.push_back(id);
-    for (float x; m >> x;) row.margins.push_back(x);
-    return row;
-  }
-  throw std::runtime_error(path + " has no row for " + model);
-}
-
 // The prompt as one batch, then one token per step (decode: one row attends over the cache,
 // one row is routed), as llama.cpp's greedy run was made (README 5).
 //  * Free-running: every generated token equals llama.cpp's until a step whose llama.cpp margin
@@ -402,26 +357,10 @@ TEST_F(Deepseek2, PerplexityWithinHalfAPercent) {
   ASSERT_EQ(tokens.size(), 1529u);
   constexpr int kCtx = 128;
   constexpr double kLlamaCpp = 10644.5541;
-  const int vocab = t.model->config().vocab_size;
   ThreadPool pool(2);
-  double nll = 0;
   int count = 0;
-  for (size_t base = 0; base + kCtx <= tokens.size(); base += kCtx) {
-    std::vector<int32_t> chunk(tokens.begin() + static_cast<std::ptrdiff_t>(base),
-                               tokens.begin() + static_cast<std::ptrdiff_t>(base + kCtx));
-    chunk[0] = 1;  // BOS
-    const std::vector<float> logits = all_logits(*t.model, chunk, pool);
-    for (int p = kCtx / 2; p < kCtx - 1; ++p) {
-      const float* row = logits.data() + static_cast<size_t>(p) * vocab;
-      const float max_logit = *std::max_element(row, row + vocab);
-      double sum = 0;
-      for (int v = 0; v < vocab; ++v) sum += std::exp(static_cast<double>(row[v] - max_logit));
-      nll -= row[chunk[p + 1]] - max_logit - std::log(sum);
-      ++count;
-    }
-  }
+  const double ppl = chunked_perplexity(*t.model, tokens, kCtx, pool, &count);
   ASSERT_EQ(count, 693);
-  const double ppl = std::exp(nll / count);
   const double gap = std::fabs(ppl / kLlamaCpp - 1);
   std::printf("deepseek2 PPL %.4f, llama.cpp %.4f (%.4f %%)\n", ppl, kLlamaCpp, 100 * gap);
   EXPECT_LE(gap, 0.005);

@@ -49,7 +49,9 @@ struct Case {
   bool exact;             // F32: must match exactly
 };
 
-void PrintTo(const Case& c, std::ostream* os) { *os << c.reference << " on " << c.model; }
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.reference << " on " << c.model;
+}
 
 struct Outcome {
   std::string produced;
@@ -105,9 +107,8 @@ TEST_P(GreedyReference, MatchesLlamaCpp) {
     return;
   }
   if (c.exact) {
-    FAIL() << c.reference << ": diverges at generated token " << o.divergence_token
-           << " (char " << o.divergence_char << ")\nexpected: " << expected
-           << "\nproduced: " << o.produced;
+    FAIL() << c.reference << ": diverges at generated token " << o.divergence_token << " (char "
+           << o.divergence_char << ")\nexpected: " << expected << "\nproduced: " << o.produced;
   }
   // Quantized: accept only a near-tie where the reference took our runner-up.
   RecordProperty("first_divergence_token", o.divergence_token);
@@ -121,10 +122,12 @@ TEST_P(GreedyReference, MatchesLlamaCpp) {
 
 std::vector<Case> all_cases() {
   std::vector<Case> cases;
-  for (const char* prompt : {"Once_upon_a_time", "Lily_and_Tom_went_to_the_park",
-                             "One_day__a_boy_named_Tim_found_a", "The_little_dog_was_sad_because"}) {
+  for (const char* prompt :
+       {"Once_upon_a_time", "Lily_and_Tom_went_to_the_park", "One_day__a_boy_named_Tim_found_a",
+        "The_little_dog_was_sad_because"}) {
     const std::string p = prompt;
-    cases.push_back({"stories260K__" + p + ".txt", "models/stories260K/stories260K.gguf", "", true});
+    cases.push_back(
+        {"stories260K__" + p + ".txt", "models/stories260K/stories260K.gguf", "", true});
     cases.push_back({"stories260K__" + p + ".txt", "models/stories260K/stories260K.bin",
                      "models/stories260K/tok512.bin", true});
     cases.push_back({"TinyStories-656K-F16__" + p + ".txt",

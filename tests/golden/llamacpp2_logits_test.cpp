@@ -29,6 +29,7 @@
 
 #include "golden/greedy_runner.h"
 #include "golden/llamacpp_reference.h"
+#include "golden/logits_compare.h"
 #include "test_paths.h"
 
 namespace rapide::testing {
@@ -80,30 +81,6 @@ const std::vector<ModelCase> kModels = {
     {"qwen3-hf", "hf/qwen3", "greedy-hf.tsv", 1.2e-2f, 2.5e-3f, 1e-3f, 0},
     {"gemma3-hf", "hf/gemma3", "greedy-hf.tsv", 7.5e-2f, 1.6e-2f, 5e-3f, 0},
 };
-
-struct RowStats {
-  float max_abs = 0;
-  double mean_abs = 0;
-};
-
-RowStats compare_row(const float* ours, const float* theirs, int vocab) {
-  RowStats s;
-  for (int v = 0; v < vocab; ++v) {
-    const float d = std::fabs(ours[v] - theirs[v]);
-    s.max_abs = std::max(s.max_abs, d);
-    s.mean_abs += d;
-  }
-  s.mean_abs /= vocab;
-  return s;
-}
-
-std::vector<float> all_logits(Model& model, const std::vector<int32_t>& tokens, ThreadPool& pool) {
-  ContiguousKvStore kv(model.config(), 1, static_cast<int>(tokens.size()));
-  Batch batch;
-  for (size_t p = 0; p < tokens.size(); ++p) batch.add(tokens[p], 0, static_cast<int>(p), true);
-  const std::span<const float> logits = model.forward(batch, kv, pool);
-  return {logits.begin(), logits.end()};
-}
 
 class LlamaCpp2 : public ::testing::TestWithParam<ModelCase> {
  protected:
@@ -159,34 +136,10 @@ TEST_P(LlamaCpp2, EveryPositionMatches) {
   EXPECT_GE(sequences, 2);
 }
 
-struct GreedyRow {
-  std::vector<int32_t> prompt, continuation;
-  std::vector<float> margins;
-};
-
-GreedyRow read_greedy(const std::string& path, const std::string& model) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot open " + path);
-  std::string line;
-  while (std::getline(in, line)) {
-    std::vector<std::string> fields;
-    std::istringstream split(line);
-    for (std::string f; std::getline(split, f, '\t');) fields.push_back(f);
-    if (fields.size() != 4 || fields[0] != model) continue;
-    GreedyRow row;
-    std::istringstream a(fields[1]), b(fields[2]), m(fields[3]);
-    for (int32_t id; a >> id;) row.prompt.push_back(id);
-    for (int32_t id; b >> id;) row.continuation.push_back(id);
-    for (float x; m >> x;) row.margins.push_back(x);
-    return row;
-  }
-  throw std::runtime_error(path + " has no row for " + model);
-}
-
 // The decode path: the prompt as one batch, then one token per step through the KV store.
 TEST_P(LlamaCpp2, GreedyContinuationMatches) {
   const ModelCase& c = GetParam();
-  const GreedyRow ref = read_greedy(shared_path(kDir + c.greedy_file), c.name);
+  const GreedyReferenceRow ref = read_greedy_row(shared_path(kDir + c.greedy_file), c.name);
   ASSERT_EQ(ref.continuation.size(), ref.margins.size());
   LoadedForTest t = load_for_test(shared_path(kDir + c.path));
   const int vocab = t.model->config().vocab_size;
@@ -227,26 +180,10 @@ TEST_P(LlamaCpp2, PerplexityWithinHalfAPercent) {
   const std::vector<int32_t> tokens = t.tokenizer->encode(text, /*add_bos=*/true);
   ASSERT_EQ(tokens.size(), 1529u);
   constexpr int kCtx = 128;
-  const int vocab = t.model->config().vocab_size;
   ThreadPool pool(2);
-  double nll = 0;
   int count = 0;
-  for (size_t base = 0; base + kCtx <= tokens.size(); base += kCtx) {
-    std::vector<int32_t> chunk(tokens.begin() + static_cast<std::ptrdiff_t>(base),
-                               tokens.begin() + static_cast<std::ptrdiff_t>(base + kCtx));
-    chunk[0] = 1;
-    const std::vector<float> logits = all_logits(*t.model, chunk, pool);
-    for (int p = kCtx / 2; p < kCtx - 1; ++p) {
-      const float* row = logits.data() + static_cast<size_t>(p) * vocab;
-      const float max_logit = *std::max_element(row, row + vocab);
-      double sum = 0;
-      for (int v = 0; v < vocab; ++v) sum += std::exp(static_cast<double>(row[v] - max_logit));
-      nll -= row[chunk[p + 1]] - max_logit - std::log(sum);
-      ++count;
-    }
-  }
+  const double ppl = chunked_perplexity(*t.model, tokens, kCtx, pool, &count);
   ASSERT_EQ(count, 693);
-  const double ppl = std::exp(nll / count);
   const double gap = std::fabs(ppl / c.ppl - 1);
   std::printf("%-24s PPL %.4f, llama.cpp %.4f (%.4f %%)\n", c.name.c_str(), ppl, c.ppl, 100 * gap);
   EXPECT_LE(gap, 0.005) << c.name;
