@@ -98,6 +98,8 @@ std::vector<float> all_logits(Model& model, const std::vector<int32_t>& tokens, 
   const std::span<const float> logits = model.forward(batch, kv, pool);
   return {logits.begin(), logits.end()};
 }
+// (and the contiguous one-sequence form, logits_compare.h)
+using ::rapide::testing::all_logits;
 
 // Compares every position of every sequence of tokens.txt; `run` gives one sequence's logits.
 template <typename Run>
