@@ -17,4 +17,16 @@ RAPIDE_DECLARE_OPS(scalar)
 RAPIDE_DECLARE_OPS(avx512)
 #undef RAPIDE_DECLARE_OPS
 
+// GeGLU through ggml's f16 GELU table (ops_gelu.cpp): 65536 entries indexed by the input's
+// f16 bits, plus one zero entry so a 32-bit gather at the last index stays inside.
+const uint16_t* gelu_f16_table();
+namespace scalar {
+void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out);
+}
+namespace avx2 {
+// The same bits as the scalar twin: F16C rounds to nearest even as fp32_to_fp16 does, and the
+// lookup is a gather of the table's entries.
+void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out);
+}  // namespace avx2
+
 }  // namespace rapide::ops

@@ -3,11 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <utility>
 #include <vector>
 
 #include "base/cpu_features.h"
+#include "base/fp16.h"
 #include "kernels/ops.h"
 #include "kernels/ops_internal.h"
 
@@ -142,6 +144,34 @@ TEST(Ops, Avx512ToFp16MatchesScalarBitForBit) {
     ops::scalar::to_fp16(x.data() + x.size() - n, n, a.data());
     ops::avx512::to_fp16(x.data() + x.size() - n, n, b.data());
     EXPECT_EQ(a, b) << "n = " << n;  // including the untouched tail past n
+  }
+}
+
+// GeGLU's table lookup: the AVX2 twin gives the scalar bits for every f16 input (each table
+// entry reached), the +-10 pass-through edges, specials, tails of every length, and
+// non-unit `up` values.
+TEST(Ops, Avx2GeluMatchesScalarBitForBit) {
+  if (active_isa_level() < IsaLevel::kAvx2) GTEST_SKIP() << "no AVX2/F16C on this CPU";
+  std::vector<float> gate;
+  for (uint32_t h = 0; h < 65536; ++h) gate.push_back(fp16_to_fp32(static_cast<uint16_t>(h)));
+  const std::vector<float> more = random_vector(1000, 11, 12.0f);
+  gate.insert(gate.end(), more.begin(), more.end());
+  for (float v : {-10.0f, 10.0f, std::nextafter(-10.0f, 0.0f), std::nextafter(10.0f, 0.0f),
+                  std::nextafter(-10.0f, -20.0f), std::nextafter(10.0f, 20.0f), 65520.0f, -1e30f,
+                  1e30f, 1e-40f, -0.0f}) {
+    gate.push_back(v);
+  }
+  const std::vector<float> up = random_vector(gate.size(), 12, 3.0f);
+  for (const size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{9}, gate.size()}) {
+    std::vector<float> a(gate.size(), 5.0f), b(gate.size(), 5.0f);
+    ops::scalar::gelu_tanh_mul(gate.data(), up.data(), static_cast<int64_t>(n), a.data());
+    ops::avx2::gelu_tanh_mul(gate.data(), up.data(), static_cast<int64_t>(n), b.data());
+    size_t differ = 0;
+    for (size_t i = 0; i < gate.size(); ++i) {
+      const bool both_nan = std::isnan(a[i]) && std::isnan(b[i]);
+      if (!both_nan && std::memcmp(&a[i], &b[i], sizeof(float)) != 0) ++differ;
+    }
+    EXPECT_EQ(differ, 0u) << "n = " << n;
   }
 }
 
