@@ -67,7 +67,7 @@ std::string window_layers_name(const ModelConfig& c) {
 // The parts of the block description beyond a llama block, one phrase each (empty: none).
 std::vector<std::string> block_features(const ModelConfig& c) {
   std::vector<std::string> f;
-  if (c.rope_dim > 0)
+  if (c.rope_dim > 0 && !c.mla())
     f.push_back(fmt::format("partial rotary {} of {} dims", c.rope_dim, c.head_dim));
   if (c.rope_freq_factors) f.push_back("Llama 3 rope factors (rope_freqs.weight)");
   if (c.rope_scaling == RopeScaling::kYarn) {
