@@ -18,8 +18,8 @@ namespace {
 // its own (kRead when config_from_gguf / describe_architecture reads it into ModelConfig and
 // refuses the values rapide does not compute; kNoEffect only with a reason that proves the
 // computation does not depend on it), and add the rows to docs/architectures.md. A key that
-// appears in no row stays refused, which is the safe default for a key that changes the
-// math and is not implemented yet.
+// appears in no row stays refused: a key whose effect rapide does not compute must stop
+// the load rather than be skipped.
 constexpr KnownKey kKnownKeys[] = {
     // The shape, read for every architecture by config_from_gguf.
     {"embedding_length", "*", KeyUse::kRead, "model width (dim)"},
