@@ -194,35 +194,10 @@ TEST_P(LlamaCpp2, PerplexityWithinHalfAPercent) {
 TEST_P(LlamaCpp2, BatchedSequencesGiveWhatEachGivesAlone) {
   const ModelCase& c = GetParam();
   LoadedForTest t = load_for_test(shared_path(kDir + c.path));
-  const int vocab = t.model->config().vocab_size;
   ThreadPool pool(2);
   const std::vector<ReferenceSequence> seqs =
       read_reference_sequences(shared_path(kDir + "tokens.txt"));
-  std::vector<std::vector<float>> alone;
-  size_t longest = 0;
-  for (const ReferenceSequence& seq : seqs) {
-    alone.push_back(all_logits(*t.model, seq.tokens, pool));
-    longest = std::max(longest, seq.tokens.size());
-  }
-  ContiguousKvStore kv(t.model->config(), static_cast<int>(seqs.size()), static_cast<int>(longest));
-  for (size_t start = 0; start < longest; start += 16) {
-    Batch batch;
-    std::vector<std::pair<size_t, size_t>> rows;
-    for (size_t s = 0; s < seqs.size(); ++s) {
-      for (size_t p = start; p < std::min(start + 16, seqs[s].tokens.size()); ++p) {
-        batch.add(seqs[s].tokens[p], static_cast<int>(s), static_cast<int>(p), true);
-        rows.emplace_back(s, p);
-      }
-    }
-    const std::span<const float> logits = t.model->forward(batch, kv, pool);
-    ASSERT_EQ(logits.size(), rows.size() * vocab);
-    for (size_t r = 0; r < rows.size(); ++r) {
-      const float* ours = logits.data() + r * vocab;
-      const float* ref = alone[rows[r].first].data() + rows[r].second * vocab;
-      ASSERT_TRUE(std::equal(ours, ours + vocab, ref))
-          << c.name << " " << seqs[rows[r].first].name << " position " << rows[r].second;
-    }
-  }
+  expect_chunked_batches_match_alone(*t.model, seqs, pool, c.name);
 }
 
 INSTANTIATE_TEST_SUITE_P(Reference, LlamaCpp2, ::testing::ValuesIn(kModels),

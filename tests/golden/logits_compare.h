@@ -12,7 +12,10 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "golden/greedy_runner.h"
+#include "golden/llamacpp_reference.h"
 
 namespace rapide::testing {
 
@@ -93,6 +96,40 @@ inline double chunked_perplexity(Model& model, const std::vector<int32_t>& token
   }
   *scored = count;
   return std::exp(nll / count);
+}
+
+// Batch invariance: the sequences in one batch, their prompts in 16-position chunks round
+// robin (experts see rows of several sequences, attention several sequences' positions),
+// give each row bit for bit what the sequence gives alone. `what` names the model.
+inline void expect_chunked_batches_match_alone(Model& model,
+                                               const std::vector<ReferenceSequence>& seqs,
+                                               ThreadPool& pool, const std::string& what) {
+  const int vocab = model.config().vocab_size;
+  std::vector<std::vector<float>> alone;
+  size_t longest = 0;
+  for (const ReferenceSequence& seq : seqs) {
+    alone.push_back(all_logits(model, seq.tokens, pool));
+    longest = std::max(longest, seq.tokens.size());
+  }
+  ContiguousKvStore kv(model.config(), static_cast<int>(seqs.size()), static_cast<int>(longest));
+  for (size_t start = 0; start < longest; start += 16) {
+    Batch batch;
+    std::vector<std::pair<size_t, size_t>> rows;  // (sequence, position)
+    for (size_t s = 0; s < seqs.size(); ++s) {
+      for (size_t p = start; p < std::min(start + 16, seqs[s].tokens.size()); ++p) {
+        batch.add(seqs[s].tokens[p], static_cast<int>(s), static_cast<int>(p), true);
+        rows.emplace_back(s, p);
+      }
+    }
+    const std::span<const float> logits = model.forward(batch, kv, pool);
+    ASSERT_EQ(logits.size(), rows.size() * vocab);
+    for (size_t r = 0; r < rows.size(); ++r) {
+      const float* ours = logits.data() + r * vocab;
+      const float* ref = alone[rows[r].first].data() + rows[r].second * vocab;
+      ASSERT_TRUE(std::equal(ours, ours + vocab, ref))
+          << what << " " << seqs[rows[r].first].name << " position " << rows[r].second;
+    }
+  }
 }
 
 }  // namespace rapide::testing
