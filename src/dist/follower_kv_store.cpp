@@ -1,47 +1,13 @@
 #include "dist/follower_kv_store.h"
 
-#include "base/error.h"
+#include "kv/kv_op_executor.h"
 
 namespace rapide {
 
-namespace {
-bool same_layout(const KvLayout& a, const KvLayout& b) {
-  return a.n_layers == b.n_layers && a.n_kv_heads == b.n_kv_heads && a.head_dim == b.head_dim &&
-         a.block_size == b.block_size && a.type == b.type;
-}
-}  // namespace
-
 void FollowerKvStore::apply(const PassMessage& message) {
-  if (!has_layout_) {
-    layout_ = message.layout;
-    has_layout_ = true;
-  } else if (!same_layout(layout_, message.layout)) {
-    fail(ErrorCode::kCorrupt, "tensor-parallel pass: the KV layout changed between passes");
-  }
-  for (const auto& [seq, blocks] : message.block_tables) {
-    for (int32_t b : blocks) {
-      if (b < 0) fail(ErrorCode::kCorrupt, "tensor-parallel pass: block number {}", b);
-      block_data(b);  // allocated now, not inside the threads of the forward pass
-    }
-    tables_[seq] = blocks;
-  }
-}
-
-std::span<const int32_t> FollowerKvStore::block_table(int32_t seq_id) const {
-  auto it = tables_.find(seq_id);
-  if (it == tables_.end()) return {};
-  return it->second;
-}
-
-uint8_t* FollowerKvStore::block_data(int32_t block) {
-  const size_t b = static_cast<size_t>(block);
-  if (b >= blocks_.size()) blocks_.resize(b + 1);
-  if (blocks_[b] == nullptr) {
-    // Value-initialised (zeros): attention never reads a slot before the pass that writes it.
-    blocks_[b] = std::make_unique<uint8_t[]>(layout_.block_bytes());
-    ++allocated_;
-  }
-  return blocks_[b].get();
+  replica_.use_layout(message.layout);
+  apply_kv_ops(message.kv_ops, replica_, nullptr);
+  for (const auto& [seq, blocks] : message.block_tables) replica_.set_table(seq, blocks);
 }
 
 }  // namespace rapide

@@ -105,12 +105,19 @@ class MpiJob : public ParallelJob, public TensorParallel, public PipelineParalle
     pass_start_ = Clock::now();
     if (rank_ != 0) return;
     const TimePoint start = Clock::now();
-    std::vector<int32_t> words = encode_pass(make_pass_message(batch, kv, hidden_only));
+    PassMessage message = make_pass_message(batch, kv, hidden_only);
+    message.kv_ops = std::move(staged_ops_);
+    staged_ops_.clear();
+    std::vector<int32_t> words = encode_pass(message);
     const int32_t count = static_cast<int32_t>(words.size());
     check(broadcast_pass_size(count), "MPI_Ibcast (pass size)");
     check(MPI_Bcast(words.data(), count, MPI_INT32_T, 0, MPI_COMM_WORLD), "MPI_Bcast (pass)");
     ++passes_;
     comm_seconds_ += seconds_between(start, Clock::now());
+  }
+
+  void stage_kv_ops(std::span<const KvOp> ops) override {
+    staged_ops_.insert(staged_ops_.end(), ops.begin(), ops.end());
   }
 
   void all_reduce_sum(float* data, size_t count) override {
@@ -241,6 +248,7 @@ class MpiJob : public ParallelJob, public TensorParallel, public PipelineParalle
   uint64_t passes_ = 0;
   double comm_seconds_ = 0.0;
   std::vector<float> gathered_;
+  std::vector<KvOp> staged_ops_;  // the leader's next pass carries them
 };
 
 }  // namespace

@@ -65,6 +65,16 @@ std::vector<int32_t> encode_pass(const PassMessage& m) {
     w.push_back(static_cast<int32_t>(blocks.size()));
     w.insert(w.end(), blocks.begin(), blocks.end());
   }
+  w.push_back(static_cast<int32_t>(m.kv_ops.size()));
+  for (const KvOp& op : m.kv_ops) {
+    if (op.kind != KvOp::Kind::kCopy && op.kind != KvOp::Kind::kCopySlots) {
+      fail(ErrorCode::kUnsupported,
+           "KV op '{}' cannot be sent to tensor/pipeline-parallel ranks: the offload tier and "
+           "disaggregation are not supported with --tp / --pp",
+           kv_op_kind_name(op.kind));
+    }
+    w.insert(w.end(), {static_cast<int32_t>(op.kind), op.src, op.dst, op.slots});
+  }
   return w;
 }
 
@@ -91,6 +101,21 @@ PassMessage decode_pass(std::span<const int32_t> words) {
   for (int32_t i = 0; i < n_tables; ++i) {
     const int32_t seq = r.next();
     m.block_tables.emplace_back(seq, r.take(r.next()));
+  }
+  const int32_t n_ops = r.next();
+  if (n_ops < 0) fail(ErrorCode::kCorrupt, "pass message: {} KV ops", n_ops);
+  for (int32_t i = 0; i < n_ops; ++i) {
+    KvOp op;
+    const int32_t kind = r.next();
+    if (kind != static_cast<int32_t>(KvOp::Kind::kCopy) &&
+        kind != static_cast<int32_t>(KvOp::Kind::kCopySlots)) {
+      fail(ErrorCode::kCorrupt, "pass message: KV op kind {}", kind);
+    }
+    op.kind = static_cast<KvOp::Kind>(kind);
+    op.src = r.next();
+    op.dst = r.next();
+    op.slots = r.next();
+    m.kv_ops.push_back(op);
   }
   if (!r.done()) fail(ErrorCode::kCorrupt, "pass message: trailing words");
   return m;

@@ -105,12 +105,6 @@ std::unique_ptr<Proposer> Engine::make_proposer(const DraftModel* draft) {
 
 std::unique_ptr<PrefixCache> Engine::make_prefix_cache(const KvLayout& layout) {
   if (!options_.prefix_cache) return nullptr;
-  if (model_.tensor_parallel() != nullptr) {
-    // Tensor-parallel followers replay forward passes, not the block copies a prefix cache
-    // makes (copy-on-write, partial blocks, offload imports): their shards would go stale.
-    spdlog::info("engine: prefix caching is off: not supported with tensor parallelism yet");
-    return nullptr;
-  }
   if (options_.kv_layout != KvLayoutMode::kPaged) {
     spdlog::info("engine: prefix caching is off: it needs --kv-layout paged");
     return nullptr;
@@ -124,6 +118,15 @@ std::unique_ptr<PrefixCache> Engine::make_prefix_cache(const KvLayout& layout) {
   tier.dir = options_.kv_offload_dir;
   tier.disk_bytes = tier.dir.empty() ? 0 : size_or_zero(options_.kv_offload_size);
   tier.codec = options_.kv_offload_codec;
+  // Tensor/pipeline followers repeat the step's block copies (they ride on each published
+  // pass), but they have no tier of their own: a block offloaded from the leader's shard
+  // could not come back on theirs.
+  const bool distributed =
+      model_.tensor_parallel() != nullptr || model_.pipeline_parallel() != nullptr;
+  if (tier.enabled() && distributed) {
+    spdlog::warn("engine: the KV offload tier is off: not supported with --tp / --pp yet");
+    tier = OffloadTierOptions{};
+  }
   std::unique_ptr<OffloadTier> offload;
   if (tier.enabled()) {
     offload = std::make_unique<OffloadTier>(tier, layout, identity);
@@ -134,6 +137,8 @@ std::unique_ptr<PrefixCache> Engine::make_prefix_cache(const KvLayout& layout) {
                                                 format_bytes(offload->options().disk_bytes)));
   }
   spdlog::info("engine: prefix caching on (model identity {:016x})", identity);
+  // Every move of block bytes goes into the step plans (StepPlan::kv_ops).
+  kv_->record_ops(true);
   return std::make_unique<PrefixCache>(*kv_, identity, std::move(offload));
 }
 

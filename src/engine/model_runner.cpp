@@ -1,8 +1,20 @@
 #include "engine/model_runner.h"
 
+#include "model/pipeline_parallel.h"
+#include "model/tensor_parallel.h"
+
 namespace rapide {
 
 std::span<const float> ModelRunner::run(const StepPlan& plan) {
+  // The scheduler's store already made the plan's block moves; other ranks' shards make them
+  // as the pass arrives.
+  if (!plan.kv_ops.empty()) {
+    if (TensorParallel* tp = model_.tensor_parallel()) {
+      tp->stage_kv_ops(plan.kv_ops);
+    } else if (PipelineParallel* pp = model_.pipeline_parallel()) {
+      pp->stage_kv_ops(plan.kv_ops);
+    }
+  }
   batch_.clear();
   for (const ScheduledSequence& s : plan.sequences) {
     const int32_t fed = s.fed();

@@ -193,6 +193,8 @@ StepPlan Scheduler::schedule(TimePoint now) {
 }
 
 StepPlan Scheduler::build_plan(std::vector<Work>& work, StepPlan plan, TimePoint now) {
+  // An empty plan runs nothing: its moves wait for the next plan that does.
+  if (!work.empty()) plan.kv_ops = kv_.take_ops();
   plan.sequences.reserve(work.size());
   for (Work& w : work) {
     Sequence& s = *w.sequence;

@@ -8,7 +8,10 @@
 //
 // The step's contract, in order (Engine::step):
 //   1. Scheduler::schedule() -> StepPlan. KV blocks are reserved for every planned token;
-//      nothing else about a sequence changes yet.
+//      nothing else about a sequence changes yet. The moves of block bytes that scheduling
+//      made (copy-on-write, prefix hits copied or restored from the offload tier, evictions
+//      into it) are the plan's kv_ops: memory other than the scheduler's store repeats them
+//      before running the plan (tensor-parallel followers, a replay).
 //   2. ModelRunner::run(plan) -> logits. Rows follow the plan's order: each sequence
 //      contributes its last `logits_rows` fed positions (tokens, then drafts).
 //   3. OutputProcessor::process(plan, logits) -> StepResult: sampled tokens and finish
@@ -23,6 +26,7 @@
 #include <vector>
 
 #include "engine/request.h"
+#include "model/kv_ops.h"
 #include "sampling/finish_reason.h"
 #include "sampling/truncation.h"
 
@@ -43,7 +47,8 @@ struct ScheduledSequence {
   // How many trailing fed positions need logits: 0 for a prefill chunk short of the prompt's
   // end, 1 for a decode or a prompt's last chunk, 1 + drafts when drafts are verified.
   int32_t logits_rows = 0;
-  // The sequence's KV blocks once this step's positions are reserved (a copy).
+  // The sequence's KV blocks once this step's positions are reserved (a copy): what a
+  // store other than the scheduler's attends through (replay, kv/replica_kv_store.h).
   std::vector<int32_t> block_table;
   bool is_decode = false;  // one token of a sequence that is generating (not prompt work)
   // Static batching: a finished request's row, computed like a dense batch's but never
@@ -57,6 +62,8 @@ struct StepPlan {
   uint64_t step = 0;  // 1, 2, ... per engine
   std::vector<ScheduledSequence> sequences;
   std::vector<RequestId> preempted;  // sent back to the queue while this step was planned
+  // KV memory ops made since the previous plan, in order; all run before the forward pass.
+  std::vector<KvOp> kv_ops;
   int prefill_tokens = 0;
   int decode_tokens = 0;
 

@@ -66,6 +66,104 @@ FinishReason reason_from(const std::string& name) {
   fail(ErrorCode::kInvalidArgument, "step JSON: unknown finish reason '{}'", name);
 }
 
+// Block bytes (imports) as hex: a log format, read back exactly.
+std::string to_hex(const std::vector<uint8_t>& bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (uint8_t b : bytes) {
+    out.push_back(kDigits[b >> 4]);
+    out.push_back(kDigits[b & 15]);
+  }
+  return out;
+}
+
+std::vector<uint8_t> from_hex(const std::string& text) {
+  const auto digit = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    fail(ErrorCode::kInvalidArgument, "step JSON: 'bytes' must be lowercase hex");
+  };
+  if (text.size() % 2 != 0) fail(ErrorCode::kInvalidArgument, "step JSON: 'bytes' has odd length");
+  std::vector<uint8_t> out(text.size() / 2);
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i] = static_cast<uint8_t>(digit(text[2 * i]) << 4 | digit(text[2 * i + 1]));
+  }
+  return out;
+}
+
+json kv_op_to_json(const KvOp& op) {
+  json j = {{"op", kv_op_kind_name(op.kind)}};
+  switch (op.kind) {
+    case KvOp::Kind::kCopy:
+      j["src"] = op.src;
+      j["dst"] = op.dst;
+      break;
+    case KvOp::Kind::kCopySlots:
+      j["src"] = op.src;
+      j["dst"] = op.dst;
+      j["slots"] = op.slots;
+      break;
+    case KvOp::Kind::kOffload:
+      j["src"] = op.src;
+      j["hash"] = op.hash;
+      j["parent"] = op.parent;
+      j["tokens"] = op.tokens;
+      break;
+    case KvOp::Kind::kRestore:
+      j["dst"] = op.dst;
+      j["hash"] = op.hash;
+      break;
+    case KvOp::Kind::kImport:
+      j["dst"] = op.dst;
+      j["bytes"] = op.bytes ? to_hex(*op.bytes) : std::string();
+      break;
+  }
+  return j;
+}
+
+KvOp kv_op_from_json(const json& j) {
+  const std::string name = field(j, "op", json::value_t::string).get<std::string>();
+  KvOp op;
+  bool known = false;
+  for (KvOp::Kind k : {KvOp::Kind::kCopy, KvOp::Kind::kCopySlots, KvOp::Kind::kOffload,
+                       KvOp::Kind::kRestore, KvOp::Kind::kImport}) {
+    if (name == kv_op_kind_name(k)) {
+      op.kind = k;
+      known = true;
+    }
+  }
+  if (!known) fail(ErrorCode::kInvalidArgument, "step JSON: unknown KV op '{}'", name);
+  const auto block = [&](const char* key) { return static_cast<int32_t>(integer(j, key)); };
+  switch (op.kind) {
+    case KvOp::Kind::kCopy:
+      op.src = block("src");
+      op.dst = block("dst");
+      break;
+    case KvOp::Kind::kCopySlots:
+      op.src = block("src");
+      op.dst = block("dst");
+      op.slots = block("slots");
+      break;
+    case KvOp::Kind::kOffload:
+      op.src = block("src");
+      op.hash = unsigned_integer(j, "hash");
+      op.parent = unsigned_integer(j, "parent");
+      op.tokens = ints(j, "tokens");
+      break;
+    case KvOp::Kind::kRestore:
+      op.dst = block("dst");
+      op.hash = unsigned_integer(j, "hash");
+      break;
+    case KvOp::Kind::kImport:
+      op.dst = block("dst");
+      op.bytes = std::make_shared<const std::vector<uint8_t>>(
+          from_hex(field(j, "bytes", json::value_t::string).get<std::string>()));
+      break;
+  }
+  return op;
+}
+
 }  // namespace
 
 json step_plan_to_json(const StepPlan& plan) {
@@ -81,8 +179,11 @@ json step_plan_to_json(const StepPlan& plan) {
                          {"is_decode", s.is_decode},
                          {"padding", s.padding}});
   }
+  json kv_ops = json::array();
+  for (const KvOp& op : plan.kv_ops) kv_ops.push_back(kv_op_to_json(op));
   return {{"step", plan.step},
           {"sequences", std::move(sequences)},
+          {"kv_ops", std::move(kv_ops)},
           {"preempted", plan.preempted},
           {"prefill_tokens", plan.prefill_tokens},
           {"decode_tokens", plan.decode_tokens}};
@@ -113,6 +214,10 @@ StepPlan step_plan_from_json(const json& j) {
       fail(ErrorCode::kInvalidArgument, "step JSON: 'preempted' must hold request ids");
     }
     plan.preempted.push_back(id.get<RequestId>());
+  }
+  // Optional: plans recorded before KV ops were part of the plan have none.
+  if (j.contains("kv_ops")) {
+    for (const json& op : array(j, "kv_ops")) plan.kv_ops.push_back(kv_op_from_json(op));
   }
   plan.prefill_tokens = static_cast<int>(integer(j, "prefill_tokens"));
   plan.decode_tokens = static_cast<int>(integer(j, "decode_tokens"));

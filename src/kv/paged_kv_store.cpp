@@ -142,6 +142,7 @@ void PagedKvStore::make_writable(Sequence& seq, int n_positions) {
       // Another user still reads this content: write into a private copy instead.
       const int32_t copy = pool_.allocate();
       std::memcpy(pool_.data(copy), pool_.data(block), pool_.block_bytes());
+      note_op(KvOp::copy(block, copy));
       pool_.free(block);
       seq.blocks[i] = copy;
     } else if (pool_.has_hash(block)) {
@@ -303,6 +304,17 @@ void PagedKvStore::append_blocks(int32_t seq_id, std::span<const int32_t> blocks
     seq.blocks.push_back(block);
   }
   seq.positions = before + n_positions;
+}
+
+void PagedKvStore::record_ops(bool on) {
+  recording_ = on;
+  if (!on) pending_ops_.clear();
+}
+
+std::vector<KvOp> PagedKvStore::take_ops() {
+  std::vector<KvOp> out;
+  out.swap(pending_ops_);
+  return out;
 }
 
 void PagedKvStore::check_no_leaks() const {

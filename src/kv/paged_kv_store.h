@@ -33,6 +33,7 @@
 
 #include "kv/block_pool.h"
 #include "kv/kv_layout_mode.h"
+#include "model/kv_ops.h"
 #include "model/kv_store.h"
 
 namespace rapide {
@@ -145,6 +146,19 @@ class PagedKvStore final : public KvStore {
   // block (tests call it after every scenario).
   void check_no_leaks() const;
 
+  // Recording (off by default): every move of block bytes the store makes (copy-on-write),
+  // and those its prefix cache makes through note_op (partial copies, offloads, restores,
+  // imports), is kept as a KV op (model/kv_ops.h) until take_ops(), in the order made. The
+  // engine puts them in the step plan, so other memory (tensor-parallel followers, a
+  // replay) can repeat them. Turning recording off drops what was pending.
+  void record_ops(bool on);
+  bool recording_ops() const { return recording_; }
+  void note_op(KvOp op) {
+    if (recording_) pending_ops_.push_back(std::move(op));
+  }
+  bool has_pending_ops() const { return !pending_ops_.empty(); }
+  std::vector<KvOp> take_ops();
+
  private:
   struct Sequence {
     std::vector<int32_t> blocks;
@@ -165,6 +179,8 @@ class PagedKvStore final : public KvStore {
   int window_ = 0;
   int32_t window_blocks_ = 0;  // the most blocks a windowed sequence holds at once
   std::unordered_map<int32_t, Sequence> sequences_;
+  bool recording_ = false;
+  std::vector<KvOp> pending_ops_;
 };
 
 }  // namespace rapide

@@ -73,6 +73,9 @@ void PrefixCache::on_pool_evict(int32_t block, uint64_t hash) {
     // The pool calls before reusing the memory: the bytes are still this block's K/V.
     OffloadedBlockMeta meta{hash, it->second.parent, it->second.tokens};
     tier_->store(meta, std::span<const uint8_t>(kv_.pool().data(block), kv_.pool().block_bytes()));
+    if (kv_.recording_ops()) {
+      kv_.note_op(KvOp::offload(block, hash, it->second.parent, it->second.tokens));
+    }
   }
   // store() may have dropped other entries, never this one's iterator (no insertion).
   it->second.in_tier = tier_ && tier_->contains(hash);
@@ -147,6 +150,7 @@ int PrefixCache::attach(int32_t kv_id, const PrefixMatch& m, std::span<const int
     }
     if (!tier_ || !tier_->load(m.hashes[i], scratch_)) break;  // corrupt: recompute from here
     const int32_t block = kv_.import_block(scratch_);
+    kv_.note_op(KvOp::restore(block, m.hashes[i]));
     imported.push_back(block);
     table.push_back(block);
     auto it = blocks_.find(m.hashes[i]);
@@ -219,6 +223,7 @@ int PrefixCache::copy_partial_block(int32_t kv_id, uint64_t parent, std::span<co
   if (kv_.try_reserve(kv_id, positions + best)) {
     const int32_t target = kv_.block_table(kv_id)[static_cast<size_t>(positions / bs)];
     copy_kv_slots(kv_.layout(), kv_.block_data(source), kv_.block_data(target), best);
+    kv_.note_op(KvOp::copy_slots(source, target, best));
     copied = best;
   }
   pool.free(source);
@@ -333,7 +338,12 @@ int PrefixCache::adopt(std::span<const int32_t> tokens, std::span<const uint64_t
       continue;
     }
     if (pool.free_blocks() == 0) break;
-    const int32_t block = kv_.import_block(blocks.subspan(b * block_bytes, block_bytes));
+    const std::span<const uint8_t> bytes = blocks.subspan(b * block_bytes, block_bytes);
+    const int32_t block = kv_.import_block(bytes);
+    if (kv_.recording_ops()) {
+      kv_.note_op(KvOp::import(
+          block, std::make_shared<const std::vector<uint8_t>>(bytes.begin(), bytes.end())));
+    }
     held.push_back(block);
     // Looked up again: importing may evict a cached block, which may drop entries.
     if (blocks_.find(hash) == blocks_.end()) {

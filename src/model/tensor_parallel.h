@@ -19,10 +19,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "formats/model_file.h"
 #include "kernels/matmul.h"
+#include "model/kv_ops.h"
 
 namespace rapide {
 
@@ -47,6 +49,11 @@ class TensorParallel {
   // (the batch and the block tables of its sequences) so every follower runs the same pass;
   // followers call forward() from their own loop and ignore this.
   virtual void begin_forward(const Batch& batch, const KvStore& kv, bool hidden_only) = 0;
+  // The leader, before a forward pass: the step's KV memory ops (a plan's kv_ops), which the
+  // next begin_forward publishes with the pass so every follower repeats them on its shard
+  // before running it. Copies only: the offload tier and imported K/V are not sharded
+  // (Error(kUnsupported) when the pass is published).
+  virtual void stage_kv_ops(std::span<const KvOp> ops) = 0;
   // Sum of `count` floats over all ranks, in place on every rank.
   virtual void all_reduce_sum(float* data, size_t count) = 0;
   // The leader's out[row * total + c] for every rank's rows x cols block of columns

@@ -6,6 +6,10 @@
   (the shared reference). The logits tolerance is checked in-process by
   dist_tensor_parallel_test.
 * `rapide serve --tp 2` answers a chat completion with the one-process server's greedy text.
+* Prefix caching works under `--tp 2` and `--pp 2` (issue 49): requests that share a system
+  prompt hit the cache (/metrics counts the hit tokens) and answer exactly what one process
+  with the cache off answers. The block copies a hit makes ride on the step's plan
+  (StepPlan::kv_ops), so every rank's shard holds the same K/V.
 * An unsplittable request is refused with exit status 2 and a message: 3 ranks for 8 heads,
   and --tp differing from the job's rank count.
 * A model over --memory-limit is refused in one process and serves split over 2 stages.
@@ -110,6 +114,45 @@ for flag in ("--pp", "--tp"):
         assert len(vector) == len(alone_vector)
         assert max(abs(a - b) for a, b in zip(vector, alone_vector)) < 1e-4, flag
         print(f"serve {flag} 2 == one process (chat and embeddings):", alone[:60])
+# Prefix caching under --tp / --pp: shared system prompt, repeated and varied questions. The
+# prompts end mid-block so hits copy a partial block, and a repeat shares a whole one
+# (copy-on-write when its decode writes there).
+SYSTEM = ("You are a storyteller for small children. Every story is about Lily, her dog Max and "
+          "their red ball in the park, and it ends well.")
+QUESTIONS = ["Where was the ball?", "What did Max do?", "Where was the ball?", "Was Lily happy?"]
+
+
+def prefix_answers(server):
+    texts = []
+    for q in QUESTIONS:
+        req = {"model": body["model"], "max_tokens": 24, "temperature": 0,
+               "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": q}]}
+        status, _, chat = server.curl("/v1/chat/completions", req)
+        assert status == 200, chat
+        texts.append(json.loads(chat)["choices"][0]["message"]["content"])
+    return texts
+
+
+def hit_tokens(server):
+    status, _, metrics = server.curl("/metrics")
+    assert status == 200, metrics
+    for line in metrics.splitlines():
+        if line.startswith("rapide_prefix_cache_hit_tokens_total "):
+            return float(line.split()[1])
+    raise AssertionError("no rapide_prefix_cache_hit_tokens_total in /metrics")
+
+
+with RapideServer(binary, model_args + ["--prefix-cache", "off"]) as server:
+    misses = prefix_answers(server)
+for flag in ("--tp", "--pp"):
+    with RapideServer(binary, model_args + [flag, "2"], launcher=MPIRUN) as server:
+        hits = prefix_answers(server)
+        cached = hit_tokens(server)
+    assert cached > 0, f"{flag} 2: no prefix hit"
+    assert hits == misses, (flag, hits, misses)
+    print(f"serve {flag} 2 with the prefix cache: {int(cached)} prompt tokens from the cache, "
+          "every answer == one process without it")
+
 with RapideServer(binary, model_args + ["--tp", "2"], launcher=MPIRUN) as server:
     ask(server)
 

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
+#include <cstring>
 #include <deque>
 #include <mutex>
 #include <thread>
@@ -17,6 +18,7 @@
 #include "base/error.h"
 #include "dist/follower_kv_store.h"
 #include "dist/step_wire.h"
+#include "kernels/kv_rows.h"
 #include "model/contiguous_kv_store.h"
 #include "model/model.h"
 #include "model/pipeline_parallel.h"
@@ -40,6 +42,7 @@ class ThreadRank : public TensorParallel {
   int rank() const override { return rank_; }
   int size() const override { return shared_.size; }
   void begin_forward(const Batch&, const KvStore&, bool) override {}  // both threads run it
+  void stage_kv_ops(std::span<const KvOp>) override {}  // each thread's store makes its own
   void all_reduce_sum(float* data, size_t count) override {
     shared_.inputs[rank_] = data;
     shared_.sync.arrive_and_wait();
@@ -98,6 +101,7 @@ class ThreadStage : public PipelineParallel {
   int stages() const override { return stages_; }
   int micro_batches(int n) const override { return std::min(n, 3); }
   void begin_forward(const Batch&, const KvStore&, bool) override {}
+  void stage_kv_ops(std::span<const KvOp>) override {}
   void send_next(const float* data, size_t count) override { links_[stage_].push(data, count); }
   void receive_previous(float* data, size_t count) override { links_[stage_ - 1].pop(data, count); }
   void send_output(const float* data, size_t count) override { outputs_.push(data, count); }
@@ -369,6 +373,46 @@ TEST(StepWireTest, PassRoundTripsAndFollowerTablesFollowIt) {
   std::vector<int32_t> bad = words;
   bad[0] = 0;
   EXPECT_THROW(decode_pass(bad), Error);
+}
+
+TEST(StepWireTest, BlockCopiesRideOnThePassAndFollowersRepeatThem) {
+  ModelConfig config;
+  config.n_layers = 2;
+  config.n_kv_heads = 2;
+  config.head_dim = 8;
+  ContiguousKvStore kv(config, 2, 32, KvType::kF16, 16);
+  Batch batch;
+  batch.add(5, 0, 0, true);
+  PassMessage m = make_pass_message(batch, kv, false);
+  FollowerKvStore follower;
+  follower.apply(m);
+  const size_t block_bytes = kv.layout().block_bytes();
+  // The follower's shard of block 0 holds K/V of its own; the leader copies it whole to
+  // block 1 (copy-on-write) and its first 3 positions to block 2 (a partial prefix hit).
+  uint8_t* b0 = follower.block_data(0);
+  for (size_t i = 0; i < block_bytes; ++i) b0[i] = static_cast<uint8_t>(i * 7 + 1);
+  std::memset(follower.block_data(1), 0, block_bytes);
+  std::memset(follower.block_data(2), 0, block_bytes);
+  m.kv_ops = {KvOp::copy(0, 1), KvOp::copy_slots(0, 2, 3)};
+  const PassMessage back = decode_pass(encode_pass(m));
+  ASSERT_EQ(back.kv_ops.size(), 2u);
+  EXPECT_EQ(back.kv_ops[1].kind, KvOp::Kind::kCopySlots);
+  EXPECT_EQ(back.kv_ops[1].slots, 3);
+  follower.apply(back);
+  EXPECT_EQ(std::memcmp(follower.block_data(1), follower.block_data(0), block_bytes), 0);
+  // copy_slots moves exactly the first 3 positions' rows of every layer, K and V.
+  std::vector<uint8_t> want(block_bytes, 0);
+  copy_kv_slots(kv.layout(), follower.block_data(0), want.data(), 3);
+  EXPECT_EQ(std::memcmp(follower.block_data(2), want.data(), block_bytes), 0);
+  EXPECT_NE(std::memcmp(follower.block_data(2), follower.block_data(0), block_bytes), 0);
+  // Moves of bytes only the leader has cannot be published: refused, never sent half done.
+  m.kv_ops = {KvOp::restore(1, 0x1234)};
+  try {
+    encode_pass(m);
+    FAIL() << "a restore was encoded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
+  }
 }
 
 }  // namespace

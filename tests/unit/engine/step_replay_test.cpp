@@ -2,9 +2,13 @@
 // recorded through the step observer, round-trip through JSON unchanged, and running the
 // recorded plans again through a fresh ModelRunner over a fresh KV store reproduces every
 // greedy token the engine produced (chunked prefill, decodes of several sequences, requests
-// that end and others that start meanwhile).
+// that end and others that start meanwhile). With prefix caching, an offload tier and
+// n-gram speculation on, the plans carry the KV ops their scheduling made (block copies,
+// partial-block copies, offloads, restores): a PlanWorker over memory of its own repeats them
+// and reproduces every token, accepted drafts included; without the ops it cannot.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -12,9 +16,12 @@
 #include "base/error.h"
 #include "engine/engine.h"
 #include "engine/model_runner.h"
+#include "engine/plan_worker.h"
 #include "engine/step_json.h"
 #include "engine_outcome.h"
 #include "golden/greedy_runner.h"
+#include "kv/memory_budget.h"
+#include "kv/offload_tier.h"
 #include "test_paths.h"
 
 namespace rapide::testing {
@@ -95,6 +102,155 @@ TEST(StepReplay, RecordedPlansRoundTripAndReplayToTheSameTokens) {
     }
   }
   EXPECT_EQ(compared, 12 + 21 + 30 + 39);  // every generated token
+}
+
+struct Recording {
+  std::vector<nlohmann::json> plans, results;
+  EngineStats stats;
+  KvLayout layout;
+};
+
+// Runs `rounds` rounds of the prompts (each round's requests together) and records every step.
+Recording record(LoadedForTest& loaded, const EngineOptions& o,
+                 const std::vector<std::string>& prompts, int rounds, int max_tokens) {
+  Recording rec;
+  std::mutex m;
+  Engine engine(*loaded.model, *loaded.tokenizer, o);
+  engine.set_step_observer([&](const StepPlan& plan, const StepResult& result, const StepStats&) {
+    std::lock_guard<std::mutex> lock(m);
+    rec.plans.push_back(step_plan_to_json(plan));
+    rec.results.push_back(step_result_to_json(result));
+  });
+  for (int round = 0; round < rounds; ++round) {
+    std::vector<std::shared_ptr<EventQueue>> queues;
+    for (const std::string& p : prompts) {
+      queues.push_back(std::make_shared<EventQueue>());
+      Request r;
+      r.prompt = loaded.tokenizer->encode(p, true);
+      r.sampling.temperature = 0.0f;
+      r.sampling.max_tokens = max_tokens;
+      r.sampling.ignore_eos = true;
+      r.sink = queues.back();
+      engine.submit(std::move(r));
+    }
+    for (auto& q : queues) EXPECT_EQ(collect(*q).completion_tokens, max_tokens);
+  }
+  rec.stats = engine.stats();
+  rec.layout = KvLayout::for_model(loaded.model->config(), o.kv_block_size, o.kv_type);
+  return rec;
+}
+
+struct ReplayCount {
+  int tokens = 0;      // sampled tokens compared (accepted drafts included)
+  int mismatches = 0;  // of those, how many the replay's logits did not give
+};
+
+// Every recorded token must be the argmax of its row: a greedy token, or an accepted draft
+// followed by the verifier's own token, row by row.
+ReplayCount replay(PlanWorker& worker, const Recording& rec, int vocab, bool with_ops) {
+  ReplayCount count;
+  for (size_t i = 0; i < rec.plans.size(); ++i) {
+    StepPlan plan = step_plan_from_json(nlohmann::json::parse(rec.plans[i].dump()));
+    EXPECT_EQ(step_plan_to_json(plan), rec.plans[i]);
+    if (!with_ops) plan.kv_ops.clear();
+    const StepResult result = step_result_from_json(rec.results[i]);
+    const std::span<const float> logits = worker.execute(plan);
+    size_t row = 0, out = 0;
+    for (const ScheduledSequence& s : plan.sequences) {
+      const size_t first = row;
+      row += static_cast<size_t>(s.logits_rows);
+      if (s.logits_rows == 0 || s.padding) continue;
+      if (out >= result.outputs.size()) break;
+      const SequenceOutput& o = result.outputs[out++];
+      EXPECT_EQ(o.request_id, s.request_id);
+      EXPECT_LE(o.tokens.size(), static_cast<size_t>(s.logits_rows));
+      for (size_t j = 0; j < o.tokens.size() && first + j < row; ++j) {
+        ++count.tokens;
+        if (argmax(logits.data() + (first + j) * vocab, vocab) != o.tokens[j].token) {
+          ++count.mismatches;
+        }
+      }
+    }
+  }
+  return count;
+}
+
+TEST(StepReplay, PlansWithPrefixCacheOffloadAndSpeculationReplayOnOtherMemory) {
+  RAPIDE_REQUIRE_SHARED(kModel);
+  LoadedForTest loaded = load_for_test(shared_path(kModel));
+  EngineOptions o;
+  o.threads = 2;
+  o.kv_memory = "160KiB";  // 16 blocks: the rounds evict into the tier and restore from it
+  o.max_context = 512;
+  o.prefix_cache = true;
+  o.kv_offload_ram = "4MiB";
+  o.spec.mode = SpecMode::kNgram;
+  o.spec.tokens = 4;
+  const std::string story =
+      "Once upon a time, there was a little girl named Lily. She loved to play outside in the "
+      "park with her red ball. One day, she saw a big dog under a tree.";
+  const std::vector<std::string> prompts = {
+      story + " Where was the bone?", story + " What did Lily do next?",
+      story + " Was the dog happy?", "The sun was hot. Tom and Sue went to the lake.",
+      "A cat sat on the mat and looked at the bird."};
+  const Recording rec = record(loaded, o, prompts, 3, 40);
+  ASSERT_GT(rec.plans.size(), 10u);
+
+  // The recording must hold every kind of move this test is about.
+  std::map<std::string, int> kinds;
+  for (const nlohmann::json& plan : rec.plans) {
+    for (const nlohmann::json& op : plan["kv_ops"]) ++kinds[op["op"].get<std::string>()];
+  }
+  EXPECT_GT(kinds["offload"], 0) << "no block went to the tier";
+  EXPECT_GT(kinds["restore"], 0) << "no prefix hit came from the tier";
+  EXPECT_GT(kinds["copy_slots"] + kinds["copy"], 0) << "no block copy";
+  EXPECT_GT(rec.stats.spec.accepted, 0u) << "no draft was accepted";
+  EXPECT_GT(rec.stats.prefix_cache.ram_hit_tokens, 0u);
+
+  const int vocab = loaded.model->config().vocab_size;
+  ThreadPool pool(2);
+  OffloadTierOptions tier;
+  tier.ram_bytes = parse_memory_budget(o.kv_offload_ram);
+  {
+    PlanWorker worker(*loaded.model, rec.layout, pool,
+                      std::make_unique<OffloadTier>(tier, rec.layout, 1));
+    const ReplayCount c = replay(worker, rec, vocab, true);
+    EXPECT_GT(c.tokens, 5 * 3 * 40 / 2);
+    EXPECT_EQ(c.mismatches, 0) << "of " << c.tokens << " tokens";
+  }
+  {
+    // The ops are what makes it work: memory that skips them attends to the wrong K/V.
+    PlanWorker worker(*loaded.model, rec.layout, pool,
+                      std::make_unique<OffloadTier>(tier, rec.layout, 1));
+    const ReplayCount c = replay(worker, rec, vocab, false);
+    EXPECT_GT(c.mismatches, 0) << "a replay without the plans' KV ops gave every token";
+  }
+}
+
+TEST(StepJson, KvOpsRoundTripAndBadOnesAreRefused) {
+  StepPlan plan;
+  plan.step = 2;
+  plan.kv_ops = {KvOp::copy(3, 4), KvOp::copy_slots(5, 6, 7), KvOp::offload(8, 0xfeed, 9, {1, 2}),
+                 KvOp::restore(10, 0xbeef),
+                 KvOp::import(11, std::make_shared<const std::vector<uint8_t>>(
+                                      std::vector<uint8_t>{0, 1, 0xab, 0xff}))};
+  const nlohmann::json j = step_plan_to_json(plan);
+  const StepPlan back = step_plan_from_json(nlohmann::json::parse(j.dump()));
+  ASSERT_EQ(back.kv_ops.size(), 5u);
+  EXPECT_EQ(step_plan_to_json(back), j);
+  EXPECT_EQ(back.kv_ops[1].slots, 7);
+  EXPECT_EQ(back.kv_ops[2].tokens, (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(back.kv_ops[3].hash, 0xbeefu);
+  EXPECT_EQ(*back.kv_ops[4].bytes, (std::vector<uint8_t>{0, 1, 0xab, 0xff}));
+  nlohmann::json bad = j;
+  bad["kv_ops"][0]["op"] = "teleport";
+  EXPECT_THROW(step_plan_from_json(bad), Error);
+  bad = j;
+  bad["kv_ops"][4]["bytes"] = "0g";
+  EXPECT_THROW(step_plan_from_json(bad), Error);
+  bad = j;
+  bad["kv_ops"][0].erase("dst");
+  EXPECT_THROW(step_plan_from_json(bad), Error);
 }
 
 TEST(StepJson, MalformedDocumentsAreRefusedByName) {
