@@ -14,6 +14,7 @@
 #include "base/error.h"
 #include "base/logging.h"
 #include "dist/disaggregation.h"
+#include "dist/parallel_job.h"
 #include "engine/engine.h"
 #include "formats/model_summary.h"
 #include "serve/demo_model.h"
@@ -152,15 +153,16 @@ void serve(ServeOptions& o, std::optional<DisaggRole> role) {
   loaded.pool.reset();  // the engine builds its own pool
   const auto draft = load_draft_model(o.engine.draft_model);
   // Declared before the engine, which uses it until it is destroyed.
-  const std::unique_ptr<RemotePrefill> prefill_rank = role ? connect_prefill_rank() : nullptr;
+  const std::unique_ptr<RemotePrefill> prefill_rank = role ? connect_prefill_ranks() : nullptr;
   Engine engine(*loaded.model, *loaded.tokenizer, o.engine.resolve(threads),
                 draft ? draft->ref.get() : nullptr);
   if (prefill_rank) {
     engine.set_remote_prefill(prefill_rank.get(), std::chrono::milliseconds(o.disagg_timeout_ms),
                               o.disagg_min_prompt);
     spdlog::info(
-        "disaggregated: rank 0 routes and decodes, rank 1 computes prompts' K/V (timeout {} ms)",
-        o.disagg_timeout_ms);
+        "disaggregated: rank 0 routes and decodes, {} prefill rank{} compute prompts' K/V "
+        "(timeout {} ms)",
+        parallel_job_size() - 1, parallel_job_size() > 2 ? "s" : "", o.disagg_timeout_ms);
   }
 
   serve::ServedModel served;
@@ -253,11 +255,12 @@ void register_serve(CLI::App& app) {
       ->check(CLI::Range(0.0, 86400.0))
       ->capture_default_str();
   cmd->add_flag("--disaggregate", o->disaggregate,
-                "prefill/decode disaggregation under mpirun -np 2: rank 0 serves HTTP and "
-                "decodes, rank 1 computes the prompts' KV and sends it to rank 0");
+                "prefill/decode disaggregation under mpirun -np N+1: rank 0 serves HTTP and "
+                "decodes, ranks 1..N compute the prompts' KV (each prompt to the least loaded) "
+                "and send it to rank 0");
   cmd->add_option("--role", o->role,
-                  "this rank's part with --disaggregate: auto (rank 0 router + decode, rank 1 "
-                  "prefill), router or decode (rank 0), prefill (rank 1); any but auto "
+                  "this rank's part with --disaggregate: auto (rank 0 router + decode, the "
+                  "others prefill), router or decode (rank 0), prefill (ranks 1..N); any but auto "
                   "turns --disaggregate on")
       ->check(CLI::IsMember({"auto", "prefill", "decode", "router"}))
       ->capture_default_str();

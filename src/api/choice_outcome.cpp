@@ -34,6 +34,7 @@ Usage usage_of(std::span<const ChoiceOutcome> choices, int n) {
   Usage u;
   const size_t per_prompt = static_cast<size_t>(n);
   KvTransferReport kv;
+  std::vector<int32_t> ranks;  // the prefill ranks that computed the prompts, once each
   for (size_t i = 0; i < choices.size(); ++i) {
     const ChoiceOutcome& c = choices[i];
     if (i % per_prompt == 0) {  // each prompt is counted once, whatever n
@@ -48,6 +49,10 @@ Usage usage_of(std::span<const ChoiceOutcome> choices, int n) {
     kv.transfer_seconds = std::max(kv.transfer_seconds, r.transfer_seconds);
     kv.wait_seconds = std::max(kv.wait_seconds, r.wait_seconds);
     kv.prefill_seconds = std::max(kv.prefill_seconds, r.prefill_seconds);
+    if (r.prefill_rank > 0 &&
+        std::find(ranks.begin(), ranks.end(), r.prefill_rank) == ranks.end()) {
+      ranks.push_back(r.prefill_rank);
+    }
     u.completion_tokens += c.completion_tokens;
   }
   if (kv.remote) {
@@ -55,7 +60,8 @@ Usage usage_of(std::span<const ChoiceOutcome> choices, int n) {
                      {"bytes", kv.bytes},
                      {"transfer_ms", kv.transfer_seconds * 1e3},
                      {"wait_ms", kv.wait_seconds * 1e3},
-                     {"prefill_ms", kv.prefill_seconds * 1e3}};
+                     {"prefill_ms", kv.prefill_seconds * 1e3},
+                     {"prefill_ranks", ranks}};
   }
   return u;
 }

@@ -40,8 +40,9 @@ struct ChoiceOutcome {
 };
 
 // The usage of choices in choice order (index = prompt * n + i). Under disaggregation it
-// carries "kv_transfer": {"blocks", "bytes", "transfer_ms", "wait_ms", "prefill_ms"}: blocks
-// and bytes summed over the prompts, the times of the slowest one.
+// carries "kv_transfer": {"blocks", "bytes", "transfer_ms", "wait_ms", "prefill_ms",
+// "prefill_ranks"}: blocks and bytes summed over the prompts, the times of the slowest one,
+// the MPI ranks that computed them (once each, in choice order).
 Usage usage_of(std::span<const ChoiceOutcome> choices, int n);
 
 // The first choice that failed inside the engine, or null. Such a request answers

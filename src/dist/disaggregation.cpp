@@ -21,6 +21,7 @@
 #include "dist/kv_transfer_wire.h"
 #include "dist/mpi_error.h"
 #include "dist/parallel_job.h"
+#include "engine/prefill_router.h"
 #include "engine/prefill_worker.h"
 
 namespace rapide {
@@ -28,13 +29,12 @@ namespace rapide {
 namespace {
 
 // Tags of our own (pipeline parallelism uses 1 and 2 on the same communicator).
-constexpr int kPromptTag = 21;  // rank 0 -> 1: a prefill request
-constexpr int kKvTag = 22;      // rank 1 -> 0: a KV frame
-constexpr int kStopTag = 23;    // rank 0 -> 1: no more prompts
-constexpr int kByeTag = 24;     // rank 1 -> 0: everything sent, leaving
-constexpr int kDecodeRank = 0;
-constexpr int kPrefillRank = 1;
-// How long rank 0 waits, at shutdown, for the prefill rank's last frames and its goodbye.
+constexpr int kPromptTag = 21;  // rank 0 -> a prefill rank: a prefill request
+constexpr int kKvTag = 22;      // a prefill rank -> 0: a KV frame
+constexpr int kStopTag = 23;    // rank 0 -> a prefill rank: no more prompts
+constexpr int kByeTag = 24;     // a prefill rank -> 0: everything sent, leaving
+constexpr int kDecodeRank = 0;  // ranks 1 .. size-1 are prefill ranks
+// How long rank 0 waits, at shutdown, for the prefill ranks' last frames and goodbyes.
 constexpr auto kShutdownWait = std::chrono::seconds(60);
 
 void check(int rc, const char* call) {
@@ -101,17 +101,20 @@ class PendingSends {
 
 class MpiPrefillLink final : public RemotePrefill {
  public:
+  explicit MpiPrefillLink(int prefill_ranks) : router_(prefill_ranks) {}
+
   ~MpiPrefillLink() override {
     try {
       shut_down();
     } catch (const std::exception& e) {
-      spdlog::warn("disaggregation: leaving without the prefill rank's goodbye: {}", e.what());
+      spdlog::warn("disaggregation: leaving without every prefill rank's goodbye: {}", e.what());
     }
   }
 
   void request(RequestId id, std::span<const int32_t> tokens) override {
     sends_.reap();
-    sends_.send(encode_prefill_request(id, tokens), MPI_INT32_T, kPrefillRank, kPromptTag);
+    const int rank = 1 + router_.route(id, tokens.size());
+    sends_.send(encode_prefill_request(id, tokens), MPI_INT32_T, rank, kPromptTag);
   }
 
   std::vector<PrefilledKv> poll() override {
@@ -120,15 +123,18 @@ class MpiPrefillLink final : public RemotePrefill {
     for (;;) {
       int there = 0;
       MPI_Status status;
-      check(MPI_Iprobe(kPrefillRank, kKvTag, MPI_COMM_WORLD, &there, &status), "MPI_Iprobe");
+      check(MPI_Iprobe(MPI_ANY_SOURCE, kKvTag, MPI_COMM_WORLD, &there, &status), "MPI_Iprobe");
       if (!there) break;
       std::vector<uint8_t> frame = receive_frame(status);
       try {
         out.push_back(decode_kv_frame(frame));
         out.back().transfer_seconds = last_receive_seconds_;
+        out.back().prefill_rank = status.MPI_SOURCE;
+        router_.answered(out.back().request_id);
       } catch (const Error& e) {
         // Its request gets no answer and fails at --disagg-timeout-ms.
-        spdlog::error("disaggregation: dropped a KV frame from the prefill rank: {}", e.what());
+        spdlog::error("disaggregation: dropped a KV frame from prefill rank {}: {}",
+                      status.MPI_SOURCE, e.what());
       }
     }
     return out;
@@ -150,29 +156,41 @@ class MpiPrefillLink final : public RemotePrefill {
   }
 
   void shut_down() {
-    sends_.wait_all();  // the prefill rank receives prompts in order, the stop after them
-    check(MPI_Send(nullptr, 0, MPI_INT32_T, kPrefillRank, kStopTag, MPI_COMM_WORLD),
-          "MPI_Send (stop)");
-    // Frames of requests that ended meanwhile, then the goodbye: after it no message of the
+    sends_.wait_all();  // a prefill rank receives prompts in order, the stop after them
+    const int ranks = router_.ranks();
+    for (int r = 1; r <= ranks; ++r) {
+      check(MPI_Send(nullptr, 0, MPI_INT32_T, r, kStopTag, MPI_COMM_WORLD), "MPI_Send (stop)");
+    }
+    for (int r = 0; r < ranks; ++r) {
+      const PrefillRankLoad& l = router_.loads()[static_cast<size_t>(r)];
+      spdlog::info("router: prefill rank {} was given {} prompts ({} tokens)", r + 1,
+                   l.routed_prompts, l.routed_tokens);
+    }
+    // Frames of requests that ended meanwhile, then the goodbyes: after them no message of a
     // prefill rank is left in flight, so MPI_Finalize does not wait for one.
     const TimePoint deadline = Clock::now() + kShutdownWait;
     Backoff backoff;
-    while (Clock::now() < deadline) {
+    int goodbyes = 0;
+    while (goodbyes < ranks && Clock::now() < deadline) {
       MPI_Status status;
-      if (!probe(kPrefillRank, status, backoff)) continue;
+      if (!probe(MPI_ANY_SOURCE, status, backoff)) continue;
       if (status.MPI_TAG == kByeTag) {
-        check(MPI_Recv(nullptr, 0, MPI_INT32_T, kPrefillRank, kByeTag, MPI_COMM_WORLD,
+        check(MPI_Recv(nullptr, 0, MPI_INT32_T, status.MPI_SOURCE, kByeTag, MPI_COMM_WORLD,
                        MPI_STATUS_IGNORE),
               "MPI_Recv (goodbye)");
-        return;
+        ++goodbyes;
+        continue;
       }
       receive_frame(status);  // unwanted now
     }
-    spdlog::warn("disaggregation: no goodbye from the prefill rank within {} s",
-                 std::chrono::duration_cast<std::chrono::seconds>(kShutdownWait).count());
+    if (goodbyes < ranks) {
+      spdlog::warn("disaggregation: {} of {} prefill ranks said goodbye within {} s", goodbyes,
+                   ranks, std::chrono::duration_cast<std::chrono::seconds>(kShutdownWait).count());
+    }
   }
 
   PendingSends<int32_t> sends_;
+  PrefillRouter router_;
   double last_receive_seconds_ = 0;
 };
 
@@ -182,28 +200,28 @@ DisaggRole join_disaggregated_job(const std::string& role) {
   const int rank = parallel_job_rank();  // starts MPI, errors returned (not fatal)
   int ranks = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
-  if (ranks != 2) {
+  if (ranks < 2) {
     fail(ErrorCode::kInvalidArgument,
-         "--disaggregate needs exactly 2 MPI ranks (rank 0: router + decode, rank 1: prefill), "
-         "this job has {} (launch with mpirun -np 2)",
+         "--disaggregate needs at least 2 MPI ranks (rank 0: router + decode, ranks 1..N: "
+         "prefill), this job has {} (launch with mpirun -np 2, or -np N+1 for N prefill ranks)",
          ranks);
   }
   // Every rank checks every rank's --role, so a mismatch on one fails all of them alike (a
   // rank failing alone would leave the other waiting for it, and MPI_Finalize for both).
   static const std::vector<std::string> kRoles = {"auto", "router", "decode", "prefill"};
   const int code = static_cast<int>(std::find(kRoles.begin(), kRoles.end(), role) - kRoles.begin());
-  std::vector<int> codes(2);
+  std::vector<int> codes(static_cast<size_t>(ranks));
   check(MPI_Allgather(&code, 1, MPI_INT, codes.data(), 1, MPI_INT, MPI_COMM_WORLD),
         "MPI_Allgather (roles)");
-  for (int r = 0; r < 2; ++r) {
+  for (int r = 0; r < ranks; ++r) {
     const std::string asked = codes[r] < static_cast<int>(kRoles.size()) ? kRoles[codes[r]] : "?";
     const bool fits = asked == "auto" ||
                       (r == kDecodeRank && (asked == "router" || asked == "decode")) ||
-                      (r == kPrefillRank && asked == "prefill");
+                      (r != kDecodeRank && asked == "prefill");
     if (!fits) {
       fail(ErrorCode::kInvalidArgument,
-           "--role {} on rank {}: rank 0 is the router and decode engine (router, decode), rank 1 "
-           "the prefill rank (prefill); use --role auto",
+           "--role {} on rank {}: rank 0 is the router and decode engine (router, decode), ranks "
+           "1..N the prefill ranks (prefill); use --role auto",
            asked, r);
     }
   }
@@ -219,14 +237,17 @@ void abort_disaggregated_job(const std::exception& error) {
   std::exit(status);  // MPI_Abort does not return; this is for the compiler
 }
 
-std::unique_ptr<RemotePrefill> connect_prefill_rank() {
-  return std::make_unique<MpiPrefillLink>();
+std::unique_ptr<RemotePrefill> connect_prefill_ranks() {
+  int ranks = 0;
+  check(MPI_Comm_size(MPI_COMM_WORLD, &ranks), "MPI_Comm_size");
+  return std::make_unique<MpiPrefillLink>(ranks - 1);
 }
 
 void serve_prefill_rank(Model& model, const EngineOptions& options) {
   PrefillWorker worker(model, options);
+  const int rank = parallel_job_rank();
   spdlog::info("prefill rank {}: computing prompts for rank {} ({} threads, blocks of {} tokens)",
-               kPrefillRank, kDecodeRank, options.threads, worker.block_size());
+               rank, kDecodeRank, options.threads, worker.block_size());
   PendingSends<uint8_t> sends;
   Backoff backoff;
   std::vector<int32_t> words, tokens;
@@ -263,7 +284,7 @@ void serve_prefill_rank(Model& model, const EngineOptions& options) {
   sends.send({}, MPI_BYTE, kDecodeRank, kByeTag);
   sends.wait_all();
   spdlog::info("prefill rank {}: {} prompts, {} KV blocks ({:.1f} MiB) sent, {:.3f} s computing",
-               kPrefillRank, prompts, blocks, bytes / 1048576.0, compute_seconds);
+               rank, prompts, blocks, bytes / 1048576.0, compute_seconds);
 }
 
 }  // namespace rapide

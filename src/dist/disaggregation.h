@@ -1,11 +1,14 @@
 // Prefill/decode disaggregation over Open MPI (issue 21):
 //
-//   mpirun -np 2 rapide serve -m model.gguf --disaggregate -t 1
+//   mpirun -np 2 rapide serve -m model.gguf --disaggregate -t 1   # one prefill rank
+//   mpirun -np 4 rapide serve -m model.gguf --disaggregate -t 1   # three
 //
 // Rank 0 is the router and the decode engine: the HTTP front end (the OpenAI API unchanged),
-// the scheduler and the token streams. Rank 1 is the prefill rank: it computes the K/V of the
-// full blocks of each prompt rank 0 sends it and sends them back with their block hashes;
-// rank 0's engine adopts them into its prefix cache (engine/remote_prefill.h). Messages
+// the scheduler and the token streams. Ranks 1..N are prefill ranks: each computes the K/V of
+// the full blocks of each prompt rank 0 sends it and sends them back with their block hashes;
+// rank 0's engine adopts them into its prefix cache (engine/remote_prefill.h). Rank 0 sends
+// each prompt to the prefill rank with the fewest prompt tokens outstanding
+// (engine/prefill_router.h). Messages
 // (dist/kv_transfer_wire.h) move with MPI point-to-point: MPI_Isend of the prompt's tokens,
 // MPI_Isend of the KV frame (the prefill rank goes on with the next prompt while it travels),
 // and on rank 0, from the engine loop, MPI_Iprobe, then MPI_Recv of a frame whose envelope
@@ -30,11 +33,11 @@ namespace rapide {
 
 enum class DisaggRole {
   kRouterDecode,  // rank 0: HTTP front end, scheduler, decode engine
-  kPrefill,       // rank 1: computes prompts' K/V
+  kPrefill,       // ranks 1..N: compute prompts' K/V
 };
 
-// Starts MPI and checks the job: exactly 2 ranks, and `role` ("auto", or "router" / "decode"
-// on rank 0 and "prefill" on rank 1) matching this rank. Returns this rank's role. Throws
+// Starts MPI and checks the job: at least 2 ranks, and `role` ("auto", or "router" / "decode"
+// on rank 0 and "prefill" on the others) matching this rank. Returns this rank's role. Throws
 // Error(kInvalidArgument) naming the problem, kUnsupported in a build without MPI.
 DisaggRole join_disaggregated_job(const std::string& role);
 
@@ -43,11 +46,12 @@ DisaggRole join_disaggregated_job(const std::string& role);
 // instead would leave the other rank waiting for it, and MPI_Finalize waiting for both.
 [[noreturn]] void abort_disaggregated_job(const std::exception& error);
 
-// Rank 0: the link to the prefill rank. Its destructor tells the prefill rank to stop and
-// collects what it still sends, so both ranks leave MPI cleanly.
-std::unique_ptr<RemotePrefill> connect_prefill_rank();
+// Rank 0: the link to the prefill ranks (every other rank of the job), routing each prompt
+// by load. Its destructor tells them to stop, logs how many prompts each was given and
+// collects what they still send, so every rank leaves MPI cleanly.
+std::unique_ptr<RemotePrefill> connect_prefill_ranks();
 
-// Rank 1: computes the prompts rank 0 sends (engine/prefill_worker.h) until it says stop.
+// Ranks 1..N: compute the prompts rank 0 sends (engine/prefill_worker.h) until it says stop.
 // Throws Error(kUnavailable) when MPI reports a failure.
 void serve_prefill_rank(Model& model, const EngineOptions& options);
 

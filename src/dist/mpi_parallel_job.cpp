@@ -260,6 +260,13 @@ int parallel_job_rank() {
   return rank;
 }
 
+int parallel_job_size() {
+  MpiRuntime::get();
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  return size;
+}
+
 std::unique_ptr<ParallelJob> join_parallel_job(int tp, int pp, int micro_batches) {
   if (tp > 1 && pp > 1) {
     fail(ErrorCode::kInvalidArgument, "--tp and --pp together are not supported yet");

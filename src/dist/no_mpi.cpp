@@ -15,4 +15,8 @@ int parallel_job_rank() {
   return 0;
 }
 
+int parallel_job_size() {
+  return 1;
+}
+
 }  // namespace rapide

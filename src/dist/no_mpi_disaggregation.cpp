@@ -20,7 +20,7 @@ void abort_disaggregated_job(const std::exception&) {
   refuse();
 }
 
-std::unique_ptr<RemotePrefill> connect_prefill_rank() {
+std::unique_ptr<RemotePrefill> connect_prefill_ranks() {
   refuse();
 }
 

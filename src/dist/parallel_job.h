@@ -52,5 +52,7 @@ std::unique_ptr<ParallelJob> join_parallel_job(int tp, int pp, int micro_batches
 
 // This process's rank in the MPI job (initialising MPI); 0 in a build without MPI.
 int parallel_job_rank();
+// How many ranks the MPI job has (initialising MPI); 1 in a build without MPI.
+int parallel_job_size();
 
 }  // namespace rapide

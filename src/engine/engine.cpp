@@ -458,6 +458,7 @@ void Engine::adopt_prefilled(PrefilledKv& kv) {
   report.bytes = kv.wire_bytes;
   report.transfer_seconds = kv.transfer_seconds;
   report.prefill_seconds = kv.prefill_seconds;
+  report.prefill_rank = kv.prefill_rank;
   if (!kv.error.empty()) {
     spdlog::warn("request {}: the prefill rank failed ({}); computing the prompt here", s.id,
                  kv.error);

@@ -28,8 +28,10 @@ struct PrefilledKv {
   std::vector<uint8_t> blocks;   // hashes.size() * block_bytes bytes, block after block
   double prefill_seconds = 0;    // the producer's compute time
   std::string error;             // the producer failed: no blocks, this message
-  // Filled by the receiving side: bytes received and how long receiving them took.
+  // Filled by the receiving side: bytes received, how long receiving them took, and which
+  // prefill rank computed them (its MPI rank; 1 when there is one).
   uint64_t wire_bytes = 0;
+  int32_t prefill_rank = 1;
   double transfer_seconds = 0;
 };
 

@@ -53,6 +53,7 @@ struct KvTransferReport {
   double transfer_seconds = 0;  // receiving the frame, once its first bytes were there
   double wait_seconds = 0;      // arrival -> the K/V adopted (prefill + queue + transfer)
   double prefill_seconds = 0;   // the prefill rank's compute for this prompt
+  int32_t prefill_rank = 0;     // which prefill rank computed it (MPI rank; 0 = none)
 };
 
 // One event per generated token; the last one of a request has `finished` set (it may carry

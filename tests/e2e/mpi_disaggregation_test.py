@@ -1,12 +1,14 @@
 """Prefill/decode disaggregation over Open MPI, end to end (issue 21):
 `mpirun -np 2 rapide serve ... --disaggregate`, rank 0 routing and decoding, rank 1 computing
-the prompts' K/V.
+the prompts' K/V; and with `-np 3`, two prefill ranks sharing the prompts (issue 49).
 
 * On stories260K and TinyStories-656K F16, a disaggregated pair answers chat completions and
   completions (streamed too) with the same greedy text as a colocated single-process server,
   and reports the K/V it moved: usage.kv_transfer (nonzero bytes and blocks), the request log
   line (kv_bytes=...), /metrics (rapide_kv_transfer_bytes_total).
-* Refused with exit status 2 and a message: 3 ranks, --disaggregate with --tp, a --role that
+* With two prefill ranks (`-np 3`), the same text again, and the router gives sequential
+  prompts to both in turn (usage.kv_transfer.prefill_ranks names the rank).
+* Refused with exit status 2 and a message: 1 rank, --disaggregate with --tp, a --role that
   does not match the rank.
 * A prefill rank that stops answering (SIGSTOP) fails requests with 503 and a clear message
   after --disagg-timeout-ms, and the server serves again once it resumes; a prefill rank that
@@ -89,6 +91,7 @@ for model in MODELS:
         kv = usage["kv_transfer"]
         assert kv["bytes"] > 0 and kv["blocks"] >= 2, usage
         assert kv["wait_ms"] > 0 and kv["transfer_ms"] >= 0 and kv["prefill_ms"] > 0, usage
+        assert kv["prefill_ranks"] == [1], usage
         # Only the last partial block was computed on the decode rank.
         assert usage["prompt_tokens_details"]["cached_tokens"] >= 16 * kv["blocks"], usage
     assert metrics["rapide_kv_transfer_bytes_total"] >= sum(u["kv_transfer"]["bytes"] for u in split[3])
@@ -98,17 +101,26 @@ for model in MODELS:
     print(f"{model}: disaggregated == colocated ({split[0][:50]!r}...), "
           f"{split[3][0]['kv_transfer']['bytes']} KV bytes moved for the chat prompt")
 
+# Two prefill ranks: the router alternates the sequential prompts between them (the least
+# loaded, then the least used), and the text stays the colocated one.
+with RapideServer(binary, args + DISAGG, launcher=mpi_fixture.mpirun(3)) as server:
+    split3 = ask(server)
+assert split3[:3] == alone[:3], f"3 ranks differ from colocated:\n{split3[:3]}\n{alone[:3]}"
+ranks = [u["kv_transfer"]["prefill_ranks"] for u in split3[3]]
+assert ranks == [[1], [2], [1]], ranks
+print("two prefill ranks: prompts went to ranks", ranks, "text == colocated")
+
 # Refusals: a clear message and exit status 2.
 model_args = ["-m", os.path.join(shared, MODELS[0]), "-t", "1", "--port", "0"]
 for launcher, extra, message in [
-        (mpi_fixture.mpirun(3), DISAGG, "--disaggregate needs exactly 2 MPI ranks"),
+        (mpi_fixture.mpirun(1), DISAGG, "--disaggregate needs at least 2 MPI ranks"),
         (MPIRUN, DISAGG + ["--tp", "2"], "cannot be combined with --tp / --pp"),
         (MPIRUN, ["--role", "prefill"], "--role prefill on rank 0"),
         (MPIRUN, DISAGG + ["--prefix-cache", "off"], "--disaggregate needs --prefix-cache on")]:
     out = run(launcher + [binary, "serve"] + model_args + extra, timeout=60)
     assert out.returncode == 2, (extra, out.returncode, out.stderr[-2000:])
     assert message in out.stderr, (extra, out.stderr[-2000:])
-print("3 ranks, --tp with --disaggregate, a wrong --role, no prefix cache: refused with exit 2")
+print("1 rank, --tp with --disaggregate, a wrong --role, no prefix cache: refused with exit 2")
 
 args = ["-m", os.path.join(shared, MODELS[1]), "-t", "1", "--served-model-name", "m",
         "--disagg-timeout-ms", "1500"]
