@@ -1,10 +1,12 @@
 // The URL space: which handler answers which method and path, and the checks every /v1
 // request passes first (server state, API key, model name).
 //
-// Generation requests are parsed, tokenized and rendered on a small worker pool, not on the
-// io thread that read them: a 4 MiB prompt takes seconds to tokenize, and every other
-// connection of that io thread would wait as long. The job then starts on the connection's
-// strand.
+// Every request whose text is tokenized (generation, embeddings, /tokenize, /detokenize) is
+// parsed on a small worker pool, not on the io thread that read it: a 4 MiB prompt (the
+// --max-body default) takes seconds to tokenize, and every other connection of that io
+// thread would wait as long. Generation then starts on the connection's strand; embeddings
+// and the engine state's bandwidth probe run on the engine thread between its steps
+// (engine/background_task.h).
 //
 //   POST /v1/completions, /v1/chat/completions   generation (src/api, generation.h)
 //   GET  /v1/models, /v1/models/{id}            the served model
