@@ -5,30 +5,12 @@
 #include <numeric>
 
 #include "api/api_error.h"
+#include "api/openai_protocol.h"
 #include "base/error.h"
 
 namespace rapide::serve {
 
 using nlohmann::json;
-
-namespace {
-
-std::vector<int32_t> token_list(const json& ids, const Tokenizer& tokenizer) {
-  std::vector<int32_t> out;
-  out.reserve(ids.size());
-  for (const json& id : ids) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
-        id.get<int64_t>() >= tokenizer.vocab_size()) {
-      throw api::ApiError(
-          400, fmt::format("'input' token ids must be in 0..{}", tokenizer.vocab_size() - 1),
-          "input", "invalid_value");
-    }
-    out.push_back(id.get<int32_t>());
-  }
-  return out;
-}
-
-}  // namespace
 
 Pooling parse_pooling(const std::string& name) {
   if (name == "last") return Pooling::kLast;
@@ -82,7 +64,7 @@ std::vector<std::vector<int32_t>> parse_embedding_inputs(const json& body,
       }
     } else if (item.is_array()) {
       if (item.size() > static_cast<size_t>(max_context)) throw too_long(item.size());
-      out.push_back(token_list(item, tokenizer));
+      out.push_back(api::read_token_ids(item, "input", tokenizer.vocab_size()));
     } else {
       throw api::ApiError(400, "'input' items must be strings or lists of token ids", "input",
                           "invalid_type");

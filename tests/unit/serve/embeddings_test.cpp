@@ -86,7 +86,7 @@ TEST_F(EmbeddingsTest, EachInputWithinTheContext) {
   }
   EXPECT_EQ(refusal({{"input", json::array({ids(2), json::array()})}}).code(), "invalid_value");
   EXPECT_EQ(refusal({{"input", 5}}).code(), "invalid_type");
-  EXPECT_EQ(refusal({{"input", json::array({-1})}}).code(), "invalid_value");
+  EXPECT_EQ(refusal({{"input", json::array({-1})}}).code(), "invalid_type");  // as prompts
 }
 
 TEST_F(EmbeddingsTest, GroupsStayWithinThePassBudgetAndCoverEveryInputOnce) {
