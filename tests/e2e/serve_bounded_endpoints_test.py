@@ -36,10 +36,14 @@ MODEL = os.path.join(SHARED, "models/stories260K/stories260K.gguf")
 # Bounds, for a busy 2-core CI machine:
 # A stream's largest gap between tokens while other work runs. The engine runs one slice of
 # between-steps work after each step: an embeddings pass of --max-batch-tokens (512) tokens
-# takes ~11 ms on stories260K, the probe's largest slice (touching 64 MiB) ~10-30 ms. 0.75 s
-# is 25x those and far below the stalls before the fixes (1-3 s for the probe, 4.5 s for
-# /tokenize).
-MAX_GAP = 0.75
+# takes ~11-30 ms on stories260K, the probe's largest slice (touching 64 MiB) ~10-30 ms; on
+# this 2-core machine, busy with other builds, the worst gaps measured were 20-210 ms. 1 s is
+# 30x a slice and far below the stalls before the fixes (1-3 s for the probe).
+MAX_GAP = 1.0
+# Streams beside a 3.6 MB /tokenize: it used to stall them for the whole tokenization (4.5 s;
+# 6.3 s measured here), now it competes for the cores from a worker thread: a quarter of its
+# time (at least MAX_GAP) is far from a stall yet not a bet on an idle machine.
+TOKENIZE_GAP_SHARE = 0.25
 # VmHWM after the first /v1/engine/state: ~20 MB at start, plus the 64 MiB probe buffer.
 MAX_HWM_KIB = 300 * 1024
 
@@ -153,8 +157,9 @@ def test_embedding_caps(s, context):
 
 def test_abandoned_embeddings(s):
     pid = s.proc.pid
-    # 2,000 inputs of 150 tokens: 300,000 tokens, the most a request may hold, ~7 s of passes.
-    inputs = [[1 + (i * 7 + p) % 500 for p in range(150)] for i in range(2000)]
+    # 600 inputs of 500 tokens: 300,000 tokens, the most a request may hold; ~18 s of passes
+    # (of ~30 ms each) here, so it is far from done when its client leaves.
+    inputs = [[1 + (i * 7 + p) % 500 for p in range(500)] for i in range(600)]
     sock = send_raw(s.port, "/v1/embeddings", json.dumps({"input": inputs}))
     queued = wait_metric(s, "rapide_engine_background_tasks", lambda v: v >= 1, 30)
     check(queued >= 1, "the embeddings job runs between engine steps")
@@ -215,12 +220,13 @@ def test_big_tokenize(s):
         gaps += g
     big.join()
     worst = max(gaps, default=99)
+    seconds = results.get("seconds", 0)
+    bound = max(MAX_GAP, TOKENIZE_GAP_SHARE * seconds)
     check(results.get("status") == 200 and results.get("count", 0) > 100000,
-          f"the 3.6 MB text is tokenized: {results.get('count')} tokens in "
-          f"{results.get('seconds', 0):.1f} s")
-    check(finished_during >= 1 and worst < MAX_GAP,
+          f"the 3.6 MB text is tokenized: {results.get('count')} tokens in {seconds:.1f} s")
+    check(finished_during >= 1 and worst < bound,
           f"{finished_during} streams ran while it was tokenized; worst gap "
-          f"{worst * 1000:.0f} ms, first tokens included (bound {MAX_GAP * 1000:.0f} ms; it "
+          f"{worst * 1000:.0f} ms, first tokens included (bound {bound * 1000:.0f} ms; it "
           f"stalled them 4.5 s)")
 
 
