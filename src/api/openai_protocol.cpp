@@ -137,18 +137,6 @@ std::vector<TokenBias> read_logit_bias(const json& body, int vocab_size) {
   return biases;
 }
 
-std::vector<int32_t> read_token_ids(const json& array, const char* param, int vocab_size) {
-  std::vector<int32_t> ids;
-  ids.reserve(array.size());
-  for (const json& t : array) {
-    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= vocab_size) {
-      bad(param, fmt::format("'{}' token ids must be integers in [0, {})", param, vocab_size));
-    }
-    ids.push_back(t.get<int32_t>());
-  }
-  return ids;
-}
-
 // Fields both endpoints share. `max_tokens_default` is OpenAI's: 16 for completions,
 // "until the context is full" for chat.
 GenerationSpec parse_common(const json& body, const Tokenizer& tokenizer, Endpoint endpoint) {
@@ -278,6 +266,18 @@ void finish_sampling(GenerationSpec& spec, const Tokenizer& tokenizer) {
 }
 
 }  // namespace
+
+std::vector<int32_t> read_token_ids(const json& array, const char* param, int vocab_size) {
+  std::vector<int32_t> ids;
+  ids.reserve(array.size());
+  for (const json& t : array) {
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= vocab_size) {
+      bad(param, fmt::format("'{}' token ids must be integers in [0, {})", param, vocab_size));
+    }
+    ids.push_back(t.get<int32_t>());
+  }
+  return ids;
+}
 
 GenerationSpec parse_completion_request(const json& body, const Tokenizer& tokenizer) {
   GenerationSpec spec = parse_common(body, tokenizer, Endpoint::kCompletions);

@@ -80,6 +80,10 @@ GenerationSpec parse_completion_request(const nlohmann::json& body, const Tokeni
 // Parses a chat body; messages are checked here and turned into a prompt by chat.h.
 GenerationSpec parse_chat_request(const nlohmann::json& body, const Tokenizer& tokenizer);
 
+// A JSON list of token ids in [0, vocab_size) (prompts, embeddings inputs, stop_token_ids);
+// ApiError(400) naming `param` otherwise.
+std::vector<int32_t> read_token_ids(const nlohmann::json& array, const char* param, int vocab_size);
+
 // Parses a request body with parse_json_limited (json_limited.h); an empty body is a 400 too.
 nlohmann::json parse_json_body(const std::string& body);
 

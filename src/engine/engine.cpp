@@ -323,6 +323,15 @@ bool Engine::drain(std::chrono::milliseconds timeout) {
   return false;
 }
 
+void Engine::run_between_steps(std::unique_ptr<BackgroundTask> task) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_) fail(ErrorCode::kUnavailable, "the engine is shutting down");
+    incoming_tasks_.push_back(std::move(task));
+  }
+  wake_.notify_all();
+}
+
 EngineStats Engine::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return stats_;
@@ -331,12 +340,14 @@ EngineStats Engine::stats() const {
 void Engine::loop() {
   std::vector<Incoming> arrived;
   std::vector<RequestId> aborts;
+  std::vector<std::unique_ptr<BackgroundTask>> new_tasks;
   for (;;) {
     bool stop = false;
     {
       std::unique_lock<std::mutex> lock(mutex_);
       const auto ready = [this] {
-        return stopping_ || !incoming_.empty() || !aborts_.empty() || !scheduler_->idle();
+        return stopping_ || !incoming_.empty() || !aborts_.empty() || !scheduler_->idle() ||
+               !incoming_tasks_.empty() || !tasks_.empty();
       };
       if (awaiting_kv_.empty()) {
         wake_.wait(lock, ready);
@@ -346,7 +357,10 @@ void Engine::loop() {
       stop = stopping_;
       arrived.swap(incoming_);
       aborts.swap(aborts_);
+      new_tasks.swap(incoming_tasks_);
     }
+    for (std::unique_ptr<BackgroundTask>& task : new_tasks) tasks_.push_back(std::move(task));
+    new_tasks.clear();
     for (Incoming& in : arrived) {
       outputs_->add(in.sequence->id, std::move(in.output));
       if (!send_for_prefill(in.sequence)) scheduler_->add_waiting(std::move(in.sequence));
@@ -361,21 +375,42 @@ void Engine::loop() {
       }
       awaiting_kv_.clear();
       finish_outside_step(ended);
+      for (std::unique_ptr<BackgroundTask>& task : tasks_) {
+        task->abandon("the server is shutting down");
+      }
+      tasks_.clear();
       std::lock_guard<std::mutex> lock(mutex_);
       stats_.waiting = stats_.running = 0;
+      stats_.background_tasks = 0;
       drained_.notify_all();
       return;
     }
     if (remote_ != nullptr) poll_remote_prefill();
     handle_aborts(aborts);
     if (!scheduler_->idle()) step();
+    run_background_slice();
     std::lock_guard<std::mutex> lock(mutex_);
+    stats_.background_tasks = static_cast<int>(tasks_.size());
     stats_.waiting = static_cast<int>(scheduler_->waiting_count() + awaiting_kv_.size());
     stats_.running = static_cast<int>(scheduler_->running_count());
     stats_.kv = kv_->usage();
     update_prefix_stats();
     if (incoming_.empty() && scheduler_->idle() && awaiting_kv_.empty()) drained_.notify_all();
   }
+}
+
+void Engine::run_background_slice() {
+  if (tasks_.empty()) return;
+  std::unique_ptr<BackgroundTask> task = std::move(tasks_.front());
+  tasks_.pop_front();
+  bool over = true;
+  try {
+    over = task->run_slice(*pool_);
+  } catch (const std::exception& e) {
+    spdlog::error("engine: a between-steps task failed: {}", e.what());
+    task->abandon(e.what());
+  }
+  if (!over) tasks_.push_back(std::move(task));  // its next slice after the others'
 }
 
 void Engine::handle_aborts(std::vector<RequestId>& aborts) {

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "base/thread_pool.h"
+#include "engine/background_task.h"
 #include "engine/engine_options.h"
 #include "engine/engine_stats.h"
 #include "engine/model_runner.h"
@@ -72,6 +74,10 @@ class Engine {
   // `timeout`, after which the rest are aborted. Returns true if all finished.
   bool drain(std::chrono::milliseconds timeout);
 
+  // Queues `task` to run on the engine thread between steps, a slice at a time
+  // (engine/background_task.h). Throws Error(kUnavailable) once the engine is stopping.
+  void run_between_steps(std::unique_ptr<BackgroundTask> task);
+
   EngineStats stats() const;
   // Called on the engine thread after every step with its plan, result and figures (the
   // advisor's record, replay, tests). Set before the first submit; must not block.
@@ -108,6 +114,8 @@ class Engine {
   void loop();
   void step();
   void handle_aborts(std::vector<RequestId>& aborts);
+  // One slice of the background task whose turn it is (none: nothing).
+  void run_background_slice();
   // Counts requests that ended into stats_ and sends their final events.
   void finish_outside_step(const std::vector<FinishedRequest>& finished);
   void count_finished(const std::vector<FinishedRequest>& finished);  // mutex_ held
@@ -156,11 +164,14 @@ class Engine {
   int remote_min_prompt_ = 0;
   std::unordered_map<RequestId, AwaitingKv> awaiting_kv_;
   std::string remote_failure_;  // the link's error once it failed: later requests fail too
+  // Between-steps work (engine thread), in round-robin order: the front runs next.
+  std::deque<std::unique_ptr<BackgroundTask>> tasks_;
 
   mutable std::mutex mutex_;  // guards the fields below
   std::condition_variable wake_;
   std::vector<Incoming> incoming_;
   std::vector<RequestId> aborts_;
+  std::vector<std::unique_ptr<BackgroundTask>> incoming_tasks_;
   bool stopping_ = false;
   bool draining_ = false;
   EngineStats stats_;

@@ -50,6 +50,7 @@ struct EngineStats {
   uint64_t preemptions = 0;
   int waiting = 0;
   int running = 0;
+  int background_tasks = 0;  // between-steps tasks not yet over (engine/background_task.h)
   KvUsage kv;
   std::vector<StepStats> recent_steps;           // the last steps, oldest first
   StepTotals step_totals;                        // every step since the start, by kind

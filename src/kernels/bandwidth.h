@@ -3,8 +3,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "base/thread_pool.h"
+#include "kernels/weight_memory.h"
 
 namespace rapide {
 
@@ -25,6 +27,29 @@ struct ReadBandwidth {
   double median = 0;  // bytes per second
 };
 ReadBandwidth measure_read_bandwidth_passes(ThreadPool& pool, size_t bytes, int passes);
+
+// The same probe a piece at a time, for a caller that interleaves it with other work (the
+// engine runs one piece between two of its steps): the first piece allocates and touches
+// the buffer, each later one times one pass. The buffer is freed after the last pass.
+class ReadBandwidthProbe {
+ public:
+  ReadBandwidthProbe(size_t bytes, int passes);
+
+  // Runs the next piece on `pool`; returns true once every pass is timed (then does nothing).
+  bool run_piece(ThreadPool& pool);
+  // The passes timed so far (zeros before the first).
+  ReadBandwidth result() const;
+
+ private:
+  size_t lines_;
+  int passes_;
+  // The same huge-page backed memory as packed weights: on 4 KiB pages the probe reads
+  // slower than the decode kernels stream (measured on Zen 4: about 27 against 30 GB/s for
+  // one thread), which would understate the roofline they are measured against.
+  matmul::WeightBuffer buffer_;  // empty before the first piece
+  std::vector<uint64_t> sink_;
+  std::vector<double> rates_;  // bytes per second of each timed pass
+};
 
 namespace bandwidth {
 // Per-ISA sum of count 64-byte lines (the result only keeps the reads from being elided).

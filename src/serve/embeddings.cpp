@@ -2,35 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "api/api_error.h"
+#include "api/openai_protocol.h"
 #include "base/error.h"
-#include "model/contiguous_kv_store.h"
 
 namespace rapide::serve {
 
 using nlohmann::json;
-
-namespace {
-
-// Tokens one forward pass takes at most, over every sequence in it.
-constexpr int kMaxBatchTokens = 2048;
-
-std::vector<int32_t> token_list(const json& ids, const Tokenizer& tokenizer) {
-  std::vector<int32_t> out;
-  for (const json& id : ids) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
-        id.get<int64_t>() >= tokenizer.vocab_size()) {
-      throw api::ApiError(
-          400, fmt::format("'input' token ids must be in 0..{}", tokenizer.vocab_size() - 1),
-          "input", "invalid_value");
-    }
-    out.push_back(id.get<int32_t>());
-  }
-  return out;
-}
-
-}  // namespace
 
 Pooling parse_pooling(const std::string& name) {
   if (name == "last") return Pooling::kLast;
@@ -50,153 +30,216 @@ std::vector<std::vector<int32_t>> parse_embedding_inputs(const json& body,
                         "invalid_value");
   }
   const json& input = body["input"];
-  std::vector<std::vector<int32_t>> out;
-  auto text = [&](const json& s) {
-    try {
-      out.push_back(tokenizer.encode(s.get<std::string>(), /*add_bos=*/true));
-    } catch (const Error& e) {
-      throw api::api_error_from(e, "input");
-    }
-  };
-  if (input.is_string()) {
-    text(input);
-  } else if (input.is_array() && !input.empty() && input[0].is_number_integer()) {
-    out.push_back(token_list(input, tokenizer));
+  // The inputs: the field itself (a string, or one list of ids) or each of its items.
+  std::vector<const json*> items;
+  if (input.is_string() || (input.is_array() && !input.empty() && input[0].is_number_integer())) {
+    items.push_back(&input);
   } else if (input.is_array() && !input.empty()) {
-    for (const json& item : input) {
-      if (item.is_string()) {
-        text(item);
-      } else if (item.is_array()) {
-        out.push_back(token_list(item, tokenizer));
-      } else {
-        throw api::ApiError(400, "'input' items must be strings or lists of token ids", "input",
-                            "invalid_type");
-      }
+    if (input.size() > kMaxEmbeddingInputs) {  // before anything is tokenized
+      throw api::ApiError(400,
+                          fmt::format("'input' holds {} inputs; a request may hold at most {}",
+                                      input.size(), kMaxEmbeddingInputs),
+                          "input", "too_many_inputs");
     }
+    for (const json& item : input) items.push_back(&item);
   } else {
     throw api::ApiError(400, "'input' must be a non-empty string or list", "input", "invalid_type");
   }
-  for (size_t i = 0; i < out.size(); ++i) {
-    if (out[i].empty()) {
+  std::vector<std::vector<int32_t>> out;
+  out.reserve(items.size());
+  int64_t total = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const json& item = *items[i];
+    const auto too_long = [&](size_t tokens) {
+      return api::ApiError(400,
+                           fmt::format("input {} has {} tokens; the model's context holds {}", i,
+                                       tokens, max_context),
+                           "input", "context_length_exceeded");
+    };
+    if (item.is_string()) {
+      try {
+        out.push_back(tokenizer.encode(item.get<std::string>(), /*add_bos=*/true));
+      } catch (const Error& e) {
+        throw api::api_error_from(e, "input");
+      }
+    } else if (item.is_array()) {
+      if (item.size() > static_cast<size_t>(max_context)) throw too_long(item.size());
+      out.push_back(api::read_token_ids(item, "input", tokenizer.vocab_size()));
+    } else {
+      throw api::ApiError(400, "'input' items must be strings or lists of token ids", "input",
+                          "invalid_type");
+    }
+    const size_t tokens = out.back().size();
+    if (tokens == 0) {
       throw api::ApiError(400, fmt::format("input {} has no tokens", i), "input", "invalid_value");
     }
-    if (static_cast<int>(out[i].size()) > max_context) {
+    if (tokens > static_cast<size_t>(max_context)) throw too_long(tokens);
+    total += static_cast<int64_t>(tokens);
+    if (total > kMaxEmbeddingTokens) {  // the rest is not tokenized
       throw api::ApiError(400,
-                          fmt::format("input {} has {} tokens; the model's context holds {}", i,
-                                      out[i].size(), max_context),
-                          "input", "context_length_exceeded");
+                          fmt::format("the inputs hold more than {} tokens (inputs 0..{} hold {}); "
+                                      "send them in several requests",
+                                      kMaxEmbeddingTokens, i, total),
+                          "input", "too_many_tokens");
     }
   }
   return out;
 }
 
-json embeddings_response(const std::vector<std::vector<float>>& vectors,
-                         const std::vector<std::vector<int32_t>>& inputs,
+json embeddings_response(const std::vector<std::vector<float>>& vectors, int64_t total_tokens,
                          const std::string& model_id) {
   json data = json::array();
-  size_t tokens = 0;
   for (size_t i = 0; i < vectors.size(); ++i) {
     data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", vectors[i]}});
-    tokens += inputs[i].size();
   }
   return {{"object", "list"},
           {"data", std::move(data)},
           {"model", model_id},
-          {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}};
+          {"usage", {{"prompt_tokens", total_tokens}, {"total_tokens", total_tokens}}}};
+}
+
+PooledVector::PooledVector(int dim, Pooling pooling, size_t length)
+    : pooling_(pooling), length_(length), sum_(static_cast<size_t>(dim), 0.0) {}
+
+void PooledVector::add(std::span<const float> row, size_t position) {
+  if (pooling_ == Pooling::kLast && position + 1 != length_) return;
+  for (size_t d = 0; d < sum_.size(); ++d) sum_[d] += row[d];
+}
+
+std::vector<float> PooledVector::finish() const {
+  double norm = 0.0;
+  for (const double v : sum_) norm += v * v;
+  norm = std::sqrt(norm);
+  std::vector<float> out(sum_.size());
+  // Mean pooling's 1/n cancels in the normalisation.
+  for (size_t d = 0; d < sum_.size(); ++d) {
+    out[d] = norm > 0 ? static_cast<float>(sum_[d] / norm) : 0.0f;
+  }
+  return out;
 }
 
 std::vector<float> pool_hidden_states(std::span<const float> rows, int dim, Pooling pooling) {
   const size_t n = rows.size() / static_cast<size_t>(dim);
-  std::vector<double> sum(static_cast<size_t>(dim), 0.0);
-  const size_t first = pooling == Pooling::kLast ? n - 1 : 0;
-  for (size_t r = first; r < n; ++r) {
-    for (int d = 0; d < dim; ++d) sum[d] += rows[r * dim + d];
-  }
-  double norm = 0.0;
-  for (const double v : sum) norm += v * v;
-  norm = std::sqrt(norm);
-  std::vector<float> out(static_cast<size_t>(dim));
-  // Mean pooling's 1/n cancels in the normalisation.
-  for (int d = 0; d < dim; ++d) out[d] = norm > 0 ? static_cast<float>(sum[d] / norm) : 0.0f;
-  return out;
+  PooledVector pooled(dim, pooling, n);
+  for (size_t r = 0; r < n; ++r) pooled.add(rows.subspan(r * dim, static_cast<size_t>(dim)), r);
+  return pooled.finish();
 }
 
-Embedder::Embedder(std::shared_ptr<const ModelFile> file, Pooling pooling, int threads)
-    : file_(std::move(file)), pooling_(pooling), threads_(threads), worker_([this] { work(); }) {}
-
-Embedder::~Embedder() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
-  }
-  ready_.notify_all();
-  worker_.join();
-}
-
-void Embedder::submit(std::vector<std::vector<int32_t>> inputs, Result done) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    jobs_.push_back({std::move(inputs), std::move(done)});
-  }
-  ready_.notify_one();
-}
-
-void Embedder::work() {
-  for (;;) {
-    Job job;
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      ready_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
-      if (jobs_.empty()) return;  // stopping, nothing left
-      job = std::move(jobs_.front());
-      jobs_.pop_front();
+std::vector<EmbeddingGroup> plan_embedding_groups(const std::vector<std::vector<int32_t>>& inputs,
+                                                  int max_pass_tokens) {
+  const size_t budget = static_cast<size_t>(std::max(1, max_pass_tokens));
+  std::vector<size_t> order(inputs.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return inputs[a].size() < inputs[b].size(); });
+  std::vector<EmbeddingGroup> groups;
+  for (size_t k = 0; k < order.size();) {
+    EmbeddingGroup g;
+    g.inputs.push_back(order[k]);
+    g.longest = inputs[order[k++]].size();
+    // Sorted: the next input is the group's longest if it joins.
+    while (k < order.size() && (g.inputs.size() + 1) * inputs[order[k]].size() <= budget) {
+      g.longest = inputs[order[k]].size();
+      g.inputs.push_back(order[k++]);
     }
-    try {
-      job.done(embed(job.inputs), {});
-    } catch (const std::exception& e) {
-      job.done({}, e.what());
-    }
+    groups.push_back(std::move(g));
   }
+  return groups;
 }
 
-std::vector<std::vector<float>> Embedder::embed(const std::vector<std::vector<int32_t>>& inputs) {
-  if (!model_) {
-    model_ = std::make_unique<Model>(file_);
-    pool_ = std::make_unique<ThreadPool>(threads_);
+EmbeddingJob::EmbeddingJob(std::shared_ptr<Model> model, Pooling pooling, int max_pass_tokens,
+                           std::vector<std::vector<int32_t>> inputs,
+                           std::shared_ptr<const CancelFlag> cancelled, Result done)
+    : model_(std::move(model)),
+      pooling_(pooling),
+      max_pass_tokens_(std::max(1, max_pass_tokens)),
+      inputs_(std::move(inputs)),
+      cancelled_(std::move(cancelled)),
+      done_(std::move(done)),
+      groups_(plan_embedding_groups(inputs_, max_pass_tokens_)),
+      vectors_(inputs_.size()) {}
+
+bool EmbeddingJob::run_slice(ThreadPool& pool) {
+  // Nobody waits for the answer: stop here; the engine destroys the job and its memory.
+  if (cancelled_ && cancelled_->load(std::memory_order_relaxed)) return true;
+  try {
+    if (!run_pass(pool)) return false;
+  } catch (...) {
+    done_({}, std::current_exception());
+    return true;
   }
+  done_(std::move(vectors_), nullptr);
+  return true;
+}
+
+void EmbeddingJob::abandon(const std::string& reason) {
+  if (cancelled_ && cancelled_->load(std::memory_order_relaxed)) return;
+  done_({}, std::make_exception_ptr(Error(ErrorCode::kUnavailable, reason)));
+}
+
+bool EmbeddingJob::run_pass(ThreadPool& pool) {
+  if (group_ >= groups_.size()) return true;
   const ModelConfig& c = model_->config();
-  std::vector<std::vector<float>> out(inputs.size());
-  // Groups of consecutive inputs whose tokens fit one pass run together, one KV sequence
-  // each; a longer input runs alone, in passes of kMaxBatchTokens.
-  for (size_t begin = 0; begin < inputs.size();) {
-    size_t end = begin + 1;
-    size_t tokens = inputs[begin].size();
-    while (end < inputs.size() && tokens + inputs[end].size() <= kMaxBatchTokens) {
-      tokens += inputs[end++].size();
-    }
-    size_t longest = 0;
-    for (size_t i = begin; i < end; ++i) longest = std::max(longest, inputs[i].size());
-    ContiguousKvStore kv(c, static_cast<int>(end - begin), static_cast<int>(longest));
-    std::vector<std::vector<float>> rows(end - begin);
-    for (size_t offset = 0; offset < longest; offset += kMaxBatchTokens) {
-      Batch batch;
-      for (size_t i = begin; i < end; ++i) {
-        const size_t stop = std::min(inputs[i].size(), offset + kMaxBatchTokens);
-        for (size_t p = offset; p < stop; ++p) {
-          batch.add(inputs[i][p], static_cast<int32_t>(i - begin), static_cast<int32_t>(p), false);
-        }
-      }
-      const std::span<const float> hidden = model_->forward_hidden(batch, kv, *pool_);
-      for (int t = 0; t < batch.size(); ++t) {
-        std::vector<float>& r = rows[batch.seq_ids[t]];
-        r.insert(r.end(), hidden.begin() + static_cast<size_t>(t) * c.dim,
-                 hidden.begin() + static_cast<size_t>(t + 1) * c.dim);
-      }
-    }
-    for (size_t i = begin; i < end; ++i)
-      out[i] = pool_hidden_states(rows[i - begin], c.dim, pooling_);
-    begin = end;
+  const EmbeddingGroup& g = groups_[group_];
+  if (!kv_) {  // the group's first pass
+    kv_ = std::make_unique<ContiguousKvStore>(c, static_cast<int>(g.inputs.size()),
+                                              static_cast<int>(g.longest));
+    pooled_.clear();
+    for (const size_t i : g.inputs) pooled_.emplace_back(c.dim, pooling_, inputs_[i].size());
   }
+  // A group of several inputs fits one pass; a longer input alone takes several.
+  const size_t end = offset_ + static_cast<size_t>(max_pass_tokens_);
+  Batch batch;
+  for (size_t s = 0; s < g.inputs.size(); ++s) {
+    const std::vector<int32_t>& tokens = inputs_[g.inputs[s]];
+    for (size_t p = offset_; p < std::min(tokens.size(), end); ++p) {
+      batch.add(tokens[p], static_cast<int32_t>(s), static_cast<int32_t>(p), false);
+    }
+  }
+  const std::span<const float> hidden = model_->forward_hidden(batch, *kv_, pool);
+  ++passes_;
+  const size_t dim = static_cast<size_t>(c.dim);
+  for (int t = 0; t < batch.size(); ++t) {
+    pooled_[static_cast<size_t>(batch.seq_ids[t])].add(
+        hidden.subspan(static_cast<size_t>(t) * dim, dim), static_cast<size_t>(batch.positions[t]));
+  }
+  offset_ = end;
+  if (offset_ < g.longest) return false;
+  for (size_t s = 0; s < g.inputs.size(); ++s) vectors_[g.inputs[s]] = pooled_[s].finish();
+  kv_.reset();
+  pooled_.clear();
+  offset_ = 0;
+  return ++group_ >= groups_.size();
+}
+
+Embedder::Embedder(std::shared_ptr<const ModelFile> file, Pooling pooling)
+    : file_(std::move(file)), pooling_(pooling) {}
+
+void Embedder::prepare() {
+  std::call_once(model_once_, [this] { model_ = std::make_shared<Model>(file_); });
+}
+
+std::unique_ptr<EmbeddingJob> Embedder::job(std::vector<std::vector<int32_t>> inputs,
+                                            int max_pass_tokens,
+                                            std::shared_ptr<const CancelFlag> cancelled,
+                                            EmbeddingJob::Result done) {
+  prepare();
+  return std::make_unique<EmbeddingJob>(model_, pooling_, max_pass_tokens, std::move(inputs),
+                                        std::move(cancelled), std::move(done));
+}
+
+std::vector<std::vector<float>> Embedder::embed(const std::vector<std::vector<int32_t>>& inputs,
+                                                ThreadPool& pool, int max_pass_tokens) {
+  std::vector<std::vector<float>> out;
+  std::exception_ptr failure;
+  auto j = job(inputs, max_pass_tokens, nullptr,
+               [&](std::vector<std::vector<float>> vectors, std::exception_ptr error) {
+                 out = std::move(vectors);
+                 failure = error;
+               });
+  while (!j->run_slice(pool)) {
+  }
+  if (failure) std::rethrow_exception(failure);
   return out;
 }
 

@@ -170,6 +170,9 @@ std::string ServeMetrics::render(const EngineStats* engine, int state) const {
   const EngineStats& e = *engine;
   sample(out, "rapide_queue_length", "gauge", "requests waiting to be scheduled", e.waiting);
   sample(out, "rapide_running_sequences", "gauge", "sequences being generated", e.running);
+  sample(out, "rapide_engine_background_tasks", "gauge",
+         "work the engine runs between steps (embeddings, the bandwidth probe)",
+         e.background_tasks);
   const int batch = e.recent_steps.empty() ? 0 : e.recent_steps.back().sequences;
   sample(out, "rapide_batch_size", "gauge", "sequences in the last forward pass", batch);
   double recent_batch = 0.0;

@@ -4,6 +4,7 @@
 #include <boost/beast/http/field.hpp>
 #include <boost/beast/http/verb.hpp>
 
+#include "advise/bandwidth_probe_task.h"
 #include "api/api_error.h"
 #include "api/front_end.h"
 #include "api/openai_protocol.h"
@@ -74,7 +75,7 @@ void Router::attach(Engine& engine, ServedModel model) {
   chat_ = std::make_unique<api::ChatPrompter>(engine.tokenizer(), model_.chat_template,
                                               model_.tool_call_parser);
   if (model_.file) {
-    embedder_ = std::make_unique<Embedder>(model_.file, options_.pooling, model_.threads);
+    embedder_ = std::make_unique<Embedder>(model_.file, options_.pooling);
   }
   if (options_.compressor_file || model_.file) {
     compressor_ = std::make_unique<RequestCompressor>(
@@ -153,7 +154,6 @@ void Router::dispatch(HttpRequest& request, const std::string& path,
     label = "dashboard";
     require_method(request, http::verb::get, path);
     dashboard(request, path, exchange);
-    metrics_.observe_status(label, 200);
     return;
   }
   if (path == "/health") {
@@ -189,7 +189,6 @@ void Router::dispatch(HttpRequest& request, const std::string& path,
       label = path.substr(1);
       require_method(request, http::verb::post, path);
       tokenizer_route(request, path, exchange);
-      metrics_.observe_status(label, 200);
       return;
     }
     if (path == "/v1/embeddings") {
@@ -209,7 +208,6 @@ void Router::dispatch(HttpRequest& request, const std::string& path,
       label = "engine_state";
       require_method(request, http::verb::get, path);
       engine_state(exchange);
-      metrics_.observe_status(label, 200);
       return;
     }
     if (const std::optional<api::Endpoint> endpoint = api::endpoint_for_path(path)) {
@@ -243,6 +241,7 @@ void Router::dashboard(const HttpRequest& request, const std::string& path,
     }
     exchange->respond(200, dashboard_content_type(asset->path), std::string(asset->body),
                       {{"Cache-Control", "no-cache"}});
+    metrics_.observe_status("dashboard", 200);
     return;
   }
   // The state shows prompt text (near misses): behind the key, as /v1 is.
@@ -271,6 +270,7 @@ void Router::answer_json_from_worker(const std::shared_ptr<HttpExchange>& exchan
                           answer_failure(*exchange, what, label, failure);
                         } else {
                           exchange->respond(200, kJson, body, headers);
+                          metrics_.observe_status(label, 200);
                         }
                       });
   });
@@ -301,46 +301,75 @@ void Router::require_ready_state() const {
   }
 }
 
-void Router::tokenizer_route(const HttpRequest& request, const std::string& path,
+void Router::tokenizer_route(HttpRequest& request, const std::string& path,
                              const std::shared_ptr<HttpExchange>& exchange) {
   require_ready_state();
-  const json body = api::parse_json_body(request.body());
-  const json answer = path == "/tokenize" ? tokenize_response(body, engine_->tokenizer(), *chat_,
-                                                              engine_->max_context())
-                                          : detokenize_response(body, engine_->tokenizer());
-  exchange->respond(200, kJson, api::dump_json(answer));
+  // On a worker, as generation requests are parsed: a body of --max-body (4 MiB by default)
+  // takes seconds to tokenize, and every other connection of this io thread would wait.
+  const bool tokenize = path == "/tokenize";
+  answer_json_from_worker(
+      exchange, "POST " + path, path.substr(1),
+      [this, tokenize, body = std::make_shared<const std::string>(std::move(request.body()))] {
+        const json parsed = api::parse_json_body(*body);
+        return api::dump_json(tokenize ? tokenize_response(parsed, engine_->tokenizer(), *chat_,
+                                                           engine_->max_context())
+                                       : detokenize_response(parsed, engine_->tokenizer()));
+      });
 }
 
-void Router::embeddings(const HttpRequest& request,
-                        const std::shared_ptr<LoggedExchange>& exchange) {
+void Router::embeddings(HttpRequest& request, const std::shared_ptr<LoggedExchange>& exchange) {
   require_ready_state();
   if (!embedder_) {
     throw api::ApiError(404, "this server does not compute embeddings", {}, "not_found");
   }
-  const json body = api::parse_json_body(request.body());
-  if (body.is_object() && body.contains("model") && body["model"].is_string() &&
-      body["model"] != model_.id) {
-    throw api::model_not_found(body["model"].get<std::string>());
-  }
-  auto inputs = std::make_shared<std::vector<std::vector<int32_t>>>(
-      parse_embedding_inputs(body, engine_->tokenizer(), engine_->max_context()));
-  int64_t tokens = 0;
-  for (const auto& input : *inputs) tokens += static_cast<int64_t>(input.size());
-  exchange->record().prompt_tokens = tokens;
-  // The worker answers on the connection's strand, as engine events do.
-  embedder_->submit(*inputs, [this, exchange, inputs](std::vector<std::vector<float>> vectors,
-                                                      std::string error) {
-    boost::asio::post(exchange->executor(), [this, exchange, inputs, vectors = std::move(vectors),
-                                             error = std::move(error)] {
-      if (!error.empty()) {
-        send_error(*exchange, api::ApiError(500, error, {}, "embedding_failed"));
-        metrics_.observe_status("embeddings", 500);
-        return;
+  // Set when the client disconnects: the job stops at its next pass (or is never queued).
+  auto cancelled = std::make_shared<CancelFlag>(false);
+  exchange->on_client_gone([this, cancelled] {
+    cancelled->store(true);
+    metrics_.observe_status("embeddings", 499);
+  });
+  boost::asio::post(workers_, [this, exchange, cancelled, body = std::move(request.body())] {
+    // On a worker: parsing and tokenizing cost time proportional to the body, and building
+    // the model (the first request) seconds.
+    try {
+      const json parsed = api::parse_json_body(body);
+      if (parsed.is_object() && parsed.contains("model") && parsed["model"].is_string() &&
+          parsed["model"] != model_.id) {
+        throw api::model_not_found(parsed["model"].get<std::string>());
       }
-      exchange->respond(200, kJson,
-                        api::dump_json(embeddings_response(vectors, *inputs, model_.id)));
-      metrics_.observe_status("embeddings", 200);
-    });
+      std::vector<std::vector<int32_t>> inputs =
+          parse_embedding_inputs(parsed, engine_->tokenizer(), engine_->max_context());
+      int64_t tokens = 0;
+      for (const auto& input : inputs) tokens += static_cast<int64_t>(input.size());
+      if (cancelled->load()) return;
+      auto job = embedder_->job(
+          std::move(inputs), engine_->options().max_batch_tokens, cancelled,
+          [this, exchange, tokens](std::vector<std::vector<float>> vectors,
+                                   std::exception_ptr error) {
+            // On the engine thread: the response's JSON is written on a worker.
+            if (error) {
+              boost::asio::post(exchange->executor(), [this, exchange, error] {
+                answer_failure(*exchange, "POST /v1/embeddings", "embeddings", error);
+              });
+              return;
+            }
+            answer_json_from_worker(
+                exchange, "POST /v1/embeddings", "embeddings",
+                [this, tokens,
+                 vectors =
+                     std::make_shared<const std::vector<std::vector<float>>>(std::move(vectors))] {
+                  return api::dump_json(embeddings_response(*vectors, tokens, model_.id));
+                });
+          });
+      boost::asio::post(exchange->executor(), [exchange, tokens] {
+        exchange->record().prompt_tokens = tokens;  // the log line's, on its strand
+      });
+      engine_->run_between_steps(std::move(job));
+    } catch (...) {
+      boost::asio::post(exchange->executor(), [this, exchange, error = std::current_exception()] {
+        answer_failure(*exchange, "POST /v1/embeddings", "embeddings", error);
+      });
+    }
   });
 }
 
@@ -370,12 +399,50 @@ void Router::engine_state(const std::shared_ptr<HttpExchange>& exchange) {
   if (state() == ServerState::kLoading) {
     throw api::ApiError(503, "the model is still loading", {}, "loading").with_retry_after(5);
   }
-  // On a worker: the first request measures the read bandwidth (about a second), and the
-  // state of 256 steps and requests takes a while to write.
-  answer_json_from_worker(exchange, "GET /v1/engine/state", "engine_state", [this] {
-    std::call_once(machine_once_,
-                   [this] { machine_ = advise::probe_machine(engine_->options().threads, true); });
-    return api::dump_json(advise::state_to_json(advise::capture_engine_state(*engine_, machine_)));
+  std::optional<double> bandwidth;
+  bool start_probe = false;
+  {
+    std::lock_guard<std::mutex> lock(bandwidth_mutex_);
+    bandwidth = read_bandwidth_;
+    if (!bandwidth) {
+      // The first request measures the read bandwidth, between engine steps; requests that
+      // arrive meanwhile wait for the same figure.
+      bandwidth_waiting_.push_back(exchange);
+      start_probe = !bandwidth_probing_;
+      bandwidth_probing_ = true;
+    }
+  }
+  if (bandwidth) return answer_engine_state(exchange, *bandwidth);
+  if (!start_probe) return;
+  try {
+    engine_->run_between_steps(advise::bandwidth_probe_task([this](double measured) {
+      std::vector<std::shared_ptr<HttpExchange>> waiting;
+      {
+        std::lock_guard<std::mutex> lock(bandwidth_mutex_);
+        if (measured > 0) read_bandwidth_ = measured;  // 0: the engine stopped first
+        bandwidth_probing_ = false;
+        waiting.swap(bandwidth_waiting_);
+      }
+      for (const auto& e : waiting) answer_engine_state(e, measured);
+    }));
+  } catch (const Error&) {  // the engine is stopping: answer without the figure
+    std::vector<std::shared_ptr<HttpExchange>> waiting;
+    {
+      std::lock_guard<std::mutex> lock(bandwidth_mutex_);
+      bandwidth_probing_ = false;
+      waiting.swap(bandwidth_waiting_);
+    }
+    for (const auto& e : waiting) answer_engine_state(e, 0.0);
+  }
+}
+
+void Router::answer_engine_state(const std::shared_ptr<HttpExchange>& exchange,
+                                 double read_bandwidth) {
+  // On a worker: the state of 256 steps and requests takes a while to write.
+  answer_json_from_worker(exchange, "GET /v1/engine/state", "engine_state", [this, read_bandwidth] {
+    advise::MachineFacts machine = advise::probe_machine(engine_->options().threads, false);
+    machine.read_bandwidth = read_bandwidth;
+    return api::dump_json(advise::state_to_json(advise::capture_engine_state(*engine_, machine)));
   });
 }
 

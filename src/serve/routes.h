@@ -1,10 +1,12 @@
 // The URL space: which handler answers which method and path, and the checks every /v1
 // request passes first (server state, API key, model name).
 //
-// Generation requests are parsed, tokenized and rendered on a small worker pool, not on the
-// io thread that read them: a 4 MiB prompt takes seconds to tokenize, and every other
-// connection of that io thread would wait as long. The job then starts on the connection's
-// strand.
+// Every request whose text is tokenized (generation, embeddings, /tokenize, /detokenize) is
+// parsed on a small worker pool, not on the io thread that read it: a 4 MiB prompt (the
+// --max-body default) takes seconds to tokenize, and every other connection of that io
+// thread would wait as long. Generation then starts on the connection's strand; embeddings
+// and the engine state's bandwidth probe run on the engine thread between its steps
+// (engine/background_task.h).
 //
 //   POST /v1/completions, /v1/chat/completions   generation (src/api, generation.h)
 //   GET  /v1/models, /v1/models/{id}            the served model
@@ -28,7 +30,9 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <boost/asio/thread_pool.hpp>
 
@@ -103,7 +107,8 @@ class Router {
   void answer_failure(HttpExchange& exchange, const std::string& what, const std::string& label,
                       std::exception_ptr error);
   void list_models(const std::string& path, const std::shared_ptr<HttpExchange>& exchange);
-  void tokenizer_route(const HttpRequest& request, const std::string& path,
+  // /tokenize and /detokenize, answered from the worker pool.
+  void tokenizer_route(HttpRequest& request, const std::string& path,
                        const std::shared_ptr<HttpExchange>& exchange);
   void require_ready_state() const;
   // 401 unless the request carries an accepted key (when --api-key is set).
@@ -112,12 +117,15 @@ class Router {
                  const std::shared_ptr<HttpExchange>& exchange);
   nlohmann::json dashboard_snapshot();
   // Runs make_body on the worker pool (work too slow for an io thread), then answers 200 with
-  // its JSON on the exchange's strand, or the failure it threw; `what` names it in the log.
+  // its JSON on the exchange's strand, or the failure it threw; `what` names it in the log,
+  // `label` in the metrics. Any thread may call it.
   void answer_json_from_worker(const std::shared_ptr<HttpExchange>& exchange, std::string what,
                                std::string label, std::function<std::string()> make_body,
                                HeaderList headers = {});
-  void embeddings(const HttpRequest& request, const std::shared_ptr<LoggedExchange>& exchange);
+  // Parsed on a worker; the passes run between engine steps, stopped when the client goes.
+  void embeddings(HttpRequest& request, const std::shared_ptr<LoggedExchange>& exchange);
   void engine_state(const std::shared_ptr<HttpExchange>& exchange);
+  void answer_engine_state(const std::shared_ptr<HttpExchange>& exchange, double read_bandwidth);
 
   ApiKeys keys_;
   ServeMetrics& metrics_;
@@ -131,9 +139,13 @@ class Router {
   std::unique_ptr<api::ChatPrompter> chat_;
   std::unique_ptr<Embedder> embedder_;
   std::unique_ptr<RequestCompressor> compressor_;  // null: no model file to score with
-  // Machine facts for /v1/engine/state: the bandwidth probe runs once, on the first request.
-  std::once_flag machine_once_;
-  advise::MachineFacts machine_;
+  // /v1/engine/state's read bandwidth: measured once, between engine steps, on the first
+  // request (advise/bandwidth_probe_task.h), then kept; requests that arrive while the probe
+  // runs wait for its figure. Guarded by bandwidth_mutex_.
+  std::mutex bandwidth_mutex_;
+  std::optional<double> read_bandwidth_;
+  bool bandwidth_probing_ = false;
+  std::vector<std::shared_ptr<HttpExchange>> bandwidth_waiting_;
   DashboardAdvice advice_;            // the dashboard's findings, refreshed every few seconds
   TimePoint started_ = Clock::now();  // the dashboard's clock
   // Last: destroyed (joined) first, so no parse in progress outlives the members it uses.

@@ -21,5 +21,19 @@ TEST(ReadBandwidth, AtLeastOnePassIsTaken) {
   EXPECT_EQ(r.best, r.median);  // one pass: both are it
 }
 
+TEST(ReadBandwidth, ProbeInPiecesTouchesFirstThenTimesOnePassEach) {
+  ThreadPool pool(2);
+  ReadBandwidthProbe probe(size_t{4} << 20, 3);
+  EXPECT_EQ(probe.result().best, 0.0);
+  EXPECT_FALSE(probe.run_piece(pool));  // allocates and touches: nothing timed yet
+  EXPECT_EQ(probe.result().best, 0.0);
+  EXPECT_FALSE(probe.run_piece(pool));
+  EXPECT_GT(probe.result().best, 0.0);
+  EXPECT_FALSE(probe.run_piece(pool));
+  EXPECT_TRUE(probe.run_piece(pool));  // the third pass
+  EXPECT_TRUE(probe.run_piece(pool));  // over: does nothing
+  EXPECT_GE(probe.result().best, probe.result().median);
+}
+
 }  // namespace
 }  // namespace rapide

@@ -57,11 +57,12 @@ TEST(Embedder, BatchedInputsGetTheVectorsTheyGetAlone) {
   RAPIDE_REQUIRE_SHARED("models/stories260K/stories260K.gguf");
   auto file = std::make_shared<const ModelFile>(
       load_model(testing::shared_path("models/stories260K/stories260K.gguf")));
+  ThreadPool pool(2);
   for (const serve::Pooling pooling : {serve::Pooling::kLast, serve::Pooling::kMean}) {
-    serve::Embedder embedder(file, pooling, 2);
+    serve::Embedder embedder(file, pooling);
     const std::vector<int32_t> other = {1, 291, 376, 268};
-    const auto alone = embedder.embed({kTokens});
-    const auto together = embedder.embed({other, kTokens});
+    const auto alone = embedder.embed({kTokens}, pool);
+    const auto together = embedder.embed({other, kTokens}, pool);
     ASSERT_EQ(together.size(), 2u);
     double norm = 0;
     for (size_t d = 0; d < alone[0].size(); ++d) {
