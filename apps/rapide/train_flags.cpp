@@ -139,7 +139,8 @@ void report_held_out(const train::TrainResult& r, double teacher_loss, int64_t h
   if (r.kept_earlier()) {
     std::printf(
         "%s: warning: held-out perplexity rose from %.2f (step %lld) to %.2f (step %lld): "
-        "the model overfits its training data; kept the weights of step %lld\n",
+        "training made the model worse on text it did not see (overfitting, or --lr too high); "
+        "kept the weights of step %lld\n",
         label.c_str(), r.best.perplexity(), static_cast<long long>(r.best.step),
         r.held_out.back().perplexity(), static_cast<long long>(r.held_out.back().step),
         static_cast<long long>(r.best.step));

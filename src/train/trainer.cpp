@@ -53,7 +53,8 @@ class HeldOutTracker {
     if (without_gain_ == 1) {
       bar.note(fmt::format(
           "{}: warning: held-out perplexity rose to {:.2f} after step {} (best {:.2f} after step "
-          "{}): the model is learning its training text, not the language",
+          "{}): training now makes the model worse on text it does not train on (overfitting, "
+          "or a learning rate too high)",
           o_.label, now.perplexity(), now.step, result_.best.perplexity(), result_.best.step));
     }
     return o_.patience > 0 && without_gain_ >= o_.patience;
