@@ -2,7 +2,9 @@
 // temperature-scaled distribution, teacher logits computed on the fly by the inference
 // engine), from text files or from sequences the teacher writes itself (--generate). The
 // student is a fresh model of --student-shape, or an existing GGUF (--student: e.g. a pruned
-// teacher). Output: a GGUF with the teacher's tokenizer.
+// teacher). The end of the data is held out (--holdout): scored while training, it stops a
+// run that overfits and keeps its best weights, and its perplexity before and after is
+// printed. Output: a GGUF with the teacher's tokenizer.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -55,8 +57,8 @@ void run_distill(const DistillCommandOptions& o) {
   LoadedModel teacher = load_for_inference(o.teacher);
   require_gguf_teacher(teacher);
   train::TrainModel student = make_student(o, teacher.model->config());
-  std::vector<int32_t> stream = training_stream(teacher, o.data, o.train);
-  distill_into(teacher, student, std::move(stream), o.steps, o.train, "distill");
+  distill_into(teacher, student, training_data(teacher, o.data, o.train), o.steps, o.train,
+               "distill");
   write_trained_model(student, teacher, o.train, teacher.file->config.name + "-distilled",
                       o.output);
 }

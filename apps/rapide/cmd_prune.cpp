@@ -1,9 +1,13 @@
 // rapide prune: structured pruning (train/pruning.h). Scores every FFN channel, KV group of
 // heads and layer on calibration text, removes the least important, optionally heals the
 // result by distillation from the unpruned model (--heal-steps), and writes a smaller dense
-// GGUF.
+// GGUF. Healing holds out the end of its data (--holdout): it is scored while healing, stops
+// a run that overfits with its best weights, and its perplexity is printed for the unpruned
+// model and the pruned one before and after healing. When healing on the calibration text,
+// scoring does not see the held-out tokens either.
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -80,6 +84,17 @@ void run_prune(const PruneCommandOptions& o) {
   LoadedModel loaded = load_for_inference(o.model);
   require_gguf_teacher(loaded);
   std::vector<int32_t> calibration = tokenize_files(*loaded.tokenizer, {o.calibration});
+  std::optional<train::HeldOutSplit> heal;
+  if (o.heal_steps > 0) {
+    const bool on_calibration = o.heal_data.empty();
+    heal =
+        training_data(loaded, on_calibration ? std::vector{o.calibration} : o.heal_data, o.train);
+    // The held-out tokens are the end of the calibration text (training_data puts the files
+    // last): importance is not measured on them either.
+    if (on_calibration) {
+      calibration.resize(calibration.size() - std::min(calibration.size(), heal->held_out.size()));
+    }
+  }
   if (static_cast<int>(calibration.size()) > o.calibration_tokens) {
     calibration.resize(static_cast<size_t>(o.calibration_tokens));
   }
@@ -104,12 +119,7 @@ void run_prune(const PruneCommandOptions& o) {
       a.kv_heads, b.heads, b.kv_heads, a.ffn, b.ffn, original.parameter_count() / 1e6,
       pruned.parameter_count() / 1e6,
       100.0 * pruned.parameter_count() / static_cast<double>(original.parameter_count()));
-  if (o.heal_steps > 0) {
-    const std::vector<std::string> files =
-        o.heal_data.empty() ? std::vector<std::string>{o.calibration} : o.heal_data;
-    distill_into(loaded, pruned, training_stream(loaded, files, o.train), o.heal_steps, o.train,
-                 "heal");
-  }
+  if (heal) distill_into(loaded, pruned, std::move(*heal), o.heal_steps, o.train, "heal");
   write_trained_model(pruned, loaded, o.train, loaded.file->config.name + "-pruned", o.output);
 }
 

@@ -1,6 +1,8 @@
 #include "apps/rapide/train_flags.h"
 
+#include <cmath>
 #include <cstdio>
+#include <optional>
 
 #include "base/clock.h"
 #include "base/error.h"
@@ -61,6 +63,19 @@ void add_train_flags(CLI::App& cmd, TrainFlags& f) {
                  "sampling temperature of --generate")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+  cmd.add_option("--holdout", f.holdout,
+                 "fraction of the data (its end) kept out of training and scored every "
+                 "--eval-every steps, at least one sequence (0: none, overfitting goes unnoticed)")
+      ->check(CLI::Range(0.0, 0.9))
+      ->capture_default_str();
+  cmd.add_option("--eval-every", f.eval_every, "steps between held-out scores")
+      ->check(CLI::Range(1, 1 << 30))
+      ->capture_default_str();
+  cmd.add_option("--patience", f.patience,
+                 "stop after this many held-out scores in a row without improvement (0: never "
+                 "stop early; the best weights are kept either way)")
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
   cmd.add_option("--type", f.type, "output weight type: f32 | f16")
       ->check(CLI::IsMember({"f32", "f16"}))
       ->capture_default_str();
@@ -82,33 +97,76 @@ std::vector<int32_t> tokenize_files(const Tokenizer& tokenizer,
   return stream;
 }
 
-std::vector<int32_t> training_stream(LoadedModel& teacher, const std::vector<std::string>& files,
-                                     const TrainFlags& f) {
-  std::vector<int32_t> stream = tokenize_files(*teacher.tokenizer, files);
+train::HeldOutSplit training_data(LoadedModel& teacher, const std::vector<std::string>& files,
+                                  const TrainFlags& f) {
+  std::vector<int32_t> stream;
   if (f.generate > 0) {
     const TimePoint start = Clock::now();
-    const std::vector<int32_t> generated =
-        train::generate_sequences(*teacher.model, *teacher.pool, f.generate, f.seq + 1,
-                                  teacher.tokenizer->bos_id(), f.generate_temperature, f.seed);
-    stream.insert(stream.end(), generated.begin(), generated.end());
+    stream = train::generate_sequences(*teacher.model, *teacher.pool, f.generate, f.seq + 1,
+                                       teacher.tokenizer->bos_id(), f.generate_temperature, f.seed);
     std::fprintf(stderr, "generated %d teacher sequences of %d tokens in %.1f s\n", f.generate,
                  f.seq + 1, seconds_between(start, Clock::now()));
   }
+  const std::vector<int32_t> text = tokenize_files(*teacher.tokenizer, files);
+  stream.insert(stream.end(), text.begin(), text.end());
   if (stream.empty()) {
     fail(ErrorCode::kInvalidArgument, "no training data: give --data files or --generate N");
   }
-  return stream;
+  return train::split_held_out(std::move(stream), f.holdout, f.seq);
 }
 
+namespace {
+
+// The held-out figures on stdout (the command's result): every score, then before and after.
+void report_held_out(const train::TrainResult& r, double teacher_loss, int64_t held_tokens,
+                     const train::HeldOutSet& set, const TrainFlags& f, const std::string& label) {
+  std::string scores;
+  for (const train::HeldOutScore& s : r.held_out) {
+    scores += fmt::format("{}{}: {:.2f}", scores.empty() ? "" : ", ", s.step, s.perplexity());
+  }
+  std::printf("%s: held-out perplexity by step: %s\n", label.c_str(), scores.c_str());
+  const train::HeldOutScore& before = r.held_out.front();
+  std::printf(
+      "%s: held-out perplexity %.2f before, %.2f after (teacher %.2f; %lld tokens held out, "
+      "%.0f %% of the data, %lld scored)\n",
+      label.c_str(), before.perplexity(), r.best.perplexity(), std::exp(teacher_loss),
+      static_cast<long long>(held_tokens), f.holdout * 100.0,
+      static_cast<long long>(set.scored_tokens()));
+  if (r.stopped_early) {
+    std::printf("%s: stopped early after step %lld: no better held-out loss for %d scores\n",
+                label.c_str(), static_cast<long long>(r.held_out.back().step), f.patience);
+  }
+  if (r.kept_earlier()) {
+    std::printf(
+        "%s: warning: held-out perplexity rose from %.2f (step %lld) to %.2f (step %lld): "
+        "training made the model worse on text it did not see (overfitting, or --lr too high); "
+        "kept the weights of step %lld\n",
+        label.c_str(), r.best.perplexity(), static_cast<long long>(r.best.step),
+        r.held_out.back().perplexity(), static_cast<long long>(r.held_out.back().step),
+        static_cast<long long>(r.best.step));
+  }
+  if (r.best.step == before.step && r.held_out.size() > 1) {
+    std::printf(
+        "%s: warning: training did not improve the held-out perplexity: the weights "
+        "are those from before it (more or other data, or a lower --lr, may help)\n",
+        label.c_str());
+  }
+}
+
+}  // namespace
+
 train::TrainResult distill_into(LoadedModel& teacher, train::TrainModel& student,
-                                std::vector<int32_t> stream, int64_t steps, const TrainFlags& f,
+                                train::HeldOutSplit split, int64_t steps, const TrainFlags& f,
                                 const std::string& label) {
   if (f.seq > student.shape().ctx || f.seq > teacher.model->config().max_context) {
     fail(ErrorCode::kInvalidArgument,
          "--seq {} exceeds the context of the teacher ({}) or student ({})", f.seq,
          teacher.model->config().max_context, student.shape().ctx);
   }
-  const train::TokenBatches data(std::move(stream), f.seq, teacher.tokenizer->bos_id(), f.seed);
+  const int32_t bos = teacher.tokenizer->bos_id();
+  std::optional<train::HeldOutSet> held_out;
+  if (!split.held_out.empty()) held_out.emplace(split.held_out, f.seq, bos);
+  const train::TokenBatches data(std::move(split.train), f.seq, bos, f.seed);
   train::DistillObjective objective(*teacher.model, *teacher.pool, student.shape().vocab,
                                     f.distill);
   train::TrainOptions o;
@@ -123,10 +181,24 @@ train::TrainResult distill_into(LoadedModel& teacher, train::TrainModel& student
   o.checkpoint = f.checkpoint;
   o.checkpoint_every = f.checkpoint_every;
   o.label = label;
+  o.held_out = held_out ? &*held_out : nullptr;
+  o.eval_every = f.eval_every;
+  o.patience = f.patience;
   std::fprintf(stderr,
                "%s: %.2f M parameters, %lld data tokens, %lld steps of %d x %d x %d tokens\n",
                label.c_str(), student.parameter_count() / 1e6, static_cast<long long>(data.size()),
                static_cast<long long>(steps), f.batch, f.accumulate, f.seq);
+  const int64_t held_tokens = static_cast<int64_t>(split.held_out.size());
+  if (held_out) {
+    std::fprintf(stderr, "%s: %lld tokens held out, scored every %d steps (%d windows of %d)\n",
+                 label.c_str(), static_cast<long long>(held_tokens), f.eval_every,
+                 held_out->windows(), f.seq + 1);
+  } else {
+    std::fprintf(stderr,
+                 "%s: warning: no held-out data (--holdout 0): overfitting goes "
+                 "unnoticed\n",
+                 label.c_str());
+  }
   train::TrainResult r = train::train(student, data, objective, o);
   if (r.first_step > 0) {
     std::fprintf(stderr, "%s: resumed from %s at step %lld\n", label.c_str(), f.checkpoint.c_str(),
@@ -135,6 +207,10 @@ train::TrainResult distill_into(LoadedModel& teacher, train::TrainModel& student
   std::printf("%s: %lld steps, final loss %.4f, %.0f tokens/s, %.1f s\n", label.c_str(),
               static_cast<long long>(r.losses.size()), r.losses.empty() ? 0.0 : r.losses.back(),
               r.tokens_per_second(), r.seconds);
+  if (held_out) {
+    report_held_out(r, held_out->loss(*teacher.model, *teacher.pool), held_tokens, *held_out, f,
+                    label);
+  }
   return r;
 }
 

@@ -1,7 +1,9 @@
 // What rapide distill and rapide prune --heal-steps share: the training flags (batch, sequence
-// length, learning rate schedule, checkpoints), the distillation flags (top-k, temperature,
-// cross-entropy mix), text files as a token stream, and the distillation run itself with a
-// teacher served by the inference engine.
+// length, learning rate schedule, checkpoints, held-out data and early stop), the distillation
+// flags (top-k, temperature, cross-entropy mix), text files as a token stream split into
+// training and held-out tokens, and the distillation run itself with a teacher served by the
+// inference engine, which reports the held-out perplexity of teacher and student before and
+// after (issue 53: a lever that makes a model worse must say so).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -12,6 +14,7 @@
 #include "apps/rapide/model_options.h"
 #include "formats/tensor_type.h"
 #include "train/distill_objective.h"
+#include "train/held_out.h"
 #include "train/train_model.h"
 #include "train/trainer.h"
 
@@ -33,6 +36,9 @@ struct TrainFlags {
   std::string type = "f16";
   int generate = 0;  // sequences the teacher writes for the training data (--generate)
   float generate_temperature = 1.0f;
+  double holdout = 0.1;  // fraction of the data kept out of training and scored (--holdout)
+  int eval_every = 10;   // steps between held-out scores
+  int patience = 3;      // scores without improvement before stopping early; 0: never
 };
 
 void add_train_flags(CLI::App& command, TrainFlags& flags);
@@ -44,15 +50,21 @@ TensorType trained_output_type(const std::string& name);
 std::vector<int32_t> tokenize_files(const Tokenizer& tokenizer,
                                     const std::vector<std::string>& files);
 
-// The training token stream: `files` tokenized (BOS first each), then --generate sequences of
-// --seq + 1 tokens written by the teacher. kInvalidArgument when both are empty.
-std::vector<int32_t> training_stream(LoadedModel& teacher, const std::vector<std::string>& files,
-                                     const TrainFlags& flags);
+// The training data: --generate sequences of --seq + 1 tokens written by the teacher, then
+// `files` tokenized (BOS first each), with the last --holdout of that stream held out. The
+// files come last so the held-out tokens are text the user gave whenever it is long enough
+// (the generated sequences only when there are no files, or too few of their tokens).
+// kInvalidArgument when there is no data, or too little to hold out a sequence and train on
+// another.
+train::HeldOutSplit training_data(LoadedModel& teacher, const std::vector<std::string>& files,
+                                  const TrainFlags& flags);
 
-// Trains `student` for `steps` on windows of `stream`, distilling from `teacher` (its
-// inference-engine model), with progress on stderr; prints the run's figures on stdout.
+// Trains `student` for `steps` on windows of data.train, distilling from `teacher` (its
+// inference-engine model), scoring data.held_out as it goes (early stop, best weights kept),
+// with progress on stderr; prints the run's figures on stdout: steps, loss, and the held-out
+// perplexity of the teacher and of the student before and after.
 train::TrainResult distill_into(LoadedModel& teacher, train::TrainModel& student,
-                                std::vector<int32_t> stream, int64_t steps, const TrainFlags& flags,
+                                train::HeldOutSplit data, int64_t steps, const TrainFlags& flags,
                                 const std::string& label);
 
 // The output copies the teacher's tokenizer from its GGUF: kUnsupported for another format

@@ -568,9 +568,24 @@ void Engine::finish_outside_step(const std::vector<FinishedRequest>& finished) {
   for (const FinishedRequest& f : finished) outputs_->emit_final(f);
 }
 
+void Engine::fail_stalled() {
+  std::vector<FinishedRequest> failed;
+  for (Scheduler::Stalled& stalled : scheduler_->take_stalled()) {
+    const std::string error =
+        "internal error: the engine made no progress on this request: " + stalled.why;
+    spdlog::error("request {}: {}", stalled.id, error);
+    if (auto f = scheduler_->finish(stalled.id, FinishReason::kError, error)) {
+      f->error_code = ErrorCode::kInternal;
+      failed.push_back(std::move(*f));
+    }
+  }
+  if (!failed.empty()) finish_outside_step(failed);
+}
+
 void Engine::step() {
   const TimePoint start = Clock::now();
   StepPlan plan = scheduler_->schedule(start);
+  fail_stalled();  // none of them is in the plan
   if (plan.empty()) {
     // Nothing fits right now (e.g. every block is pinned); wait for an abort or arrival.
     std::unique_lock<std::mutex> lock(mutex_);
@@ -654,6 +669,7 @@ void Engine::step() {
   // event can count on every step of it having been observed.
   if (observer_) observer_(plan, result, st);
   outputs_->emit(result, finished);
+  fail_stalled();  // after the step's own events
 }
 
 }  // namespace rapide

@@ -116,6 +116,9 @@ class Engine {
   void handle_aborts(std::vector<RequestId>& aborts);
   // One slice of the background task whose turn it is (none: nothing).
   void run_background_slice();
+  // Fails the requests the scheduler found unable to progress (an engine bug: they would
+  // wait forever), with an internal error, logged.
+  void fail_stalled();
   // Counts requests that ended into stats_ and sends their final events.
   void finish_outside_step(const std::vector<FinishedRequest>& finished);
   void count_finished(const std::vector<FinishedRequest>& finished);  // mutex_ held

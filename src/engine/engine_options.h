@@ -71,6 +71,10 @@ struct EngineOptions {
   std::string kv_offload_size = "4GiB";  // cap of the files in kv_offload_dir
   OffloadCodec kv_offload_codec = OffloadCodec::kLz4;
   SpecOptions spec;
+  // Consecutive steps with requests in the scheduler and nothing it can run (the engine waits
+  // 1 ms after each) before every live request fails with an internal error instead of
+  // waiting forever (engine/scheduler.h, "Progress").
+  int stall_steps = 1000;
 };
 
 }  // namespace rapide

@@ -131,6 +131,7 @@ StepPlan Scheduler::schedule(TimePoint now) {
     // After registering: a block that leaves the window stays cached for the next prompt.
     kv_.free_outside_window(s->kv_id, s->num_computed);
   }
+  check_feedable();
 
   // Decodes first (one token each, what TPOT depends on), then prefill chunks.
   for (int pass = 0; pass < 2; ++pass) {
@@ -189,7 +190,44 @@ StepPlan Scheduler::schedule(TimePoint now) {
       waiting_.pop_front();
     }
   }
-  return build_plan(work, std::move(plan), now);
+  StepPlan built = build_plan(work, std::move(plan), now);
+  check_runnable(built);
+  return built;
+}
+
+void Scheduler::report_stalled(const Sequence& s, std::string why) {
+  for (const Stalled& known : stalled_) {
+    if (known.id == s.id) return;
+  }
+  stalled_.push_back({s.id, std::move(why)});
+}
+
+void Scheduler::check_feedable() {
+  for (const auto& s : running_) {
+    if (s->status != SequenceStatus::kRunning || s->uncomputed() >= 1) continue;
+    // A running sequence always has its last sampled token (or the rest of its prompt) to
+    // feed; without one, chunk_for() gives it nothing in every step from now on.
+    report_stalled(*s, fmt::format("no token left to feed ({} positions computed of {} tokens): "
+                                   "it can never run again",
+                                   s->num_computed, s->tokens.size()));
+  }
+}
+
+void Scheduler::check_runnable(const StepPlan& plan) {
+  if (!plan.empty() || idle()) {
+    empty_plans_ = 0;
+    return;
+  }
+  if (++empty_plans_ < options_.stall_steps) return;
+  // Nothing could run for stall_steps plans in a row: only an abort changes that, and none
+  // came. Everyone live is stuck behind whatever cannot run.
+  const std::string why = fmt::format(
+      "nothing could run for {} consecutive steps ({} running, {} waiting, {} free KV "
+      "blocks)",
+      empty_plans_, running_.size(), waiting_.size(), kv_.free_blocks());
+  for (const auto& s : running_) report_stalled(*s, why);
+  for (const auto& s : waiting_) report_stalled(*s, why);
+  empty_plans_ = 0;
 }
 
 StepPlan Scheduler::build_plan(std::vector<Work>& work, StepPlan plan, TimePoint now) {
@@ -358,6 +396,12 @@ std::vector<FinishedRequest> Scheduler::update(const StepPlan& plan, const StepR
   }
   for (const auto& [id, proposed] : drafted) {  // a drafted sequence without output
     if (Sequence* s = live(id)) settle_drafts(*s, proposed, 0);
+  }
+  for (const ScheduledSequence& p : plan.sequences) {
+    const Sequence* s = live(p.request_id);
+    if (s == nullptr || s->num_computed > p.start_position) continue;
+    report_stalled(*s, fmt::format("a step fed it and its position did not advance (still {})",
+                                   s->num_computed));
   }
   return finished;
 }

@@ -19,13 +19,24 @@
 // preempted or removed, so finished and preempted sequences leave their prefix behind: a
 // preempted sequence usually resumes from the cache (or from the offload tier, where the
 // pool spills what it evicts) instead of recomputing.
+//
+// Progress. Every step must move a planned sequence forward, and a live sequence must be able
+// to run again; a bug that breaks this (issue 53: one accepted guess too many left a sequence
+// with no token to feed, and its requests waited forever at 0 % CPU) must fail requests, not
+// hang them. schedule() reports as stalled: a running sequence with no token left to feed
+// (it can never be scheduled again), a planned sequence whose position did not advance in
+// update(), and, after options.stall_steps consecutive plans with nothing runnable while
+// requests wait or run, every live request. The engine fails them (FinishReason::kError,
+// ErrorCode::kInternal) and logs why.
 #pragma once
 
 #include <algorithm>
 #include <deque>
 #include <memory>
 #include <optional>
+#include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "base/clock.h"
@@ -73,6 +84,13 @@ class Scheduler {
     spec_.costs().observe_prefill(tokens, seconds);
   }
   const SpecStats& spec_stats() const { return spec_stats_; }
+  // Requests found unable to progress since the last call (see "Progress" above), with why;
+  // still live: the caller ends them with finish().
+  struct Stalled {
+    RequestId id;
+    std::string why;
+  };
+  std::vector<Stalled> take_stalled() { return std::exchange(stalled_, {}); }
   // A sequence by request id (padding included), or null. Read-only: see update().
   const Sequence* get(RequestId id) const;
   size_t waiting_count() const { return waiting_.size(); }
@@ -118,6 +136,11 @@ class Scheduler {
   FinishedRequest end_request(Sequence& s, FinishReason reason, std::string error, TimePoint now);
   // Frees the sequence's blocks and forgets it.
   void erase(Sequence* sequence);
+  void report_stalled(const Sequence& s, std::string why);
+  // Progress checks of schedule(): before planning (sequences with nothing to feed), after
+  // (a run of plans with nothing runnable).
+  void check_feedable();
+  void check_runnable(const StepPlan& plan);
   Sequence* live(RequestId id);
 
   EngineOptions options_;
@@ -132,6 +155,8 @@ class Scheduler {
   SpecController spec_;
   SpecStats spec_stats_;
   double draft_seconds_ = 0.0;  // the draft model's passes in this step's plan
+  std::vector<Stalled> stalled_;
+  int empty_plans_ = 0;  // consecutive plans with nothing runnable while not idle
 };
 
 }  // namespace rapide

@@ -5,7 +5,8 @@ idle or slow connections cannot lock other clients out.
 
 usage: serve_connections_test.py RAPIDE_BINARY SHARED_DIR
 Covers 3,000 requests on fresh connections with --http-threads 4 (none closed without an
-answer), HEAD without a body, HTTP/1.0 streams without chunked encoding, `Expect:
+answer), HEAD without a body, HTTP/1.0 streams without chunked encoding, the exact bytes an
+HTTP/1.1 stream ends with (its last event `data: [DONE]\n\n`, then the last chunk), `Expect:
 100-continue`, a client that half-closes after its request, --max-connections with idle
 eviction and --header-timeout, the descriptor limit, and /v1/models without the model's path.
 """
@@ -93,6 +94,34 @@ def test_http10_stream(port):
     check(status_of(answer) == 200 and b"chunked" not in head.lower() and
           payload.startswith(b"data: ") and payload.endswith(b"data: [DONE]\n\n"),
           f"HTTP/1.0 stream: plain SSE ended by the close, not chunked (got {answer[:300]!r})")
+
+
+def dechunk(payload):
+    """The body of a chunked HTTP/1.1 payload, and whether it ended with the last chunk."""
+    body = b""
+    while True:
+        size_line, sep, rest = payload.partition(b"\r\n")
+        if not sep:
+            return body, False
+        size = int(size_line.split(b";")[0], 16)
+        if size == 0:
+            return body, rest == b"\r\n"
+        body += rest[:size]
+        payload = rest[size + 2:]
+
+
+def test_http11_stream_bytes(port):
+    # The exact bytes a streamed completion ends with, as the socket carries them (issue 53:
+    # dropping the terminator or writing it with one newline passed the encoder's tests).
+    body = {"prompt": "Once upon a time", "max_tokens": 8, "temperature": 0, "stream": True}
+    answer = exchange(port, post("/v1/completions", body))
+    head, _, payload = answer.partition(b"\r\n\r\n")
+    events, complete = dechunk(payload)
+    check(status_of(answer) == 200 and b"transfer-encoding: chunked" in head.lower() and complete
+          and events.startswith(b"data: {") and events.endswith(b"}\n\ndata: [DONE]\n\n")
+          and events.count(b"[DONE]") == 1,
+          f"HTTP/1.1 stream: chunked SSE whose last event is exactly 'data: [DONE]\\n\\n', "
+          f"then the last chunk (got {answer[-300:]!r})")
 
 
 def test_expect_continue(port):
@@ -238,6 +267,7 @@ def main():
             test_models_hide_the_path(s)
             test_head(s.port)
             test_http10_stream(s.port)
+            test_http11_stream_bytes(s.port)
             test_expect_continue(s.port)
             test_half_close(s.port)
             test_closed_client_is_aborted(s)

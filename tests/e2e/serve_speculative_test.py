@@ -33,14 +33,20 @@ def proposed(s):
     return s.metrics().get("rapide_spec_proposed_tokens_total", 0)
 
 
+# A 48-token completion takes well under a second: a stuck engine fails the check after this
+# long instead of after curl's 60 s (issue 53: an off-by-one in the accepted count once hung
+# speculative requests at 0 % CPU).
+REQUEST_TIMEOUT = 20
+
+
 def completion(s, body):
-    status, _, text = s.curl("/v1/completions", body)
+    status, _, text = s.curl("/v1/completions", body, timeout=REQUEST_TIMEOUT)
     check(status == 200, f"completion {json.dumps(body.get('speculative'))} -> 200 ({text[:200]})")
     return json.loads(text)["choices"][0]["text"] if status == 200 else None
 
 
 def refused(s, path, body, words):
-    status, _, text = s.curl(path, body)
+    status, _, text = s.curl(path, body, timeout=REQUEST_TIMEOUT)
     try:
         error = json.loads(text)["error"]
     except (ValueError, KeyError):
@@ -66,7 +72,7 @@ def test_server(s):
     check(auto == served, "tokens auto: the same greedy text")
     status, _, text = s.curl("/v1/chat/completions",
                              {"messages": MESSAGES, "max_tokens": 8,
-                              "speculative": {"mode": "off"}})
+                              "speculative": {"mode": "off"}}, timeout=REQUEST_TIMEOUT)
     check(status == 200, f"chat with speculative off -> 200 ({text[:200]})")
 
     for path, body in (("/v1/completions", {"prompt": "x"}),
@@ -91,10 +97,14 @@ def test_batch():
         errs = os.path.join(d, "errors.jsonl")
         with open(inp, "w") as f:
             f.write("".join(json.dumps(line) + "\n" for line in lines))
-        run = subprocess.run([BINARY, "batch", "-m", MODEL, "-i", inp, "-o", out,
-                              "--errors", errs,
-                              "--spec", "ngram", "--spec-tokens", "4", "--progress", "off"],
-                             capture_output=True, text=True)
+        try:
+            run = subprocess.run([BINARY, "batch", "-m", MODEL, "-i", inp, "-o", out,
+                                  "--errors", errs, "--spec", "ngram", "--spec-tokens", "4",
+                                  "--progress", "off"],
+                                 capture_output=True, text=True, timeout=6 * REQUEST_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            check(False, f"rapide batch ended within {6 * REQUEST_TIMEOUT} s")
+            return
         check(run.returncode == 0, f"rapide batch ran ({run.stderr[-300:]})")
         texts = {}
         with open(out) as f:

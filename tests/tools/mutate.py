@@ -16,6 +16,8 @@ the file (the code moved or changed; update the entry) or its build fails (not a
 Usage:
     tests/tools/mutate.py --list
     tests/tools/mutate.py --check      (every entry's search text occurs once; builds nothing)
+    tests/tools/mutate.py --check-tests [--build-dir build]
+                                       (every entry's test names exist in a complete build)
     tests/tools/mutate.py [--only NAME[,NAME...]] [--build-dir build] [-R REGEX] [-L LABEL]
                           [-E REGEX] [--timeout SECONDS] [--targeted] [-j N]
 
@@ -96,7 +98,23 @@ MUTATIONS = [
       [("src/engine/scheduler.cpp",
         "std::clamp(static_cast<int>(out.tokens.size()) - 1, 0, d->second);",
         "std::clamp(static_cast<int>(out.tokens.size()), 0, d->second);")],
-      tests="Speculative"),
+      tests="Speculative|Scheduler"),
+    m("spec-accepts-one-fewer", "speculation keeps the KV of one accepted guess fewer (issue 53's "
+      "audit: the accepted count off by one)",
+      [("src/engine/scheduler.cpp",
+        "std::clamp(static_cast<int>(out.tokens.size()) - 1, 0, d->second);",
+        "std::clamp(static_cast<int>(out.tokens.size()) - 2, 0, d->second);")],
+      tests="Speculative|Scheduler"),
+    m("stall-unreported", "a running sequence with no token left to feed is not reported: its "
+      "request waits forever instead of failing",
+      [("src/engine/scheduler.cpp", "if (s->status != SequenceStatus::kRunning || "
+        "s->uncomputed() >= 1) continue;", "continue;")],
+      tests="Scheduler"),
+    m("stall-limit-ignored", "steps with nothing runnable never fail the requests stuck behind "
+      "them",
+      [("src/engine/scheduler.cpp", "if (++empty_plans_ < options_.stall_steps) return;",
+        "return;")],
+      tests="Scheduler"),
     m("spec-reject-keeps-draft", "a rejected guess can still be drawn (resampling from p, not "
       "from the residual max(0, p - q))",
       [("src/sampling/sampler.cpp", "chosen = residual_total > 0.0",
@@ -141,10 +159,10 @@ MUTATIONS = [
       tests="PrefixCache"),
     m("sse-done-one-newline", "the stream ends with `data: [DONE]` and a single newline",
       [("src/serve/sse.h", 'kSseDone = "data: [DONE]\\n\\n";', 'kSseDone = "data: [DONE]\\n";')],
-      tests="Sse\\.|GenerationStream|e2e_serve_curl"),
+      tests="Sse\\.|GenerationStream|e2e_serve_curl|e2e_serve_connections"),
     m("sse-done-dropped", "a streamed generation ends without `data: [DONE]`",
       [("src/serve/generation.cpp", "    exchange_->stream(std::string(kSseDone));\n", "")],
-      tests="GenerationStream|e2e_serve_curl"),
+      tests="GenerationStream|e2e_serve_curl|e2e_serve_connections"),
     m("advisor-prefix-threshold", "the advisor turns the prefix cache on for 2 % shareable "
       "prompt tokens instead of 20 %",
       [("src/advise/advisor.cpp", "if (shareable >= 0.2) {", "if (shareable >= 0.02) {")],
@@ -219,6 +237,20 @@ MUTATIONS = [
       [("src/kv/block_pool.cpp", "    ++n_cached_free_;\n    push_back(block);\n  } else {",
         "    ++n_cached_free_;\n    push_front(block);\n  } else {")],
       tests="PrefixCache|BlockPool|OffloadEngineTest"),
+    # Issue 53: healing and distillation that overfit must say so and keep their best weights.
+    m("holdout-keeps-last", "training with held-out data ends with the last weights, not the "
+      "best scored ones",
+      [("src/train/trainer.cpp",
+        "if (result_.kept_earlier()) model.params() = std::move(best_params_);",
+        "(void)best_params_;")],
+      tests="Trainer|CliPruneDistill"),
+    m("holdout-trains-on-held-out", "the held-out tokens stay in the training stream",
+      [("src/train/held_out.cpp", "  stream.resize(static_cast<size_t>(n - held));\n", "")],
+      tests="HeldOut"),
+    m("holdout-never-stops", "the patience never runs out: an overfitting run trains to the end",
+      [("src/train/trainer.cpp", "return o_.patience > 0 && without_gain_ >= o_.patience;",
+        "return false;")],
+      tests="Trainer|CliPruneDistill"),
     # Issue 48's architectures: each mistake of shared/reference/llamacpp2's README 6.3.
     m("qk-norm-dropped", "q/k RMSNorm skipped (qwen3, gemma3, olmo2)",
       [("src/model/model.cpp", "  if (c.qk_norm == QkNorm::kNone) return;", "  return;")],
@@ -403,6 +435,33 @@ def check_list():
     return 1 if stale else 0
 
 
+def check_tests(build_dir):
+    """0 when every alternative of every entry's test regex names a test of the built tree.
+
+    A targeted run (--targeted) runs only those tests: an alternative that matches nothing
+    (a test renamed or removed) silently narrows what a mutation is tried against. Needs a
+    complete build (ctest lists an unbuilt test binary as NAME_NOT_BUILT)."""
+    listing = subprocess.run(["ctest", "--test-dir", build_dir, "-N"], capture_output=True,
+                             text=True)
+    names = [line.split(":", 1)[1].strip() for line in listing.stdout.splitlines()
+             if re.match(r"\s*Test\s+#\d+:", line)]
+    unbuilt = [n for n in names if n.endswith("_NOT_BUILT")]
+    if not names or unbuilt:
+        print(f"{len(unbuilt)} test binaries are not built in {build_dir} (e.g. "
+              f"{', '.join(unbuilt[:3]) or 'no tests at all'}): build everything first",
+              file=sys.stderr)
+        return 2
+    stale = []
+    for mu in MUTATIONS:
+        for alternative in (mu.tests.split("|") if mu.tests else []):
+            if not any(re.search(alternative, n) for n in names):
+                stale.append(mu.name)
+                print(f"{mu.name:28} no test matches {alternative!r}")
+    print(f"{len(names)} tests; " + (f"fix the test names of: {', '.join(sorted(set(stale)))}"
+                                      if stale else "every entry's tests exist"))
+    return 1 if stale else 0
+
+
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -410,6 +469,9 @@ def parse_args():
     p.add_argument("--check", action="store_true",
                    help="check that every entry applies (its search text occurs exactly once "
                         "in its file) and exit: 1 if one does not; builds and runs nothing")
+    p.add_argument("--check-tests", action="store_true",
+                   help="check that every alternative of every entry's test regex matches a "
+                        "test of the built tree (--build-dir) and exit: 1 if one does not")
     p.add_argument("--only", default="", help="comma-separated mutation names")
     p.add_argument("--build-dir", default="build")
     p.add_argument("-R", dest="regex", default="", help="ctest -R for every mutation")
@@ -435,6 +497,8 @@ def main():
         return 0
     if args.check:
         return check_list()
+    if args.check_tests:
+        return check_tests(os.path.abspath(os.path.join(ROOT, args.build_dir)))
     selected = MUTATIONS
     if args.only:
         names = [n.strip() for n in args.only.split(",") if n.strip()]

@@ -4,6 +4,9 @@
 // order, which sequence is preempted, when static batching admits, what a prefix hit skips.
 // These are the rules outputs-only tests cannot see (an engine that preempts the oldest
 // sequence instead of the youngest produces the same text).
+// Progress (issue 53): after a verification the sequence keeps the K/V of the accepted
+// guesses only and has its next token to feed; a sequence that can never run again, or a
+// run of steps with nothing runnable, is reported as stalled instead of waiting forever.
 #include "engine/scheduler.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +17,7 @@
 #include <set>
 #include <vector>
 
+#include "engine/proposer.h"
 #include "kv/paged_kv_store.h"
 #include "kv/prefix_cache.h"
 
@@ -45,10 +49,10 @@ std::vector<int32_t> tokens_from(int32_t first, int n) {
 }
 
 struct Fixture {
-  Fixture(int blocks, EngineOptions o, bool with_prefix_cache = false)
+  Fixture(int blocks, EngineOptions o, bool with_prefix_cache = false, Proposer* proposer = nullptr)
       : kv(tiny_layout(), blocks, /*max_context=*/256) {
     if (with_prefix_cache) cache = std::make_unique<PrefixCache>(kv, /*identity=*/7, nullptr);
-    scheduler = std::make_unique<Scheduler>(o, kv, cache.get());
+    scheduler = std::make_unique<Scheduler>(o, kv, cache.get(), proposer);
   }
 
   RequestId add(std::vector<int32_t> prompt, int max_generated = 100, int priority = 0) {
@@ -359,6 +363,108 @@ TEST(Scheduler, StepsAreNumberedAndPlansOwnTheirData) {
   // The first plan still says what it fed, whatever the sequence did afterwards.
   EXPECT_EQ(p1.sequences[0].tokens, tokens_from(10, 4));
   EXPECT_EQ(p2.sequences[0].tokens, std::vector<int32_t>{9});
+}
+
+// Guesses 7, 8, 9, ... (as many as asked) for every sequence.
+class CountingProposer final : public Proposer {
+ public:
+  const char* name() const override { return "counting"; }
+  void propose(std::span<ProposalRequest> requests) override {
+    for (ProposalRequest& r : requests) {
+      for (int i = 0; i < r.k; ++i) r.guesses.push_back(7 + i);
+    }
+  }
+};
+
+// One output: the accepted guesses, then the target's own token.
+StepResult verified(const StepPlan& plan, RequestId id, std::vector<int32_t> emitted) {
+  StepResult r;
+  r.step = plan.step;
+  SequenceOutput out;
+  out.request_id = id;
+  for (int32_t t : emitted) out.tokens.push_back({t, 0.0f, {}});
+  r.outputs.push_back(std::move(out));
+  return r;
+}
+
+TEST(Scheduler, AVerificationKeepsTheAcceptedGuessesAndLeavesOneTokenToFeed) {
+  CountingProposer proposer;
+  EngineOptions o = options();
+  o.spec.mode = SpecMode::kNgram;
+  o.spec.tokens = 3;
+  // accepted guesses -> what the target emits: the accepted ones, then its own token 20.
+  const std::vector<std::vector<int32_t>> cases = {{20}, {7, 20}, {7, 8, 20}, {7, 8, 9, 20}};
+  for (size_t accepted = 0; accepted < cases.size(); ++accepted) {
+    Fixture f(64, o, /*with_prefix_cache=*/false, &proposer);
+    const RequestId a = f.add(tokens_from(10, 6));
+    f.step(/*token=*/50);  // the prompt, then the first token
+    StepPlan p = f.scheduler->schedule();
+    ASSERT_EQ(p.sequences.size(), 1u);
+    ASSERT_EQ(p.sequences[0].draft_tokens, (std::vector<int32_t>{7, 8, 9}));
+    EXPECT_EQ(p.sequences[0].start_position, 6);
+    f.scheduler->update(p, verified(p, a, cases[accepted]));
+
+    const Sequence* s = f.scheduler->get(a);
+    ASSERT_NE(s, nullptr);
+    // Positions computed: the prompt, the decode token, the accepted guesses.
+    EXPECT_EQ(s->num_computed, 6 + 1 + static_cast<int>(accepted)) << accepted << " accepted";
+    EXPECT_EQ(s->uncomputed(), 1) << accepted << " accepted";
+    EXPECT_EQ(f.scheduler->spec_stats().accepted, accepted);
+    // The next step feeds the target's token where the accepted run ended.
+    p = f.scheduler->schedule();
+    ASSERT_EQ(p.sequences.size(), 1u) << accepted << " accepted";
+    EXPECT_EQ(p.sequences[0].start_position, s->num_computed);
+    EXPECT_EQ(p.sequences[0].tokens, std::vector<int32_t>{20});
+    EXPECT_TRUE(f.scheduler->take_stalled().empty());
+  }
+}
+
+TEST(Scheduler, ASequenceWithNothingToFeedIsReportedStalled) {
+  Fixture f(64, options());
+  // What a bug in update() could leave: every token counted as computed (its K/V are not).
+  auto s = std::make_unique<Sequence>();
+  s->id = 5;
+  s->kv_id = 5;
+  s->tokens = tokens_from(10, 6);
+  s->prompt_length = 6;
+  s->num_computed = 6;
+  s->max_generated = 10;
+  f.scheduler->add_waiting(std::move(s));
+  const RequestId ok = f.add(tokens_from(40, 4));
+  f.step();  // admitted, nothing planned for 5
+  const StepPlan p = f.scheduler->schedule();
+  EXPECT_EQ(find(p, 5), nullptr);
+  EXPECT_NE(find(p, ok), nullptr);  // the others run on
+  const std::vector<Scheduler::Stalled> stalled = f.scheduler->take_stalled();
+  ASSERT_EQ(stalled.size(), 1u);
+  EXPECT_EQ(stalled[0].id, 5u);
+  EXPECT_NE(stalled[0].why.find("no token left to feed"), std::string::npos) << stalled[0].why;
+  EXPECT_TRUE(f.scheduler->take_stalled().empty());  // handed over once
+  ASSERT_TRUE(f.scheduler->finish(5, FinishReason::kError).has_value());
+}
+
+TEST(Scheduler, StepsWithNothingRunnableReportEveryLiveRequestAfterTheLimit) {
+  EngineOptions o = options();
+  o.stall_steps = 5;
+  Fixture f(64, o);
+  // A request that can never be admitted (an empty prompt, which submit() refuses) keeps the
+  // scheduler busy with nothing to run.
+  const RequestId stuck = f.add({});
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_TRUE(f.scheduler->schedule().empty());
+    EXPECT_TRUE(f.scheduler->take_stalled().empty()) << "step " << i;
+  }
+  EXPECT_TRUE(f.scheduler->schedule().empty());
+  const std::vector<Scheduler::Stalled> stalled = f.scheduler->take_stalled();
+  ASSERT_EQ(stalled.size(), 1u);
+  EXPECT_EQ(stalled[0].id, stuck);
+  EXPECT_NE(stalled[0].why.find("nothing could run for 5 consecutive steps"), std::string::npos)
+      << stalled[0].why;
+  // A runnable step starts the count again.
+  f.scheduler->finish(stuck, FinishReason::kError);
+  f.add(tokens_from(10, 4));
+  for (int i = 0; i < 10; ++i) f.step();
+  EXPECT_TRUE(f.scheduler->take_stalled().empty());
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -27,6 +28,10 @@ namespace rapide::testing {
 namespace {
 
 constexpr const char* kModel = "models/tinystories-656k/TinyStories-656K-F16.gguf";
+// Each request here ends within a second; a stuck engine fails the test after this long
+// without an event rather than after collect()'s default 120 s (issue 53: an off-by-one in
+// the accepted count made these tests hang). ctest's TIMEOUT bounds each test too.
+constexpr std::chrono::seconds kEventTimeout{15};
 
 // A story, then its beginning again: the continuation is likely a copy, the n-gram
 // proposer's best case; and plain prompts, where it rarely finds anything.
@@ -83,7 +88,7 @@ class SpeculativeTest : public ::testing::Test {
     }
     engine.submit_all(std::move(requests));
     std::vector<Result> out;
-    for (auto& q : queues) out.push_back(collect(*q));
+    for (auto& q : queues) out.push_back(collect(*q, kEventTimeout));
     return out;
   }
 
@@ -156,13 +161,13 @@ TEST_F(SpeculativeTest, GreedyOutputIsUnchangedAloneAndInMixedBatches) {
     Engine engine(*loaded_.model, *loaded_.tokenizer, options(SpecMode::kOff));
     auto r = std::make_shared<EventQueue>();
     engine.submit(request(kPrompts[0], 300, r, {}, /*ignore_eos=*/true));
-    reference = collect(*r).tokens;
+    reference = collect(*r, kEventTimeout).tokens;
   }
   Engine engine(*loaded_.model, *loaded_.tokenizer, options(SpecMode::kNgram, 5));
   for (int run = 0; run < 2; ++run) {  // the second run starts from a prefix-cache hit
     auto q = std::make_shared<EventQueue>();
     engine.submit(request(kPrompts[0], 300, q, {}, /*ignore_eos=*/true));
-    EXPECT_EQ(collect(*q).tokens, reference) << "run " << run;
+    EXPECT_EQ(collect(*q, kEventTimeout).tokens, reference) << "run " << run;
   }
   expect_no_leak(engine);
 }
@@ -234,7 +239,8 @@ TEST_F(SpeculativeTest, ARequestChoosesItsOwnSpeculation) {
   }
   const std::vector<RequestId> ids = engine.submit_all(std::move(requests));
   for (size_t i = 0; i < cases.size(); ++i) {
-    EXPECT_EQ(collect(*queues[i]).tokens, plain[static_cast<size_t>(cases[i].first)].tokens)
+    EXPECT_EQ(collect(*queues[i], kEventTimeout).tokens,
+              plain[static_cast<size_t>(cases[i].first)].tokens)
         << "case " << i;
   }
   std::lock_guard lock(mutex);
@@ -315,7 +321,7 @@ TEST_F(SpeculativeTest, AbortAndPreemptionLeakNothing) {
   TokenEvent e;
   ASSERT_TRUE(queues[0]->pop(e, std::chrono::seconds(60)));
   for (RequestId id : ids) engine.abort(id);
-  for (auto& q : queues) collect(*q);
+  for (auto& q : queues) collect(*q, kEventTimeout);
   expect_no_leak(engine);
 }
 
@@ -437,7 +443,7 @@ TEST_F(SpeculativeTest, DraftModelIsLosslessAndAgreesWithItself) {
     // The same prompt again: the draft takes its prompt from its own prefix cache.
     auto again = std::make_shared<EventQueue>();
     engine.submit(request(kPrompts[0], 100, again));
-    EXPECT_EQ(collect(*again).tokens, plain[0].tokens);
+    EXPECT_EQ(collect(*again, kEventTimeout).tokens, plain[0].tokens);
     EXPECT_GE(engine.stats().spec.proposer_cached_tokens, 16u);
     expect_no_leak(engine);
   }
@@ -501,7 +507,7 @@ class SampledDraftTest : public SpeculativeTest {
     }
     engine.submit_all(std::move(requests));
     std::vector<std::vector<int32_t>> out;
-    for (auto& q : queues) out.push_back(collect(*q).tokens);
+    for (auto& q : queues) out.push_back(collect(*q, kEventTimeout).tokens);
     return out;
   }
 
@@ -629,7 +635,7 @@ TEST_F(SpeculativeTest, DraftGuessesAreTheDraftModelsOwnTokensAlone) {
     Request r = base;
     r.sink = q;
     engine.submit(std::move(r));
-    greedy = collect(*q).tokens;
+    greedy = collect(*q, kEventTimeout).tokens;
   }
   ASSERT_EQ(greedy.size(), static_cast<size_t>(kTokens));
   std::vector<int32_t> alone(kTokens);
@@ -682,7 +688,7 @@ TEST_F(SpeculativeTest, DraftGuessesAreTheDraftModelsOwnTokensAlone) {
     Request r = base;
     r.sink = q;
     engine.submit(std::move(r));
-    EXPECT_EQ(collect(*q).tokens, greedy) << "k=" << k;
+    EXPECT_EQ(collect(*q, kEventTimeout).tokens, greedy) << "k=" << k;
     std::lock_guard lock(mutex);
     ASSERT_FALSE(guesses.empty());
     uint64_t proposed = 0, accepted = 0;

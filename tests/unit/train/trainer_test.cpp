@@ -1,6 +1,7 @@
 // The training loop end to end on a tiny character-level model: it overfits a tiny text
-// (the loss falls from log(vocab) to below a bound), AdamW's schedule has its shape, and a
-// run killed after a checkpoint and resumed gives the uninterrupted run's loss curve.
+// (the loss falls from log(vocab) to below a bound), AdamW's schedule has its shape, a run
+// killed after a checkpoint and resumed gives the uninterrupted run's loss curve, and with
+// held-out text a run built to overfit stops early and hands back its best weights.
 #include "train/trainer.h"
 
 #include <gtest/gtest.h>
@@ -111,6 +112,62 @@ TEST(Trainer, ResumedRunRepeatsTheUninterruptedLossCurve) {
   AdamW optimizer(AdamWOptions{}, wrong.parameter_count());
   EXPECT_THROW(load_checkpoint(path, wrong, optimizer), Error);
   std::filesystem::remove(path);
+}
+
+// Text the model never trains on: other sentences of the same characters.
+const std::string kOtherText =
+    "a big dog ran to the tree. the bird sang a song in the sun. the boy and his mom went "
+    "to the park to play on the slide. it was a fun day for all of them at the park. ";
+
+TEST(Trainer, OverfittingRunStopsEarlyWithItsBestWeights) {
+  // 200 steps at a high rate on 150 characters: the training text is learnt by heart and the
+  // held-out loss, after falling while the model learns which characters are common, rises.
+  const TokenBatches data(char_tokens(kText), 24, -1, 3);
+  const HeldOutSet held_out(char_tokens(kOtherText), 24, -1);
+  CrossEntropyObjective ce;
+  TrainOptions o = quiet_options(200);
+  o.held_out = &held_out;
+  o.eval_every = 5;
+  o.patience = 3;
+  TrainModel model = TrainModel::random(char_shape(), 1);
+  const TrainResult r = train(model, data, ce, o);
+
+  EXPECT_TRUE(r.stopped_early);
+  EXPECT_LT(r.losses.size(), 200u);
+  ASSERT_GE(r.held_out.size(), 5u);
+  EXPECT_EQ(r.held_out.front().step, 0);
+  EXPECT_EQ(r.held_out.back().step, static_cast<int64_t>(r.losses.size()));
+  EXPECT_TRUE(r.kept_earlier());
+  // The patience ran out: the last `patience` scores are all worse than the best.
+  for (size_t i = r.held_out.size() - 3; i < r.held_out.size(); ++i) {
+    EXPECT_GE(r.held_out[i].loss, r.best.loss);
+  }
+  double lowest = r.held_out.front().loss;
+  for (const HeldOutScore& s : r.held_out) lowest = std::min(lowest, s.loss);
+  EXPECT_EQ(r.best.loss, lowest);
+  EXPECT_GT(r.best.step, 0);                        // training helped at first
+  EXPECT_LT(r.best.loss, r.held_out.front().loss);  // ... and the model kept that
+  // The weights handed back are the best score's: scoring them again gives its loss.
+  EXPECT_EQ(held_out.loss(model, o.batch), r.best.loss);
+  EXPECT_LT(held_out.loss(model, o.batch), r.held_out.back().loss);
+}
+
+TEST(Trainer, WithoutPatienceTheRunGoesOnAndStillKeepsTheBest) {
+  const TokenBatches data(char_tokens(kText), 24, -1, 3);
+  const HeldOutSet held_out(char_tokens(kOtherText), 24, -1);
+  CrossEntropyObjective ce;
+  TrainOptions o = quiet_options(120);
+  o.held_out = &held_out;
+  o.eval_every = 10;
+  o.patience = 0;
+  TrainModel model = TrainModel::random(char_shape(), 1);
+  const TrainResult r = train(model, data, ce, o);
+  EXPECT_FALSE(r.stopped_early);
+  EXPECT_EQ(r.losses.size(), 120u);
+  ASSERT_EQ(r.held_out.size(), 13u);  // before, then every 10 steps
+  EXPECT_EQ(r.held_out.back().step, 120);
+  EXPECT_TRUE(r.kept_earlier());
+  EXPECT_EQ(held_out.loss(model, o.batch), r.best.loss);
 }
 
 }  // namespace
