@@ -71,6 +71,10 @@ struct EngineOptions {
   std::string kv_offload_size = "4GiB";  // cap of the files in kv_offload_dir
   OffloadCodec kv_offload_codec = OffloadCodec::kLz4;
   SpecOptions spec;
+  // Structured output: matcher steps one token of a constrained request may cost before the
+  // request fails (grammar/constraint.h); 0 = grammar::default_work_per_token of the
+  // vocabulary. UINT64_MAX: no limit (tests).
+  uint64_t grammar_work_per_token = 0;
 };
 
 }  // namespace rapide
