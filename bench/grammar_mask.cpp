@@ -130,16 +130,21 @@ int main(int argc, char** argv) {
     std::string prefix;
     grammar::TokenMask mask;
     std::vector<double> us;
+    uint64_t most_work = 0;  // matcher steps (the per-token limit's unit)
     for (const int32_t t : tokens) {
       grammar::Matcher matcher(constraint->grammar);
       int32_t id = matcher.initial_id();
       for (const char c : prefix) id = matcher.step(id, static_cast<uint8_t>(c));
+      matcher.reset_work();
       const TimePoint start = Clock::now();
       grammar::compute_token_mask(matcher, id, trie, mask);
       us.push_back(seconds_between(start, Clock::now()) * 1e6);
+      most_work = std::max(most_work, matcher.work());
       prefix += trie.piece(t);
     }
     print("no mask cache, fresh DFA (worst case)", figures(us), us.size());
+    fmt::print("{:<44} {:>8} (the per-token limit: {})\n", "  most matcher steps for one token",
+               most_work, grammar::default_work_per_token(trie));
   }
   {
     // One request's matcher: DFA transitions are reused, masks are not.

@@ -87,6 +87,9 @@ ApiError generation_failed(const std::string& engine_error, ErrorCode code) {
     return ApiError(503, "generation failed: " + engine_error, {}, "unavailable")
         .with_retry_after(5);
   }
+  if (code == ErrorCode::kExceedsCapacity) {
+    return ApiError(400, "generation failed: " + engine_error, {}, "exceeds_limit");
+  }
   return ApiError(500, "generation failed: " + engine_error, {}, "engine_error");
 }
 

@@ -56,7 +56,9 @@ ApiError api_error_from(const Error& error, const std::string& param = {});
 
 // A choice that failed inside the engine after it was accepted: the whole request answers
 // 500 engine_error (a batch reports the same error for the line); with kUnavailable (the
-// server's state, e.g. a prefill rank that did not answer) 503 unavailable with Retry-After.
+// server's state, e.g. a prefill rank that did not answer) 503 unavailable with Retry-After;
+// with kExceedsCapacity (the request asked for more work than a limit allows, e.g. a grammar
+// over its per-token limit) 400 exceeds_limit: the same request would fail again.
 ApiError generation_failed(const std::string& engine_error, ErrorCode code = ErrorCode::kInternal);
 
 }  // namespace rapide::api

@@ -6,6 +6,7 @@
 
 #include "api/api_error.h"
 #include "base/error.h"
+#include "grammar/cost.h"
 #include "grammar/gbnf.h"
 #include "grammar/json_grammar.h"
 
@@ -27,8 +28,12 @@ class ConstraintCache {
         return it->second->second;
       }
     }
-    // Compiled outside the lock: a large grammar must not stall other requests.
-    auto constraint = std::make_shared<const grammar::Constraint>(grammar::parse_gbnf(gbnf), gbnf);
+    // Compiled outside the lock: a large grammar must not stall other requests. The cost
+    // model runs here, on the request's worker, so a grammar too expensive to follow is a 400
+    // before the engine sees it (`rapide batch` parses its lines through the same call).
+    grammar::Grammar compiled = grammar::parse_gbnf(gbnf);
+    grammar::check_cost(compiled);
+    auto constraint = std::make_shared<const grammar::Constraint>(std::move(compiled), gbnf);
     std::lock_guard lock(mutex_);
     if (index_.count(gbnf) == 0) {
       order_.emplace_front(gbnf, constraint);

@@ -5,7 +5,8 @@
 //   grammar: llama.cpp GBNF text;  guided_regex: a regex;  guided_choice: a list of strings
 //     (vLLM's extensions)
 // At most one of them per request. A grammar that does not parse, a schema with an
-// unsupported keyword or a bad regex is a 400 naming the field and, for schemas, the keyword.
+// unsupported keyword or a bad regex is a 400 naming the field and, for schemas, the keyword;
+// so is a grammar over the cost model's limits (grammar/cost.h), naming the construct.
 // Compiled constraints are kept by grammar text (a small LRU), so requests with the same
 // schema share one grammar and its mask cache.
 #pragma once

@@ -11,8 +11,10 @@ FinishedRecord finished_record(const BatchRequest& request, const api::ResponseH
                                const std::vector<api::ChoiceOutcome>& choices,
                                const Tokenizer& tokenizer) {
   if (const api::ChoiceOutcome* failed = api::first_failure(choices)) {
-    // The server answers 500 for the whole request; a batch reports it as a failed line.
-    const LineError e = line_error(request, api::generation_failed(failed->error));
+    // The server answers the same error (500, or 400 past a limit) for the whole request; a
+    // batch reports it as a failed line.
+    const LineError e =
+        line_error(request, api::generation_failed(failed->error, failed->error_code));
     return {error_record(e), true};
   }
   const json record = {{"id", record_id(request.line, request.digest)},

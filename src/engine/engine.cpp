@@ -262,7 +262,12 @@ Engine::Incoming Engine::prepare(Request request) {
     std::call_once(token_trie_once_, [this] {
       token_trie_.emplace(grammar::make_token_trie(tokenizer_, end_of_generation_ids_));
     });
-    in.output.grammar.emplace(request.sampling.constraint, *token_trie_);
+    in.cancelled = std::make_shared<std::atomic<bool>>(false);
+    const uint64_t work = options_.grammar_work_per_token != 0
+                              ? options_.grammar_work_per_token
+                              : grammar::default_work_per_token(*token_trie_);
+    in.output.grammar.emplace(request.sampling.constraint, *token_trie_,
+                              grammar::GrammarLimits{.work_per_token = work}, in.cancelled);
     s->constrained = true;
   }
   s->spec = request.speculative;
@@ -292,10 +297,15 @@ std::vector<RequestId> Engine::enqueue(std::vector<Incoming>& requests) {
     }
     for (auto& r : requests) {
       ids.push_back(r.sequence->id);
+      if (r.cancelled) cancel_flags_[r.sequence->id] = r.cancelled;
       sharing_->observe(r.sequence->tokens);
       stats_.prefix_sharing = sharing_->stats();
       incoming_.push_back(std::move(r));
       stats_.requests_submitted++;
+    }
+    if (cancel_flags_.size() >= cancel_flags_sweep_at_) {
+      std::erase_if(cancel_flags_, [](const auto& entry) { return entry.second.expired(); });
+      cancel_flags_sweep_at_ = std::max<size_t>(64, 2 * cancel_flags_.size());
     }
   }
   wake_.notify_all();
@@ -306,6 +316,11 @@ void Engine::abort(RequestId id) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     aborts_.push_back(id);
+    // A mask walk in progress sees it now, not at the end of the step.
+    if (const auto it = cancel_flags_.find(id); it != cancel_flags_.end()) {
+      if (const auto flag = it->second.lock()) flag->store(true, std::memory_order_relaxed);
+      cancel_flags_.erase(it);
+    }
   }
   wake_.notify_all();
 }

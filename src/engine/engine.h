@@ -108,6 +108,8 @@ class Engine {
   struct Incoming {
     std::unique_ptr<Sequence> sequence;
     RequestOutputState output;
+    // Set by abort(): the grammar's mask walk polls it (a structured-output request only).
+    std::shared_ptr<std::atomic<bool>> cancelled;
   };
   Incoming prepare(Request request);  // submit's checks, then the request's two halves
   std::vector<RequestId> enqueue(std::vector<Incoming>& requests);
@@ -175,6 +177,11 @@ class Engine {
   std::vector<Incoming> incoming_;
   std::vector<RequestId> aborts_;
   std::vector<std::unique_ptr<BackgroundTask>> incoming_tasks_;
+  // Structured-output requests' cancellation flags, so abort() reaches a mask walk that holds
+  // up the current step. Weak: a request's grammar state owns its flag; expired entries are
+  // dropped when the map has doubled since the last sweep.
+  std::unordered_map<RequestId, std::weak_ptr<std::atomic<bool>>> cancel_flags_;
+  size_t cancel_flags_sweep_at_ = 64;
   bool stopping_ = false;
   bool draining_ = false;
   EngineStats stats_;

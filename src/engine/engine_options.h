@@ -75,6 +75,10 @@ struct EngineOptions {
   // 1 ms after each) before every live request fails with an internal error instead of
   // waiting forever (engine/scheduler.h, "Progress").
   int stall_steps = 1000;
+  // Structured output: matcher steps one token of a constrained request may cost before the
+  // request fails (grammar/constraint.h); 0 = grammar::default_work_per_token of the
+  // vocabulary. UINT64_MAX: no limit (tests).
+  uint64_t grammar_work_per_token = 0;
 };
 
 }  // namespace rapide

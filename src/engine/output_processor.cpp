@@ -3,9 +3,22 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/error.h"
 #include "sampling/finish_reason.h"
 
 namespace rapide {
+
+namespace {
+
+// A grammar that gives up on a token (it cost more than the per-token limit, or the request
+// was cancelled during the mask's walk) ends its own request; the step's other rows go on.
+void end_on_grammar_error(const Error& e, SequenceOutput& out) {
+  out.finish = e.code() == ErrorCode::kCancelled ? FinishReason::kAbort : FinishReason::kError;
+  out.error = e.what();
+  out.error_code = e.code();
+}
+
+}  // namespace
 
 OutputProcessor::OutputProcessor(const Tokenizer& tokenizer, int vocab_size, ThreadPool& pool)
     : tokenizer_(tokenizer),
@@ -72,10 +85,19 @@ void OutputProcessor::process_row(const Row& row, std::vector<float>& scratch, S
     std::memcpy(scratch.data(), row.logits + j * vocab_, vocab_ * sizeof(float));
     // The grammar's mask goes first, so penalties, truncation and the draw only ever see
     // tokens that keep the output valid.
-    if (row.state->grammar && row.state->grammar->apply(scratch) == 0) {
-      out.finish = FinishReason::kError;
-      out.error = "grammar: no token of the vocabulary can continue the output";
-      return;
+    if (row.state->grammar) {
+      size_t allowed = 0;
+      try {
+        allowed = row.state->grammar->apply(scratch);
+      } catch (const Error& e) {
+        end_on_grammar_error(e, out);
+        return;
+      }
+      if (allowed == 0) {
+        out.finish = FinishReason::kError;
+        out.error = "grammar: no token of the vocabulary can continue the output";
+        return;
+      }
     }
     SampleResult r;
     try {
@@ -87,7 +109,12 @@ void OutputProcessor::process_row(const Row& row, std::vector<float>& scratch, S
       return;
     }
     std::optional<FinishReason> reason;
-    events.push_back(token_event(row.id, *row.state, *row.sequence, r, ++generated, reason));
+    try {  // the grammar follows the token inside
+      events.push_back(token_event(row.id, *row.state, *row.sequence, r, ++generated, reason));
+    } catch (const Error& e) {
+      end_on_grammar_error(e, out);
+      return;
+    }
     const TokenEvent& event = events.back();
     out.tokens.push_back({r.token, event.logprob, event.top_logprobs});
     // Nothing past a stop: a stop token, string or max_tokens inside an accepted run ends it.

@@ -392,7 +392,10 @@ std::vector<FinishedRequest> Scheduler::update(const StepPlan& plan, const StepR
       settle_drafts(*s, d->second, accepted);
       drafted.erase(d);
     }
-    if (out.finish) finished.push_back(end_request(*s, *out.finish, out.error, now));
+    if (out.finish) {
+      finished.push_back(end_request(*s, *out.finish, out.error, now));
+      finished.back().error_code = out.error_code;
+    }
   }
   for (const auto& [id, proposed] : drafted) {  // a drafted sequence without output
     if (Sequence* s = live(id)) settle_drafts(*s, proposed, 0);

@@ -90,7 +90,8 @@ struct SequenceOutput {
   std::vector<SampledToken> tokens;
   // Set when the last of `tokens` (or the failure) ends the request.
   std::optional<FinishReason> finish;
-  std::string error;  // with FinishReason::kError
+  std::string error;                            // with FinishReason::kError
+  ErrorCode error_code = ErrorCode::kInternal;  // with kError (FinishedRequest::error_code)
 };
 
 struct StepResult {

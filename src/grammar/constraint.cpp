@@ -5,9 +5,20 @@
 
 namespace rapide::grammar {
 
-GrammarState::GrammarState(std::shared_ptr<const Constraint> constraint, const TokenTrie& trie)
-    : constraint_(std::move(constraint)), trie_(trie), matcher_(constraint_->grammar) {
+uint64_t default_work_per_token(const TokenTrie& trie) {
+  return kWorkPerTokenBase + kWorkPerTrieNode * trie.num_nodes();
+}
+
+GrammarState::GrammarState(std::shared_ptr<const Constraint> constraint, const TokenTrie& trie,
+                           GrammarLimits limits, std::shared_ptr<const std::atomic<bool>> cancelled)
+    : constraint_(std::move(constraint)),
+      trie_(trie),
+      limits_(limits),
+      cancelled_(std::move(cancelled)),
+      matcher_(constraint_->grammar) {
+  matcher_.set_limit(limits_.work_per_token, cancelled_.get());
   state_ = matcher_.initial_id();
+  matcher_.reset_work();
 }
 
 const TokenMask& GrammarState::mask() {
@@ -18,14 +29,22 @@ const TokenMask& GrammarState::mask() {
     mask_ = std::move(none);
     return *mask_;
   }
-  // A copy: the walk below may grow the matcher's key table.
-  const std::string key = matcher_.key_of(state_);
-  mask_ = constraint_->masks.find(key);
-  if (!mask_) {
-    auto mask = std::make_shared<TokenMask>();
-    compute_token_mask(matcher_, state_, trie_, *mask);
-    constraint_->masks.insert(key, mask);
-    mask_ = std::move(mask);
+  try {
+    // Between two walks: the only point where the matcher may drop what it learnt.
+    if (matcher_.footprint() > limits_.matcher_bytes) state_ = matcher_.restart_from(state_);
+    // A copy: the walk below may grow the matcher's key table.
+    const std::string key = matcher_.key_of(state_);
+    mask_ = constraint_->masks.find(key);
+    if (!mask_) {
+      auto mask = std::make_shared<TokenMask>();
+      compute_token_mask(matcher_, state_, trie_, *mask);
+      constraint_->masks.insert(key, mask);
+      mask_ = std::move(mask);
+    }
+  } catch (...) {
+    state_ = Matcher::kDead;  // over the limit or cancelled: the request is over
+    mask_.reset();
+    throw;
   }
   return *mask_;
 }
@@ -63,10 +82,16 @@ bool GrammarState::accept(int32_t token) {
     state_ = Matcher::kDead;
     return false;
   }
-  for (const char c : trie_.piece(token)) {
-    state_ = matcher_.step(state_, static_cast<uint8_t>(c));
-    if (!alive()) return false;
+  try {
+    for (const char c : trie_.piece(token)) {
+      state_ = matcher_.step(state_, static_cast<uint8_t>(c));
+      if (!alive()) return false;
+    }
+  } catch (...) {
+    state_ = Matcher::kDead;  // cut short mid-token: no state to continue from
+    throw;
   }
+  matcher_.reset_work();  // the next token's budget
   return true;
 }
 

@@ -124,17 +124,29 @@ class Parser {
   uint32_t rule_index(const std::string& name) {
     auto [it, inserted] = names_.emplace(name, static_cast<uint32_t>(rules_.size()));
     if (inserted) {
-      rules_.push_back({name, {}});
+      rules_.push_back({name, {}, {}});
       defined_.push_back(false);
     }
     return it->second;
   }
 
-  uint32_t helper_rule(const std::string& base, std::vector<Alternative> alternatives) {
+  // `origin`: what the rule stands for, as written (RuleDef::origin).
+  uint32_t helper_rule(const std::string& base, std::vector<Alternative> alternatives,
+                       std::string origin) {
     const uint32_t r = static_cast<uint32_t>(rules_.size());
-    rules_.push_back({fmt::format("{}_{}", base, r), std::move(alternatives)});
+    rules_.push_back({fmt::format("{}_{}", base, r), std::move(alternatives), std::move(origin)});
     defined_.push_back(true);
     return r;
+  }
+
+  // "what 'text' in rule 'name'", the text cut short and on one line.
+  static std::string origin(std::string_view what, std::string_view text,
+                            const std::string& rule_name) {
+    constexpr size_t kMaxText = 48;
+    std::string shown(text.substr(0, kMaxText));
+    std::replace(shown.begin(), shown.end(), '\n', ' ');
+    if (text.size() > kMaxText) shown += "...";
+    return fmt::format("{} '{}' in rule '{}'", what, shown, rule_name);
   }
 
   uint32_t parse_hex(size_t digits) {
@@ -220,7 +232,7 @@ class Parser {
   }
 
   // Code point ranges -> one element (ASCII only) or a helper rule of UTF-8 alternatives.
-  Element class_element(const std::vector<CodeRange>& ranges) {
+  Element class_element(const std::vector<CodeRange>& ranges, std::string origin) {
     ByteSet ascii;
     std::vector<Alternative> alternatives;
     for (const CodeRange& r : ranges) {
@@ -246,7 +258,7 @@ class Parser {
     }
     if (!ascii.empty())
       alternatives.insert(alternatives.begin(), Alternative{bytes_element(ascii)});
-    return rule_element(helper_rule("class", std::move(alternatives)));
+    return rule_element(helper_rule("class", std::move(alternatives), std::move(origin)));
   }
 
   static std::vector<CodeRange> complement(std::vector<CodeRange> ranges) {
@@ -265,7 +277,8 @@ class Parser {
   // Any code point but surrogates.
   static std::vector<CodeRange> any_char() { return {{0, 0xD7FF}, {0xE000, kMaxCodePoint}}; }
 
-  Element parse_class() {
+  Element parse_class(const std::string& rule_name) {
+    const size_t start = pos_;
     ++pos_;  // '['
     bool negated = false;
     if (peek() == '^') {
@@ -298,7 +311,8 @@ class Parser {
       }
       ranges = std::move(clipped);
     }
-    return class_element(ranges);
+    return class_element(ranges,
+                         origin("character class", text_.substr(start, pos_ - start), rule_name));
   }
 
   void parse_literal(Alternative& out) {
@@ -325,9 +339,11 @@ class Parser {
   }
 
   // Replaces the last term of `seq` (from index `start`) by its repetition min..max
-  // (max < 0: unbounded), as llama.cpp's handle_repetitions does.
+  // (max < 0: unbounded), as llama.cpp's handle_repetitions does. `text` is the repetition
+  // as written: its helper rules carry it, and two or more fixed copies go into a rule of
+  // their own so that an error can name them (cost.h).
   void repeat(const std::string& rule_name, Alternative& seq, size_t start, uint32_t min,
-              int64_t max) {
+              int64_t max, std::string_view text) {
     if (start == seq.size()) error("repetition without a term");
     Alternative term(seq.begin() + static_cast<std::ptrdiff_t>(start), seq.end());
     const uint64_t copies = min + (max < 0 ? 1 : static_cast<uint64_t>(max - min));
@@ -335,44 +351,53 @@ class Parser {
     if (unrolled_ > kMaxUnrolled) {
       error(fmt::format("repetitions unroll into more than {} elements", kMaxUnrolled));
     }
+    const std::string what = origin("repetition", text, rule_name);
     seq.resize(start);
-    for (uint32_t i = 0; i < min; ++i) seq.insert(seq.end(), term.begin(), term.end());
+    Alternative fixed;  // the copies' own rule, for two or more
+    Alternative& out = min >= 2 ? fixed : seq;
+    for (uint32_t i = 0; i < min; ++i) out.insert(out.end(), term.begin(), term.end());
     if (max < 0) {
       // star ::= term star | (empty)
-      const uint32_t star = helper_rule(rule_name, {});
+      const uint32_t star = helper_rule(rule_name, {}, what);
       Alternative loop = term;
       loop.push_back(rule_element(star));
       rules_[star].alternatives = {std::move(loop), {}};
-      seq.push_back(rule_element(star));
-      return;
+      out.push_back(rule_element(star));
+    } else if (max > min) {
+      // opt_k ::= term opt_{k-1} | (empty), nested (max - min) deep.
+      const int64_t optional = max - min;
+      uint32_t inner = helper_rule(rule_name, {term, {}}, what);
+      for (int64_t k = 1; k < optional; ++k) {
+        Alternative alt = term;
+        alt.push_back(rule_element(inner));
+        inner = helper_rule(rule_name, {std::move(alt), {}}, what);
+      }
+      out.push_back(rule_element(inner));
     }
-    // opt_k ::= term opt_{k-1} | (empty), nested (max - min) deep.
-    int64_t optional = max - min;
-    if (optional <= 0) return;
-    uint32_t inner = helper_rule(rule_name, {term, {}});
-    for (int64_t k = 1; k < optional; ++k) {
-      Alternative alt = term;
-      alt.push_back(rule_element(inner));
-      inner = helper_rule(rule_name, {std::move(alt), {}});
+    if (min >= 2) {
+      std::vector<Alternative> alternatives;
+      alternatives.push_back(std::move(fixed));
+      seq.push_back(rule_element(helper_rule(rule_name, std::move(alternatives), what)));
     }
-    seq.push_back(rule_element(inner));
   }
 
   Alternative parse_sequence(const std::string& rule_name, bool nested) {
     Alternative seq;
     size_t last_start = 0;
+    size_t last_text = pos_;  // where the last term starts in the text
     while (!at_end()) {
       const char c = peek();
+      if (c != '*' && c != '+' && c != '?' && c != '{') last_text = pos_;
       if (c == '"') {
         last_start = seq.size();
         parse_literal(seq);
       } else if (c == '[') {
         last_start = seq.size();
-        seq.push_back(parse_class());
+        seq.push_back(parse_class(rule_name));
       } else if (c == '.') {
         ++pos_;
         last_start = seq.size();
-        seq.push_back(class_element(any_char()));
+        seq.push_back(class_element(any_char(), origin("any character", ".", rule_name)));
       } else if (c == '(') {
         if (++nesting_ > kMaxNesting)
           error(fmt::format("groups nested deeper than {}", kMaxNesting));
@@ -383,7 +408,9 @@ class Parser {
         ++pos_;
         --nesting_;
         last_start = seq.size();
-        seq.push_back(rule_element(helper_rule(rule_name, std::move(alternatives))));
+        seq.push_back(rule_element(
+            helper_rule(rule_name, std::move(alternatives),
+                        origin("group", text_.substr(last_text, pos_ - last_text), rule_name))));
       } else if (is_name_char(c)) {
         const size_t save = pos_;
         const std::string name = parse_name();
@@ -397,7 +424,8 @@ class Parser {
         seq.push_back(rule_element(rule_index(name)));
       } else if (c == '*' || c == '+' || c == '?') {
         ++pos_;
-        repeat(rule_name, seq, last_start, c == '+' ? 1 : 0, c == '?' ? 1 : -1);
+        repeat(rule_name, seq, last_start, c == '+' ? 1 : 0, c == '?' ? 1 : -1,
+               text_.substr(last_text, pos_ - last_text));
       } else if (c == '{') {
         ++pos_;
         skip_space(false);
@@ -413,7 +441,7 @@ class Parser {
         if (peek() != '}') error("expected '}'");
         ++pos_;
         if (max >= 0 && max < min) error("repetition {m,n} with n < m");
-        repeat(rule_name, seq, last_start, min, max);
+        repeat(rule_name, seq, last_start, min, max, text_.substr(last_text, pos_ - last_text));
       } else {
         break;
       }

@@ -71,8 +71,7 @@ std::vector<bool> nullable_rules(const std::vector<RuleDef>& rules) {
 // The matcher expands a rule reference by pushing each alternative's first element; a rule
 // that can reach itself again before consuming a byte would expand forever. An iterative
 // depth-first search: leading references can chain as deep as the grammar is long.
-void check_left_recursion(const std::vector<RuleDef>& rules) {
-  const std::vector<bool> nullable = nullable_rules(rules);
+void check_left_recursion(const std::vector<RuleDef>& rules, const std::vector<bool>& nullable) {
   std::vector<std::vector<uint32_t>> leading(rules.size());
   for (size_t r = 0; r < rules.size(); ++r) {
     for (const Alternative& alt : rules[r].alternatives) {
@@ -136,10 +135,12 @@ Grammar Grammar::compile(std::vector<RuleDef> rules, const std::string& root) {
     }
   }
   if (!found_root) fail(ErrorCode::kInvalidArgument, "grammar: no '{}' rule", root);
-  check_left_recursion(rules);
+  g.nullable_ = nullable_rules(rules);
+  check_left_recursion(rules, g.nullable_);
   g.alternatives_.resize(rules.size());
   for (uint32_t r = 0; r < rules.size(); ++r) {
     g.names_.push_back(rules[r].name);
+    g.origins_.push_back(rules[r].origin);
     for (const Alternative& alt : rules[r].alternatives) {
       g.alternatives_[r].push_back(static_cast<uint32_t>(g.elements_.size()));
       g.elements_.insert(g.elements_.end(), alt.begin(), alt.end());

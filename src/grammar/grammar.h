@@ -49,6 +49,9 @@ using Alternative = std::vector<Element>;
 struct RuleDef {
   std::string name;
   std::vector<Alternative> alternatives;
+  // What a builder's helper rule stands for, as written (e.g. "repetition '(x?){100}'"), for
+  // errors that name a construct (cost.h); empty for the grammar's own rules.
+  std::string origin;
 };
 
 Element bytes_element(const ByteSet& set);
@@ -69,11 +72,16 @@ class Grammar {
   uint32_t root() const { return root_; }
   size_t num_rules() const { return alternatives_.size(); }
   const std::string& rule_name(uint32_t rule) const { return names_[rule]; }
+  const std::string& rule_origin(uint32_t rule) const { return origins_[rule]; }
+  // Whether `rule` can match the empty string.
+  bool nullable(uint32_t rule) const { return nullable_[rule]; }
 
  private:
   std::vector<Element> elements_;
   std::vector<std::vector<uint32_t>> alternatives_;  // per rule
   std::vector<std::string> names_;
+  std::vector<std::string> origins_;
+  std::vector<bool> nullable_;
   uint32_t root_ = 0;
 };
 

@@ -9,6 +9,8 @@
 #include <set>
 
 #include "base/error.h"
+#include "grammar/cost.h"
+#include "grammar/gbnf.h"
 #include "tokenizer/utf8.h"
 
 namespace rapide::grammar {
@@ -362,6 +364,13 @@ class SchemaConverter {
   }
 
   std::string add_rule(const std::string& base, const std::string& body) {
+    const std::string name = reserve_rule(base);
+    define_rule(name, body);
+    return name;
+  }
+
+  // A rule name of its own from `base`, to define later (rules may refer to it before).
+  std::string reserve_rule(const std::string& base) {
     std::string name;
     for (const char c : base) name += std::isalnum(static_cast<unsigned char>(c)) ? c : '-';
     if (!used_.insert(name).second) {
@@ -369,8 +378,11 @@ class SchemaConverter {
       while (!used_.insert(fmt::format("{}-{}", name, i)).second) ++i;
       name = fmt::format("{}-{}", name, i);
     }
-    gbnf_ += fmt::format("\n{} ::= {}", name, body);
     return name;
+  }
+
+  void define_rule(const std::string& name, const std::string& body) {
+    gbnf_ += fmt::format("\n{} ::= {}", name, body);
   }
 
   // Integer bounds of a schema: inclusive [lo, hi], rounded inward.
@@ -410,9 +422,15 @@ class SchemaConverter {
   std::string string_rule(const json& s, const std::string& name) {
     if (s.contains("pattern")) {
       if (!s["pattern"].is_string()) invalid("'pattern' must be a string");
-      return add_rule(name, "\"\\\"\" " +
-                                RegexTranslator(s["pattern"].get<std::string>(), true).translate() +
-                                " \"\\\"\"");
+      const std::string pattern = s["pattern"].get<std::string>();
+      const std::string translated = RegexTranslator(pattern, true).translate();
+      // On its own first, so that an error names the pattern, not a rule made of it.
+      try {
+        check_cost(parse_gbnf("root ::= " + translated));
+      } catch (const Error& e) {
+        fail(e.code(), "'pattern' '{}': {}", pattern, e.what());
+      }
+      return add_rule(name, "\"\\\"\" " + translated + " \"\\\"\"");
     }
     if (s.contains("format")) {
       const std::string format = s["format"].is_string() ? s["format"].get<std::string>() : "";
@@ -480,13 +498,24 @@ class SchemaConverter {
       bool repeated;  // additional properties: any number
     };
     std::vector<Member> members;  // in the schema's key order
+    const std::set<std::string, std::less<>> required_set(required_names.begin(),
+                                                          required_names.end());
     if (s.contains("properties")) {
       const json& props = s["properties"];
       if (!props.is_object()) invalid("'properties' must be an object");
+      // Checked before visiting them: each costs rules and time.
+      size_t optional = 0;
+      for (auto it = props.begin(); it != props.end(); ++it)
+        optional += !required_set.count(it.key());
+      if (optional > kMaxOptionalProperties) {
+        invalid(
+            fmt::format("object '{}' has {} optional properties; at most {} (make some "
+                        "required, or split the object)",
+                        name, optional, kMaxOptionalProperties));
+      }
       for (auto it = props.begin(); it != props.end(); ++it) {
         const std::string value = visit(it.value(), name + "-" + it.key(), depth + 1);
-        const bool req = std::find(required_names.begin(), required_names.end(), it.key()) !=
-                         required_names.end();
+        const bool req = required_set.count(it.key()) > 0;
         members.push_back(
             {gbnf_literal(json(it.key()).dump()) + " \":\" json-ws " + value + " json-ws", req,
              false});
@@ -510,28 +539,33 @@ class SchemaConverter {
         invalid("'additionalProperties' must be a boolean or a schema");
       }
     }
-    // A comma goes before a member exactly when one was written before it: after the first
-    // written member i, the rest are `("," m)` (required), `("," m)?` or `("," m)*`.
-    const std::string comma = "\",\" json-ws ";
-    auto after = [&](size_t from) {
-      std::string t;
-      for (size_t i = from; i < members.size(); ++i) {
-        const Member& m = members[i];
-        t += " (" + comma + m.kv + ")" + (m.required ? "" : m.repeated ? "*" : "?");
-      }
-      return t;
-    };
-    // The first written member is the first required one or an optional one before it.
-    std::vector<std::string> starts;
-    for (size_t i = 0; i < members.size(); ++i) {
+    // The grammar is linear in the number of members (listing, for each possible first member,
+    // the rest after it would be quadratic: 5000 optional properties made 300 MB of text):
+    //   choice-i ::= m_i after-i | choice-(i+1)   the next member written is one of i.. up to
+    //                                              the first required one (which can't be skipped)
+    //   after-i  ::= "," ws choice-j | ""          once m_i is written (j = i + 1, or i for
+    //                                              repeated additional properties; no "" while a
+    //                                              required member is still to come)
+    // Each expansion enters one member per optional property before a required one, which
+    // is what kMaxOptionalProperties bounds (checked above).
+    const size_t n = members.size();
+    std::vector<bool> required_after(n + 1, false);  // a required member at index >= i
+    for (size_t i = n; i-- > 0;) required_after[i] = required_after[i + 1] || members[i].required;
+    std::vector<std::string> choice(n);
+    for (size_t i = 0; i < n; ++i) choice[i] = reserve_rule(fmt::format("{}-choice-{}", name, i));
+    for (size_t i = 0; i < n; ++i) {
       const Member& m = members[i];
-      starts.push_back(m.kv + (m.repeated ? " (" + comma + m.kv + ")*" : "") + after(i + 1));
-      if (m.required) break;
+      const size_t next = m.repeated ? i : i + 1;
+      std::string member = m.kv;
+      if (next < n) {
+        const std::string more = "\",\" json-ws " + choice[next];
+        member += required_after[i + 1] ? " " + more : " (" + more + ")?";
+      }
+      const bool skippable = !m.required && i + 1 < n;
+      define_rule(choice[i], skippable ? member + " | " + choice[i + 1] : member);
     }
-    const bool any_required =
-        std::any_of(members.begin(), members.end(), [](const Member& m) { return m.required; });
     std::string body = "\"{\" json-ws ";
-    if (!starts.empty()) body += "(" + join(starts, " | ") + ")" + (any_required ? "" : "?");
+    if (n > 0) body += required_after[0] ? choice[0] : "(" + choice[0] + ")?";
     return add_rule(name, body + " \"}\"");
   }
 
@@ -617,6 +651,22 @@ class SchemaConverter {
     return name;
   }
 
+  // The alternatives a schema's value may start with once nested anyOf / oneOf and type lists
+  // are flattened ($ref not followed). Linear in the schema's size.
+  static size_t count_alternatives(const json& s, int depth) {
+    if (!s.is_object() || depth > 64) return 1;
+    for (const char* key : {"anyOf", "oneOf"}) {
+      const auto it = s.find(key);
+      if (it == s.end()) continue;
+      if (!it->is_array()) return 1;
+      size_t n = 0;
+      for (const json& branch : *it) n += count_alternatives(branch, depth + 1);
+      return n;
+    }
+    const auto type = s.find("type");
+    return type != s.end() && type->is_array() ? std::max<size_t>(1, type->size()) : 1;
+  }
+
   std::string visit(const json& s, const std::string& name, int depth) {
     if (depth > 64) invalid("nesting deeper than 64");
     if (s.is_boolean()) {
@@ -643,6 +693,14 @@ class SchemaConverter {
       if (!s.contains(key)) continue;
       if (!s[key].is_array() || s[key].empty())
         invalid(fmt::format("'{}' must be a non-empty list", key));
+      // The matcher tries every alternative at once: nested anyOf multiply (a tree of 2^16
+      // leaves is 65536 alternatives in 32 KB of schema). Checked before visiting them.
+      if (const size_t n = count_alternatives(s, 0); n > kMaxAlternatives) {
+        invalid(
+            fmt::format("{} at '{}' has {} alternatives (nested anyOf, oneOf and type lists "
+                        "counted); at most {}",
+                        key, name, n, kMaxAlternatives));
+      }
       // Sibling keywords (a shared "type" or "description") are merged into each branch.
       std::vector<std::string> alts;
       for (size_t i = 0; i < s[key].size(); ++i) {

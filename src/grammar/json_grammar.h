@@ -15,8 +15,15 @@
 //
 // Whitespace between tokens is limited (a space, or a newline and up to 20 indent
 // characters), so a model cannot pad forever.
+//
+// Limits (the matcher follows every alternative at once; grammar/cost.h), each an
+// Error(kInvalidArgument) naming the construct: at most kMaxOptionalProperties optional
+// properties per object, kMaxAlternatives alternatives per anyOf / oneOf (nested ones and type
+// lists flattened), and a `pattern` within the cost model on its own ("'pattern' '(.*){2000}':
+// ..."). The grammar is linear in the schema's size.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,6 +31,9 @@
 #include <nlohmann/json.hpp>
 
 namespace rapide::grammar {
+
+inline constexpr size_t kMaxOptionalProperties = 1000;
+inline constexpr size_t kMaxAlternatives = 1000;
 
 // Any JSON value ("json_object" asks for an object at the top).
 std::string json_object_gbnf();

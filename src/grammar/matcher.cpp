@@ -2,9 +2,41 @@
 
 #include <algorithm>
 
+#include "base/error.h"
+
 namespace rapide::grammar {
 
 Matcher::Matcher(const Grammar& grammar) : grammar_(grammar) {}
+
+void Matcher::set_limit(uint64_t limit, const std::atomic<bool>* cancelled) {
+  limit_ = limit;
+  cancelled_ = cancelled;
+  reset_work();
+}
+
+void Matcher::reset_work() {
+  work_ = 0;
+  schedule_check();
+}
+
+void Matcher::schedule_check() {
+  // The first unit past the limit, or sooner when there is a flag to poll.
+  check_at_ = limit_ == UINT64_MAX ? limit_ : limit_ + 1;
+  if (cancelled_ != nullptr) check_at_ = std::min(check_at_, work_ + kCheckEvery);
+}
+
+void Matcher::check_work() {
+  const bool cancelled = cancelled_ != nullptr && cancelled_->load(std::memory_order_relaxed);
+  if (cancelled || work_ > limit_) {
+    work_list_.clear();  // an expansion cut short: the next one starts clean
+    if (cancelled) fail(ErrorCode::kCancelled, "grammar: the request was cancelled");
+    fail(ErrorCode::kExceedsCapacity,
+         "grammar: following the grammar for one token took more than {} matcher steps (the "
+         "per-token limit); the grammar is too expensive to follow",
+         limit_);
+  }
+  schedule_check();
+}
 
 int32_t Matcher::intern(uint32_t pos, int32_t parent) {
   const uint64_t k = (uint64_t{pos} << 32) | static_cast<uint32_t>(parent + 1);
@@ -38,9 +70,10 @@ void Matcher::expand(MatchState& out) {
   ++expansion_;
   n_recent_ = 0;
   const std::vector<Element>& elements = grammar_.elements();
-  while (!work_.empty()) {
-    const Node w = work_.back();
-    work_.pop_back();
+  while (!work_list_.empty()) {
+    charge(1);
+    const Node w = work_list_.back();
+    work_list_.pop_back();
     if (!first_visit((uint64_t{w.pos} << 32) | static_cast<uint32_t>(w.parent + 1))) continue;
     const Element& e = elements[w.pos];
     switch (e.kind) {
@@ -52,14 +85,14 @@ void Matcher::expand(MatchState& out) {
         if (w.parent < 0) {
           out.accepts = true;
         } else {
-          work_.push_back(nodes_[static_cast<size_t>(w.parent)]);
+          work_list_.push_back(nodes_[static_cast<size_t>(w.parent)]);
         }
         break;
       case ElementKind::kRule: {
         // Tail position: returning would only pop again, so push nothing.
         const int32_t ret =
             elements[w.pos + 1].kind == ElementKind::kEnd ? w.parent : intern(w.pos + 1, w.parent);
-        for (const uint32_t alt : grammar_.alternatives(e.rule)) work_.push_back({alt, ret});
+        for (const uint32_t alt : grammar_.alternatives(e.rule)) work_list_.push_back({alt, ret});
         break;
       }
     }
@@ -73,7 +106,7 @@ void Matcher::normalize(MatchState& state) {
 
 MatchState Matcher::initial() {
   MatchState state;
-  for (const uint32_t alt : grammar_.alternatives(grammar_.root())) work_.push_back({alt, -1});
+  for (const uint32_t alt : grammar_.alternatives(grammar_.root())) work_list_.push_back({alt, -1});
   expand(state);
   normalize(state);
   return state;
@@ -82,9 +115,10 @@ MatchState Matcher::initial() {
 void Matcher::advance(const MatchState& from, uint8_t b, MatchState& to) {
   to.stacks.clear();
   to.accepts = false;
+  charge(from.stacks.size());
   for (const int32_t id : from.stacks) {
     const Node n = nodes_[static_cast<size_t>(id)];
-    if (grammar_.elements()[n.pos].bytes.has(b)) work_.push_back({n.pos + 1, n.parent});
+    if (grammar_.elements()[n.pos].bytes.has(b)) work_list_.push_back({n.pos + 1, n.parent});
   }
   expand(to);
   normalize(to);
@@ -136,11 +170,14 @@ int32_t Matcher::intern_state(MatchState&& state) {
   k += state.accepts ? 'A' : '-';
   auto [it, inserted] = dfa_index_.emplace(std::move(k), static_cast<int32_t>(dfa_states_.size()));
   if (inserted) {
+    const size_t stacks = state.stacks.size();
+    dfa_stacks_ += stacks;
     dfa_states_.push_back(std::move(state));
     std::array<int32_t, 256> unknown;
     unknown.fill(kUnknown);
     transitions_.push_back(unknown);
     keys_.emplace_back();
+    charge(kStateCost + stacks);  // may throw: the tables are consistent already
   }
   return it->second;
 }
@@ -160,9 +197,50 @@ int32_t Matcher::step(int32_t id, uint8_t b) {
   return result;
 }
 
+size_t Matcher::footprint() const {
+  // A node: its entry and a hash-map slot; a DFA state: its transition table, index entry
+  // and stacks (the keys are a few per state and as long as its stacks).
+  constexpr size_t kNodeBytes = sizeof(Node) + 40;
+  constexpr size_t kStateBytes = sizeof(std::array<int32_t, 256>) + sizeof(MatchState) + 80;
+  return nodes_.size() * kNodeBytes + dfa_states_.size() * kStateBytes +
+         dfa_stacks_ * 3 * sizeof(int32_t) + expanded_in_.size() * 40;
+}
+
+int32_t Matcher::restart_from(int32_t id) {
+  MatchState kept = dfa_states_[static_cast<size_t>(id)];
+  const std::vector<Node> old = std::move(nodes_);
+  nodes_.clear();
+  index_.clear();
+  expanded_in_.clear();
+  // Each kept stack is interned again bottom up, sharing the parents already moved.
+  std::unordered_map<int32_t, int32_t> moved;
+  std::vector<int32_t> chain;
+  for (int32_t& top : kept.stacks) {
+    chain.clear();
+    for (int32_t n = top; n >= 0 && !moved.count(n); n = old[static_cast<size_t>(n)].parent) {
+      chain.push_back(n);
+    }
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+      const Node& node = old[static_cast<size_t>(*it)];
+      moved[*it] = intern(node.pos, node.parent < 0 ? -1 : moved.at(node.parent));
+    }
+    top = moved.at(top);
+  }
+  normalize(kept);
+  dfa_states_.clear();
+  transitions_.clear();
+  keys_.clear();
+  dfa_index_.clear();
+  dfa_stacks_ = 0;
+  return intern_state(std::move(kept));
+}
+
 const std::string& Matcher::key_of(int32_t id) {
   std::string& k = keys_[static_cast<size_t>(id)];
-  if (k.empty()) k = key(dfa_states_[static_cast<size_t>(id)]);
+  if (k.empty()) {
+    k = key(dfa_states_[static_cast<size_t>(id)]);
+    charge(k.size() / sizeof(uint32_t));
+  }
   return k;
 }
 

@@ -12,9 +12,17 @@
 // transition is computed once, so walking the token trie costs a table lookup per node once
 // the states it passes through are known (inside a JSON string every byte leads back to the
 // same state).
+//
+// Work is counted (work()): one unit per work item expand() takes, per stack advance() tests
+// and per trie node a mask walk visits (charge()), and kStateCost per new DFA state (its
+// transition table). A limit on it (set_limit) bounds what one token may cost, whatever the
+// grammar: past it the call throws Error(kExceedsCapacity) and the matcher stays usable. An
+// optional cancellation flag is polled every kCheckEvery units (Error(kCancelled)), so a
+// request that went away stops its walk promptly.
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -56,15 +64,37 @@ class Matcher {
   const MatchState& state_of(int32_t id) const { return dfa_states_[static_cast<size_t>(id)]; }
   // key() of a DFA state, computed once.
   const std::string& key_of(int32_t id);
+  size_t num_dfa_states() const { return dfa_states_.size(); }
+
+  // About what the stacks and the DFA hold, in bytes. They only grow: a grammar that meets
+  // new states at every token would hold every one of them until the request ends.
+  size_t footprint() const;
+  // Forgets every DFA state and stack node but state `id`'s, whose new id it returns (keys,
+  // and so the shared mask cache, do not depend on numbering). Outside any walk only.
+  int32_t restart_from(int32_t id);
+
+  // Work accounting. The limit counts from the last reset_work(); 0 units reset it.
+  static constexpr uint64_t kStateCost = 256;
+  static constexpr uint64_t kCheckEvery = 4096;
+  void set_limit(uint64_t limit, const std::atomic<bool>* cancelled = nullptr);
+  void reset_work();
+  uint64_t work() const { return work_; }
+  void charge(uint64_t units) {
+    work_ += units;
+    if (work_ >= check_at_) check_work();
+  }
 
  private:
+  // Past the limit or cancelled: throws (leaving no half-done expansion behind).
+  void check_work();
+  void schedule_check();
   struct Node {
     uint32_t pos;
     int32_t parent;  // -1: bottom of the stack
   };
   int32_t intern(uint32_t pos, int32_t parent);
-  // Expands the positions in work_ (each on its stack) until every stack has a byte class
-  // on top, adding those stacks to `out`; work_ is left empty.
+  // Expands the positions in work_list_ (each on its stack) until every stack has a byte
+  // class on top, adding those stacks to `out`; work_list_ is left empty.
   void expand(MatchState& out);
   static void normalize(MatchState& state);
 
@@ -76,7 +106,7 @@ class Matcher {
   // Whether expand() meets this (position, parent) pair for the first time in this call.
   bool first_visit(uint64_t pair);
   // expand()'s work list; the call's first pairs, then per pair the last call that met it.
-  std::vector<Node> work_;
+  std::vector<Node> work_list_;
   std::array<uint64_t, 32> recent_;
   size_t n_recent_ = 0;
   std::unordered_map<uint64_t, uint64_t> expanded_in_;
@@ -87,7 +117,13 @@ class Matcher {
   std::vector<std::array<int32_t, 256>> transitions_;
   std::vector<std::string> keys_;
   std::unordered_map<std::string, int32_t> dfa_index_;
+  size_t dfa_stacks_ = 0;  // stacks over all DFA states
   MatchState scratch_;
+  // Work accounting.
+  uint64_t work_ = 0;
+  uint64_t limit_ = UINT64_MAX;
+  uint64_t check_at_ = UINT64_MAX;
+  const std::atomic<bool>* cancelled_ = nullptr;
 };
 
 }  // namespace rapide::grammar

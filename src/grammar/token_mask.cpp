@@ -13,6 +13,7 @@ void compute_token_mask(Matcher& matcher, int32_t state_id, const TokenTrie& tri
   const std::vector<int32_t>& tokens = trie.tokens();
   const size_t n = trie.num_nodes();
   for (size_t node = 1; node < n;) {
+    matcher.charge(1);
     const uint32_t d = trie.depth(node);
     const int32_t next = matcher.step(ids[d - 1], trie.byte(node));
     if (next == Matcher::kDead) {

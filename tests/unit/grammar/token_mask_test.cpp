@@ -2,6 +2,7 @@
 // by each token's bytes), cached or not; end-of-generation tokens follow acceptance.
 #include <gtest/gtest.h>
 
+#include "base/error.h"
 #include "grammar/constraint.h"
 #include "grammar/gbnf.h"
 #include "grammar/json_grammar.h"
@@ -77,6 +78,76 @@ TEST(TokenMask, GrammarStateMasksLogitsAndCompletes) {
   ASSERT_TRUE(b.accept(9));  // "abc": nothing can follow
   EXPECT_TRUE(b.complete());
   EXPECT_FALSE(GrammarState(constraint, trie).accept(24));  // "x"
+}
+
+// A grammar inside the admission limits whose masks still cost much per token: 250 copies of
+// a nullable `.*` keep ~3500 stacks alive at every byte.
+std::shared_ptr<const Constraint> expensive_constraint() {
+  return std::make_shared<const Constraint>(parse_gbnf(regex_gbnf("(.*){250}")), "");
+}
+
+TEST(TokenMask, PerTokenWorkLimitFailsTheExpensiveStateOnly) {
+  const std::vector<std::string> vocab = test_vocab();
+  const TokenTrie trie(vocab, {0});
+  const auto costly = expensive_constraint();
+  // Unlimited, the first mask's work is what the limit below must cut short.
+  GrammarState unlimited(costly, trie);
+  unlimited.mask();
+  const uint64_t first_mask = unlimited.work();
+  ASSERT_GT(first_mask, 20'000u);
+  GrammarState limited(costly, trie, {.work_per_token = 20'000});
+  try {
+    limited.mask();
+    ADD_FAILURE() << "the mask stayed within 20000 steps";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kExceedsCapacity);
+    EXPECT_NE(std::string(e.what()).find("more than 20000 matcher steps"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(limited.accept(7));  // dead: the request is over
+  // A second sequence under the same limit goes on to complete.
+  auto cheap = std::make_shared<const Constraint>(parse_gbnf(choice_gbnf({"ab", "abc"})), "");
+  GrammarState other(cheap, trie, {.work_per_token = 20'000});
+  std::vector<float> logits(vocab.size(), 1.0f);
+  EXPECT_EQ(other.apply(logits), 3u);
+  ASSERT_TRUE(other.accept(9));  // "abc"
+  EXPECT_TRUE(other.complete());
+  EXPECT_LT(other.work(), 20'000u);
+}
+
+TEST(TokenMask, CancellationStopsTheWalk) {
+  const std::vector<std::string> vocab = test_vocab();
+  const TokenTrie trie(vocab, {0});
+  auto cancelled = std::make_shared<std::atomic<bool>>(false);
+  GrammarState state(expensive_constraint(), trie, {}, cancelled);
+  cancelled->store(true);
+  try {
+    state.mask();
+    ADD_FAILURE() << "the walk ignored the cancellation";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kCancelled);
+  }
+  // It stopped at the first poll, long before the mask's ~50000 steps.
+  EXPECT_LE(state.work(), Matcher::kCheckEvery + Matcher::kStateCost + 4096);
+}
+
+TEST(TokenMask, MatcherMemoryIsBoundedAcrossTokens) {
+  // Every byte of [a-z]{0,3000} is a new state: without a bound the matcher keeps them all.
+  const std::vector<std::string> vocab = test_vocab();
+  const TokenTrie trie(vocab, {0});
+  auto counting = std::make_shared<const Constraint>(parse_gbnf("root ::= [a-c]{0,3000}"), "");
+  GrammarState bounded(counting, trie, {.matcher_bytes = 64 << 10});
+  GrammarState unbounded(counting, trie);
+  size_t most = 0;
+  for (int i = 0; i < 900; ++i) {
+    const int32_t token = i % 3 == 0 ? 9 : 8;  // "abc", "ab", "ab": 7 bytes every 3 tokens
+    ASSERT_EQ(bounded.mask().words, unbounded.mask().words) << i;
+    most = std::max(most, bounded.footprint());
+    ASSERT_TRUE(bounded.accept(token));
+    ASSERT_TRUE(unbounded.accept(token));
+  }
+  EXPECT_GT(unbounded.footprint(), size_t{1} << 20);
+  EXPECT_LT(most, size_t{96} << 10);  // the bound plus what one token's walk adds
 }
 
 }  // namespace
