@@ -266,8 +266,13 @@ Engine::Incoming Engine::prepare(Request request) {
     const uint64_t work = options_.grammar_work_per_token != 0
                               ? options_.grammar_work_per_token
                               : grammar::default_work_per_token(*token_trie_);
-    in.output.grammar.emplace(request.sampling.constraint, *token_trie_,
-                              grammar::GrammarLimits{.work_per_token = work}, in.cancelled);
+    try {  // the initial state: admission's cost model keeps it far below the limit
+      in.output.grammar.emplace(request.sampling.constraint, *token_trie_,
+                                grammar::GrammarLimits{.work_per_token = work}, in.cancelled);
+    } catch (const Error& e) {
+      // A grammar problem, not the KV budget that kExceedsCapacity means to a front end.
+      fail(ErrorCode::kInvalidArgument, "{}", e.what());
+    }
     s->constrained = true;
   }
   s->spec = request.speculative;

@@ -51,7 +51,8 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   // Validates and queues a request. Throws Error: kInvalidArgument (empty prompt, token id
-  // out of range, invalid sampling values), kOutOfRange (prompt does not fit the context),
+  // out of range, invalid sampling values, a grammar whose initial state is over the per-token
+  // work limit), kOutOfRange (prompt does not fit the context),
   // kExceedsCapacity (prompt + max_tokens could never fit the whole KV budget: a 400, not a
   // retry), kResourceExhausted (the queue is full: retry later), kUnavailable (draining).
   // Events then arrive on request.sink.

@@ -172,6 +172,20 @@ MUTATIONS = [
       [("src/grammar/gbnf.cpp", "return scalar_value(cp, text_.substr(start, pos_ - start));",
         "return cp;")],
       tests="Gbnf"),
+    m("grammar-work-unlimited", "the matcher never enforces the per-token work limit (a costly "
+      "grammar holds up every step)",
+      [("src/grammar/matcher.cpp", "if (cancelled || work_ > limit_) {", "if (cancelled) {")],
+      tests="TokenMask|GrammarEngine"),
+    m("grammar-cancel-ignored", "a mask walk ignores its request's cancellation",
+      [("src/grammar/matcher.cpp",
+        "const bool cancelled = cancelled_ != nullptr && cancelled_->load(std::memory_order_relaxed);",
+        "const bool cancelled = false;")],
+      tests="TokenMask|GrammarEngine"),
+    m("grammar-cost-stops-at-nullable", "the cost model stops a run at the first part that can "
+      "match the empty string ((.*){2000} looks cheap)",
+      [("src/grammar/cost.cpp", "run_[pos] = add(cost(e), nullable(e) ? run_[pos + 1] : 0);",
+        "run_[pos] = cost(e);")],
+      tests="GrammarCost"),
     m("hf-merges-unchecked", "a tokenizer.json merges entry of any shape loads",
       [("src/formats/hf_tokenizer.cpp", "    fail(ErrorCode::kCorrupt,\n"
         "         \"'{}': tokenizer.json model.merges[{}] is {}", "    if (false) fail(ErrorCode::kCorrupt,\n"

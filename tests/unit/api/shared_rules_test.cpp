@@ -76,6 +76,12 @@ TEST(SharedRules, UsageCountsEachPromptOnceAndFailuresAreFound) {
   EXPECT_EQ(e.status(), 500);
   EXPECT_EQ(e.code(), "engine_error");
   EXPECT_STREQ(e.what(), "generation failed: boom");
+  // Past a limit (a grammar over its per-token work): the request's fault, a 400 that a
+  // retry would not fix, on the server and in a batch's line alike.
+  const ApiError limit =
+      generation_failed("grammar: ... (the per-token limit)", ErrorCode::kExceedsCapacity);
+  EXPECT_EQ(limit.status(), 400);
+  EXPECT_EQ(limit.code(), "exceeds_limit");
 }
 
 TEST(SharedRules, ASilentStopTokenHasNoLogprobEntry) {

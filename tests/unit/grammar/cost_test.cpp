@@ -3,6 +3,8 @@
 // construct named; realistic schemas, regexes and grammars stay well inside the limits.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <functional>
 #include <string>
 
@@ -41,7 +43,7 @@ json anyof_tree(int depth) {
 
 json optional_properties(int n) {
   json props = json::object();
-  for (int i = 0; i < n; ++i) props["p" + std::to_string(i)] = {{"type", "integer"}};
+  for (int i = 0; i < n; ++i) props[fmt::format("p{}", i)] = {{"type", "integer"}};
   return {{"type", "object"}, {"properties", props}};
 }
 
@@ -72,7 +74,7 @@ TEST(GrammarCost, IssueAttacksAreRefusedNamingTheConstruct) {
 TEST(GrammarCost, ShapesTheIssueDidNotShowAreRefusedToo) {
   // Nested repetitions multiply without unrolling much: 3 levels of 20 copies are 8000 ways.
   std::string m = refusal([] { admit_gbnf(R"(root ::= ((("x"?){20}){20}){20})"); });
-  EXPECT_NE(m.find("repetition '((\"x\"?){20}){20}){20}'"), std::string::npos) << m;
+  EXPECT_NE(m.find("repetition '(((\"x\"?){20}){20}){20}'"), std::string::npos) << m;
   EXPECT_NE(m.find("20 consecutive parts"), std::string::npos) << m;
   // A rule of many alternatives, and a rule that refers to one through a chain of rules.
   std::string many = "root ::= x\nx ::= \"a\"";
@@ -140,17 +142,17 @@ TEST(GrammarCost, RealisticGrammarsAreWellInside) {
     EXPECT_LT(widest_expansion(parse_gbnf(regex_gbnf(regex))), 100u) << regex;
   }
   json values = json::array();
-  for (int i = 0; i < 1000; ++i) values.push_back("value " + std::to_string(i));
+  for (int i = 0; i < 1000; ++i) values.push_back(fmt::format("value {}", i));
   EXPECT_NO_THROW(admit_gbnf(json_schema_gbnf({{"enum", values}})));
   EXPECT_NO_THROW(admit_gbnf(json_schema_gbnf(optional_properties(1000))));
   json required = optional_properties(5000);
-  for (int i = 0; i < 5000; ++i) required["required"].push_back("p" + std::to_string(i));
+  for (int i = 0; i < 5000; ++i) required["required"].push_back(fmt::format("p{}", i));
   EXPECT_LT(widest_expansion(parse_gbnf(json_schema_gbnf(required))), 100u);
   json branches = json::array();
   for (int i = 0; i < 1000; ++i) {
-    branches.push_back({{"type", "object"},
-                        {"properties", {{"k" + std::to_string(i), {{"type", "integer"}}}}},
-                        {"required", {"k" + std::to_string(i)}}});
+    const std::string key = fmt::format("k{}", i);
+    branches.push_back(
+        {{"type", "object"}, {"properties", {{key, {{"type", "integer"}}}}}, {"required", {key}}});
   }
   EXPECT_NO_THROW(admit_gbnf(json_schema_gbnf({{"anyOf", branches}})));
 }
