@@ -289,6 +289,11 @@ std::vector<RequestId> Engine::enqueue(std::vector<Incoming>& requests) {
       ids.push_back(r.sequence->id);
       sharing_->observe(r.sequence->tokens);
       stats_.prefix_sharing = sharing_->stats();
+      const std::vector<int32_t>& prompt = r.sequence->tokens;
+      if (recent_prompts_.size() >= kRecentPrompts) recent_prompts_.pop_front();
+      recent_prompts_.emplace_back(
+          prompt.begin(), prompt.begin() + static_cast<std::ptrdiff_t>(
+                                               std::min(prompt.size(), kPromptSampleTokens)));
       incoming_.push_back(std::move(r));
       stats_.requests_submitted++;
     }
@@ -321,6 +326,11 @@ bool Engine::drain(std::chrono::milliseconds timeout) {
 EngineStats Engine::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return stats_;
+}
+
+std::vector<std::vector<int32_t>> Engine::recent_prompts() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return {recent_prompts_.begin(), recent_prompts_.end()};
 }
 
 void Engine::loop() {

@@ -373,6 +373,12 @@ FinishedRequest Scheduler::end_request(Sequence& s, FinishReason reason, std::st
   f.preemptions = s.preemptions;
   f.timings = s.timings;
   f.kv_transfer = s.kv_transfer;
+  if (reason != FinishReason::kAbort && reason != FinishReason::kError) {
+    const NgramLookupCount lookup = count_ngram_lookup_hits(
+        s.tokens, s.prompt_length, options_.spec.ngram_min, options_.spec.ngram_max);
+    f.lookup_tokens = lookup.tokens;
+    f.lookup_hits = lookup.hits;
+  }
   // A finished request's prefix stays cached for the next.
   register_blocks(s);
   if (options_.batching == BatchingMode::kStatic && s.status == SequenceStatus::kRunning &&

@@ -57,7 +57,9 @@ struct PrefixCacheStats {
 // blocks, then the leading tokens of the block after them; every block after a difference
 // is recomputed, since a block's hash covers everything before it),
 // and after the difference it agrees with that chain again (a near miss: a timestamp or an
-// id in an otherwise identical prompt). The engine turns the token windows into text.
+// id in an otherwise identical prompt, kv/near_miss.h). The difference may sit anywhere:
+// in the first block (nothing reused), on a block boundary, or further in. The engine turns
+// the token windows into text.
 struct PrefixDivergence {
   uint64_t request_id = 0;
   int prompt_tokens = 0;
@@ -66,6 +68,10 @@ struct PrefixDivergence {
   std::vector<int32_t> common;        // the prompt's tokens before the divergence
   std::vector<int32_t> prompt_after;  // the prompt from the divergence on (a window)
   std::vector<int32_t> cached_after;  // the cached chain from the divergence on (a window)
+  // The two differing values: the first tokens of prompt_after and cached_after before the
+  // sides agree again (-1: they agree by content, not in step; see kv/near_miss.h).
+  int prompt_differs = -1;
+  int cached_differs = -1;
 };
 
 // The longest cached run of a sequence's blocks, found by match() and used by attach().

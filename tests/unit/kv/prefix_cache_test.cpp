@@ -265,6 +265,56 @@ TEST(PrefixCache, ExplainsAOneTokenDifferenceInTheFirstBlock) {
   kv.check_no_leaks();
 }
 
+// The near misses the first version did not record: a value of another length at the very
+// start (no token shared, a UUID in front of a system prompt) and a difference exactly on a
+// block boundary. Both are recorded, with the two differing values.
+TEST(PrefixCache, ExplainsDifferencesAtTheStartAndOnABlockBoundary) {
+  PagedKvStore kv(tiny_layout(), 32, 256);
+  PrefixCache cache(kv, kIdentity, nullptr);
+  // A 3-token "id", then 24 tokens of shared text.
+  std::vector<int32_t> text = iota_tokens(24, 100);
+  std::vector<int32_t> first = {7, 8, 9};
+  first.insert(first.end(), text.begin(), text.end());
+  Seq a{1, first};
+  run(cache, kv, a, 1);
+  kv.release(a.id);
+  std::vector<int32_t> second = {50, 51, 52, 53, 54};  // another id, two tokens longer
+  second.insert(second.end(), text.begin(), text.end());
+  Seq b{2, second};
+  EXPECT_EQ(run(cache, kv, b, 2), 0);
+  auto misses = cache.take_divergences();
+  ASSERT_EQ(misses.size(), 1u);
+  EXPECT_EQ(misses[0].matched_tokens, 0);
+  EXPECT_EQ(misses[0].prompt_differs, 5);
+  EXPECT_EQ(misses[0].cached_differs, 3);
+  ASSERT_GE(misses[0].cached_after.size(), 3u);
+  EXPECT_EQ(misses[0].cached_after[0], 7);
+  kv.release(b.id);
+
+  // On a boundary: 8 shared tokens (two whole blocks), then a 1-token value.
+  Seq c{3, iota_tokens(24, 300)};
+  run(cache, kv, c, 3);
+  kv.release(c.id);
+  Seq d{4, iota_tokens(24, 300)};
+  d.tokens[8] = 999;
+  EXPECT_EQ(run(cache, kv, d, 4), 8);
+  misses = cache.take_divergences();
+  ASSERT_EQ(misses.size(), 1u);
+  EXPECT_EQ(misses[0].reused_tokens, 8);
+  EXPECT_EQ(misses[0].matched_tokens, 8);
+  EXPECT_EQ(misses[0].prompt_differs, 1);
+  EXPECT_EQ(misses[0].cached_differs, 1);
+  kv.release(d.id);
+  // A prompt that goes on differently after a shared part is no near miss.
+  Seq e{5, iota_tokens(8, 300)};
+  const std::vector<int32_t> other = iota_tokens(16, 700);
+  e.tokens.insert(e.tokens.end(), other.begin(), other.end());
+  EXPECT_EQ(run(cache, kv, e, 5), 8);
+  EXPECT_TRUE(cache.take_divergences().empty());
+  kv.release(e.id);
+  kv.check_no_leaks();
+}
+
 // The shared part of a prompt rarely ends on a block boundary: the leading tokens it shares
 // with the next cached block are copied (every K and V slot of them, in every layer and
 // head) into a new block of its own, and nothing else of that block is taken.
