@@ -24,8 +24,9 @@ namespace {
 constexpr size_t kSharedAfter = 128;
 constexpr size_t kCompareCharacters = 4096;
 constexpr size_t kShownCharacters = 40;
-// lint_prompts compares each prompt with at most this many earlier ones.
-constexpr size_t kComparedPrompts = 4;
+// lint_prompts compares each prompt with the earlier ones (at most this many back) that share
+// the longest start with it: the ones a prefix cache would match it against.
+constexpr size_t kComparedPrompts = 16;
 
 const std::regex& dynamic_value() {
   static const std::regex re(
@@ -217,7 +218,7 @@ PromptDifference compare_prompts(const std::string& text, const std::string& ear
   const std::string_view a = std::string_view(text).substr(p, kCompareCharacters);
   const std::string_view b = std::string_view(earlier).substr(p, kCompareCharacters);
   const std::vector<int32_t> a_chars(a.begin(), a.end()), b_chars(b.begin(), b.end());
-  const NearMiss near = compare_after_divergence(a_chars, p + a.size() == text.size(), b_chars);
+  const NearMiss near = compare_after_divergence(a_chars, b_chars);
   if (!near.near) return d;
   d.near = true;
   const std::string_view before = std::string_view(text).substr(0, p);
@@ -310,7 +311,7 @@ LintReport lint_prompts(const std::vector<nlohmann::json>& requests, const Encod
         }
       }
     }
-    // Against the earlier prompts it shares the longest start with (a few of them).
+    // Against the earlier prompts it shares the longest start with.
     std::vector<size_t> earlier;
     for (size_t m = n > kComparedPrompts ? n - kComparedPrompts : 0; m < n; ++m)
       earlier.push_back(m);
@@ -321,7 +322,9 @@ LintReport lint_prompts(const std::vector<nlohmann::json>& requests, const Encod
     };
     std::stable_sort(earlier.begin(), earlier.end(),
                      [&](size_t x, size_t y) { return common(x) > common(y); });
+    const size_t longest = earlier.empty() ? 0 : common(earlier.front());
     for (const size_t m : earlier) {
+      if (common(m) < longest) break;
       const PromptDifference d = compare_prompts(flat[n], flat[m]);
       if (!d.near) continue;
       kinds.insert(d.kind);

@@ -52,6 +52,7 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, const EngineOptions& op
     kv_->set_sliding_window(c.every_layer_window(),
                             std::max(options_.prefill_chunk, 1 + std::max(0, guesses)));
   }
+  stats_.kv = kv_->usage();  // the budget is known before the first step (GET /v1/engine/state)
   prefix_cache_ = make_prefix_cache(layout);
   sharing_ =
       std::make_unique<PrefixSharingProbe>(options_.kv_block_size, model_identity(model_, layout));

@@ -12,10 +12,10 @@ namespace {
 // tokens in most vocabularies, an ISO timestamp 10-20).
 constexpr size_t kRealignWindow = 64;
 // Equal tokens that count as falling back in step: longer than the punctuation and short
-// words two unrelated texts share by chance.
+// words two unrelated texts share by chance (a word is 2-5 tokens in a small vocabulary, and
+// the cached side goes on with the earlier request's output). A prompt that ends sooner
+// after the difference has too little left to be worth reusing.
 constexpr size_t kRunTokens = 8;
-// At the end of a prompt a shorter equal tail still counts (a value, then a closing line).
-constexpr size_t kShortestTail = 4;
 // After the realignment, the share of the following tokens that must agree in step.
 constexpr double kAgreeAfter = 0.5;
 // The content comparison: n-gram length, tokens looked at on each side, and the share of
@@ -39,7 +39,7 @@ size_t run_length(std::span<const int32_t> a, size_t i, std::span<const int32_t>
 
 }  // namespace
 
-NearMiss compare_after_divergence(std::span<const int32_t> prompt, bool prompt_ends,
+NearMiss compare_after_divergence(std::span<const int32_t> prompt,
                                   std::span<const int32_t> cached) {
   NearMiss out;
   if (prompt.empty() || cached.empty()) return out;
@@ -51,11 +51,8 @@ NearMiss compare_after_divergence(std::span<const int32_t> prompt, bool prompt_e
     bool found = false;
     for (size_t i = d > max_j ? d - max_j : 0; i <= std::min(d, max_i); ++i) {
       const size_t j = d - i;
-      const size_t remaining = prompt.size() - i;
-      // A prompt window (not its end) needs a full run; the end of the prompt a shorter one.
-      const size_t need = prompt_ends ? std::min(kRunTokens, remaining) : kRunTokens;
-      if (need < kShortestTail || remaining < need) continue;
-      if (run_length(prompt, i, cached, j) < need) continue;
+      if (prompt.size() - i < kRunTokens) continue;
+      if (run_length(prompt, i, cached, j) < kRunTokens) continue;
       // It must go on agreeing (a common phrase in two different texts does not).
       const size_t span = std::min(prompt.size() - i, cached.size() - j);
       size_t equal = 0;

@@ -27,10 +27,8 @@ struct NearMiss {
   int cached_differs = -1;  // tokens of the cached chain's differing value
 };
 
-// `prompt`: the prompt from the first differing token on (as much as the caller has);
-// `prompt_ends`: whether that is the prompt's end (else a window of it). `cached`: the
-// cached chain from the same position on.
-NearMiss compare_after_divergence(std::span<const int32_t> prompt, bool prompt_ends,
-                                  std::span<const int32_t> cached);
+// `prompt`: the prompt from the first differing token on (as much as the caller has, up to
+// its end); `cached`: the cached chain from the same position on.
+NearMiss compare_after_divergence(std::span<const int32_t> prompt, std::span<const int32_t> cached);
 
 }  // namespace rapide

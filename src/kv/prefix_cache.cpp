@@ -127,7 +127,7 @@ PrefixMatch PrefixCache::match(std::span<const int32_t> tokens,
 }
 
 int PrefixCache::attach(int32_t kv_id, const PrefixMatch& m, std::span<const int32_t> tokens,
-                        std::span<const uint64_t> hashes, uint64_t request_id) {
+                        std::span<const uint64_t> hashes, uint64_t request_id, bool explain_miss) {
   if (kv_.positions(kv_id) != 0) {
     fail(ErrorCode::kInternal, "prefix attach to sequence {} that already holds positions", kv_id);
   }
@@ -187,6 +187,7 @@ int PrefixCache::attach(int32_t kv_id, const PrefixMatch& m, std::span<const int
   stats_.ram_hit_tokens += ram_tokens;
   stats_.tier_hit_tokens += held - ram_tokens;
   stats_.computed_tokens += tokens.size() - held;
+  if (!explain_miss) return held;
   if (auto d = explain(tokens, hashes, static_cast<int>(table.size()), held, request_id)) {
     stats_.miss_records++;
     if (divergences_.size() >= kMaxPendingDivergences) divergences_.erase(divergences_.begin());
@@ -282,8 +283,7 @@ std::optional<PrefixDivergence> PrefixCache::explain(std::span<const int32_t> to
     }
     // A prompt that simply goes on differently (a new question after a shared system
     // prompt) reused all it could: no record.
-    const NearMiss near =
-        compare_after_divergence(prompt_after, prompt_end == tokens.size(), cached);
+    const NearMiss near = compare_after_divergence(prompt_after, cached);
     if (!near.near) continue;
     PrefixDivergence d;
     d.request_id = request_id;

@@ -110,9 +110,10 @@ class PrefixCache {
   // the prompt (copied into one new block, when a block is free), and counts the admission.
   // Returns the positions now held: fewer than the match when a tier block fails its
   // checks, up to a block more with a partial copy. Needs match.free_blocks_taken() free
-  // blocks. When the sequence could have reused more, records why (take_divergences).
+  // blocks. When the sequence could have reused more, records why (take_divergences), unless
+  // `explain_miss` is false (a preempted sequence coming back: its tokens hold its output).
   int attach(int32_t kv_id, const PrefixMatch& match, std::span<const int32_t> tokens,
-             std::span<const uint64_t> hashes, uint64_t request_id);
+             std::span<const uint64_t> hashes, uint64_t request_id, bool explain_miss = true);
 
   // Registers the sequence's computed full blocks, from block `*registered` on, so others
   // can share them; advances *registered. Call before the sequence is released.

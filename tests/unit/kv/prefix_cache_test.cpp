@@ -230,11 +230,11 @@ TEST(PrefixCache, EvictsLeastRecentlyUsedAndForgetsEvictedHashes) {
 TEST(PrefixCache, ExplainsAOneTokenDifferenceInTheFirstBlock) {
   PagedKvStore kv(tiny_layout(), 16, 256);
   PrefixCache cache(kv, kIdentity, nullptr);
-  Seq a{1, iota_tokens(12)};
+  Seq a{1, iota_tokens(24)};
   run(cache, kv, a, 7);
   kv.release(a.id);
   EXPECT_TRUE(cache.take_divergences().empty());  // a new prompt is not a near miss
-  Seq b{2, iota_tokens(12)};
+  Seq b{2, iota_tokens(24)};
   b.tokens[2] = 99;  // inside the first block: nothing can be reused
   EXPECT_EQ(run(cache, kv, b, 8), 0);
   const auto misses = cache.take_divergences();
@@ -252,7 +252,7 @@ TEST(PrefixCache, ExplainsAOneTokenDifferenceInTheFirstBlock) {
   EXPECT_EQ(d.cached_after[5], 8);
   // A difference in the second block: the first is reused whole and the second's two
   // leading tokens copied; the record says where.
-  Seq c{3, iota_tokens(12)};
+  Seq c{3, iota_tokens(24)};
   c.tokens[6] = 98;
   EXPECT_EQ(run(cache, kv, c, 9), 6);
   const auto second = cache.take_divergences();
