@@ -1,6 +1,7 @@
 // `rapide advise`: the six questions on measured data, a named lever, and proof by A/B.
 //
 //   rapide advise --url http://HOST:PORT          a live server's GET /v1/engine/state
+//   rapide advise --url URL [workload flags]      ... after sending it that workload
 //   rapide advise --state STATE.json [--bench RUN.json]   files `rapide bench --engine` wrote
 //   rapide advise -m MODEL [bench flags]          run the workload in-process, then advise
 //   rapide advise -m MODEL [bench flags] --verify  ... and rerun it with each lever on
@@ -31,6 +32,7 @@ struct AdviseOptions {
   bool json = false;
   bool verify = false;
   bool url_given = false;
+  bool workload_given = false;  // any workload or arrival flag on the command line
   std::string prompts_file, fix_file;
   int block_size = 16;
 };
@@ -134,12 +136,44 @@ void advise_by_running(AdviseOptions& o) {
   print(advice, &rows, o.json);
 }
 
+// A state with nothing served: no figure to ask the questions about. Says so, and how to get
+// traffic, instead of reading an empty record as a healthy one.
+bool report_no_traffic(const advise::EngineState& state, const AdviseOptions& o) {
+  if (state.counters.requests_submitted > 0 || !state.steps.empty()) return false;
+  const std::string where = o.url_given ? fmt::format("the server at {}", o.bench.url)
+                                        : fmt::format("the engine of {}", o.state_file);
+  const std::string how =
+      o.url_given
+          ? fmt::format(
+                "send it your usual traffic and run this again, or let advise send a workload "
+                "first: rapide advise --url {} --workload random --input-len 256 --output-len "
+                "128 --num-requests 64 --concurrency 4 (any rapide bench workload flags; "
+                "--workload jsonl --dataset FILE replays your own requests)",
+                o.bench.url)
+          : "record one with traffic: rapide bench --engine -m MODEL [workload flags] --state "
+            "FILE";
+  const std::string message = fmt::format(
+      "no traffic yet: {} has served no request, so there is nothing to measure. {}", where, how);
+  if (o.json) {
+    std::fputs((nlohmann::json{{"traffic", false}, {"message", message}}.dump(2) + "\n").c_str(),
+               stdout);
+  } else {
+    std::fputs(("rapide advise: " + message + "\n").c_str(), stdout);
+  }
+  return true;
+}
+
 void run_advise(AdviseOptions& o) {
   if (!o.prompts_file.empty()) {
     lint(o);
     return;
   }
   if (!o.fix_file.empty()) fail(ErrorCode::kInvalidArgument, "--fix needs --prompts FILE");
+  if (o.verify && o.url_given) {
+    fail(ErrorCode::kInvalidArgument,
+         "--verify reruns the workload in-process (-m MODEL, no --url): it does not restart the "
+         "server at --url with each lever");
+  }
   if (o.verify || (o.state_file.empty() && !o.url_given && !o.bench.model.model_path.empty())) {
     advise_by_running(o);
     return;
@@ -149,12 +183,24 @@ void run_advise(AdviseOptions& o) {
   if (!o.state_file.empty()) {
     state = advise::read_state_file(o.state_file);
   } else if (o.url_given) {
+    if (o.workload_given) {
+      // The workload flags are a workload to send: run it against the server first, then
+      // read what the server recorded of it (with the run's client-side figures).
+      if (!o.bench_file.empty()) {
+        fail(ErrorCode::kInvalidArgument, "give --bench FILE or workload flags, not both");
+      }
+      BenchOptions traffic = o.bench;
+      traffic.engine = false;
+      traffic.quiet_tables = o.json;
+      report = run_bench(traffic).report;
+    }
     state = fetch_state(o.bench.url, o.bench.api_key);
   } else {
     fail(ErrorCode::kInvalidArgument,
          "give --url (a live server), --state FILE [--bench RUN.json], -m MODEL (run a "
          "workload), or --prompts FILE");
   }
+  if (report_no_traffic(state, o)) return;
   if (!o.bench_file.empty()) {
     report = bench::read_report_file(o.bench_file);
     if (report->runs.empty()) fail(ErrorCode::kInvalidArgument, "{} has no runs", o.bench_file);
@@ -190,6 +236,12 @@ void register_advise(CLI::App& app) {
       ->capture_default_str();
   cmd->callback([o, cmd] {
     o->url_given = cmd->get_option("--url")->count() > 0;
+    for (const char* flag : {"--workload", "--dataset", "--num-requests", "--input-len",
+                             "--output-len", "--prefix-len", "--num-prefixes", "--context-len",
+                             "--num-docs", "--turns", "--concurrency", "--rate", "--burstiness",
+                             "--max-concurrency", "--slo", "--response-format", "--temperature"}) {
+      o->workload_given = o->workload_given || cmd->get_option(flag)->count() > 0;
+    }
     run_advise(*o);
   });
 }

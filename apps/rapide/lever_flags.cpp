@@ -52,6 +52,10 @@ void apply_lever(BenchOptions& o, const std::vector<std::pair<std::string, std::
       e.options.kv_block_size = std::stoi(value);
     } else if (flag == "--prefill-chunk") {
       e.options.prefill_chunk = std::stoi(value);
+    } else if (flag == "--max-seqs") {
+      e.options.max_seqs = std::stoi(value);
+    } else if (flag == "--max-batch-tokens") {
+      e.options.max_batch_tokens = std::stoi(value);
     } else if (flag == "--kv-memory") {
       e.options.kv_memory = value;
     } else if (flag == "--kv-type") {

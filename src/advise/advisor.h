@@ -7,13 +7,19 @@
 //   5. Is per-token decode latency the priority?          -> speculative decoding
 //   6. Do prefill and decode contend?                     -> prefill chunk, then disaggregation
 //   then: does the model fit one machine (parallelism), does KV memory run out (offload, KV
-//   quantization), does anyone wait for the answer (offline batch).
+//   quantization), do requests wait while KV memory and the step's token budget are free
+//   (--max-seqs, --max-batch-tokens), does anyone wait for the answer (offline batch).
 //
 // Each question gives a Finding: the evidence (numbers), the verdict, and when a lever
 // applies, which one, the engine flags that turn it on, the effect predicted from the
-// measurements, and its cost. The first question that fires is the headline; when none
-// does, the advice is "nothing to change". Levers rapide does not have yet are still
-// diagnosed and marked unavailable.
+// measurements, and its cost. Every lever is gated on its measured precondition (a lever
+// that cannot pay on this workload does not fire). The headline is the first finding that
+// fires on a failure signal (a bottleneck measured past its threshold); then, before any
+// optional lever (speculation, prefill chunks, offline batching), a failure signal seen
+// below its threshold (`suspected`: named, with what would confirm it); then the first
+// optional lever. When nothing fires, the advice is "nothing to change", with the
+// configuration as it is. Levers rapide does not have yet are still diagnosed and marked
+// unavailable.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -57,13 +63,22 @@ struct Finding {
   std::optional<Prediction> prediction;
   std::string effect;  // the prediction in words
   std::string cost;
+  // An optional lever (speculation, prefill chunks, offline batching): it improves a
+  // workload without a failure, so it never outranks a failure signal.
+  bool optional = false;
+  // A failure signal seen below the threshold that names a lever (one near miss, a hit rate
+  // somewhat below the ideal): `signal` says what was seen and what would confirm it.
+  bool suspected = false;
+  std::string signal;
 };
 
 struct Advice {
   std::string subject;  // model, machine
   std::vector<Finding> findings;
-  int headline = -1;  // index of the first finding that fires (-1: healthy)
+  int headline = -1;  // index of the headline finding (-1: healthy)
   bool healthy() const { return headline < 0; }
+  // What nothing-to-change rests on: the switches as they are (batching, prefix cache, ...).
+  std::string configuration;
 };
 
 struct AdviseInput {

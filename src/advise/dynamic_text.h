@@ -30,4 +30,17 @@ DynamicKind classify_difference(std::string_view before, std::string_view a, std
 // class (digits and date/time punctuation, hex and dashes, word characters) around it.
 std::string difference_token(std::string_view before, std::string_view a);
 
+// The two values that differ, when the sides are known to agree again after `a_len`
+// characters of `a` and `b_len` of `b` (kv/near_miss.h realigned them): both widened to whole
+// words and ids (`2026-11-29T10:04:25Z`, not `5`; `Alice`, not `Customer: `) by the
+// characters they share before and after.
+struct DifferingValues {
+  std::string a, b;
+};
+DifferingValues widen_values(std::string_view before, std::string_view a, size_t a_len,
+                             std::string_view b, size_t b_len);
+// A value as a reader sees it, one line: control characters and invisible spaces escaped
+// (`\r\n`, `\u00a0`), cut after `max_characters` bytes with "...".
+std::string show_value(std::string_view value, size_t max_characters = 60);
+
 }  // namespace rapide::advise

@@ -22,11 +22,11 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(StepTotals, decode_only, prefill
                                                 padding_rows, draft_tokens, max_running,
                                                 max_waiting, min_free_blocks)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(PrefixSharingStats, prompts, prompt_tokens,
-                                                shareable_tokens, sharing_prompts)
+                                                shareable_tokens, sharing_prompts, recurring_blocks)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(PrefixMissRecord, request_id, prompt_tokens,
                                                 reused_tokens, matched_tokens, divergent_position,
                                                 same_characters, before, prompt_text, cached_text,
-                                                summary)
+                                                realigned, prompt_value, cached_value, summary)
 }  // namespace rapide
 
 namespace rapide::advise {
@@ -47,7 +47,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(StepRecord, start, seconds, sequ
                                                 kv_reserved_positions, kv_used_positions)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RequestSummary, arrival, queue, ttft, tpot, e2e,
                                                 prompt_tokens, completion_tokens,
-                                                cached_prompt_tokens, preemptions, finish)
+                                                cached_prompt_tokens, preemptions, lookup_tokens,
+                                                lookup_hits, finish)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(CounterFacts, steps, requests_submitted,
                                                 requests_finished, requests_aborted,
                                                 requests_failed, prompt_tokens,
@@ -59,7 +60,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SpecFacts, enabled, verification
                                                 accepted, emitted)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(EngineState, version, model, machine, config,
                                                 counters, step_totals, steps, requests, prefix,
-                                                sharing, misses, spec)
+                                                sharing, misses, spec, prompts)
 
 MachineFacts probe_machine(int threads, bool measure_bandwidth) {
   MachineFacts m;
@@ -170,6 +171,8 @@ EngineState capture_engine_state(const Engine& engine, const MachineFacts& machi
     r.completion_tokens = f.completion_tokens;
     r.cached_prompt_tokens = f.cached_prompt_tokens;
     r.preemptions = f.preemptions;
+    r.lookup_tokens = f.lookup_tokens;
+    r.lookup_hits = f.lookup_hits;
     r.finish = finish_reason_name(f.reason);
     s.requests.push_back(r);
   }
@@ -187,6 +190,9 @@ EngineState capture_engine_state(const Engine& engine, const MachineFacts& machi
   s.spec.proposed = stats.spec.proposed;
   s.spec.accepted = stats.spec.accepted;
   s.spec.emitted = stats.spec.emitted;
+  for (const std::vector<int32_t>& prompt : engine.recent_prompts()) {
+    s.prompts.push_back(engine.tokenizer().decode(prompt));
+  }
   return s;
 }
 

@@ -5,8 +5,9 @@
 //
 // Plain data, taken from Engine::stats() by capture_engine_state and written as JSON: the
 // server's GET /v1/engine/state, `rapide bench --state`, and `rapide advise --state` all use
-// this one form. Times are seconds (steps and requests relative to the oldest one shown), so
-// a state file can be read back on another machine.
+// this one form. The state carries the last prompts' text (the prompt lint reads them): the
+// server keeps GET /v1/engine/state behind its API key. Times are seconds (steps and requests
+// relative to the oldest one shown), so a state file can be read back on another machine.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -61,6 +62,9 @@ struct RequestSummary {
   double queue = 0.0, ttft = 0.0, tpot = 0.0, e2e = 0.0;
   int prompt_tokens = 0, completion_tokens = 0, cached_prompt_tokens = 0, preemptions = 0;
   std::string finish;
+  // Of the output's last tokens, how many prompt lookup would have guessed (n-gram overlap
+  // with the text before them: what --spec ngram can expect accepted).
+  int lookup_tokens = 0, lookup_hits = 0;
 };
 
 struct CounterFacts {
@@ -101,6 +105,9 @@ struct EngineState {
   PrefixSharingStats sharing;
   std::vector<PrefixMissRecord> misses;  // oldest first
   SpecFacts spec;
+  // The last prompts submitted, as text (oldest first; each cut after
+  // Engine::kPromptSampleTokens tokens): the prompt lint's rules read them.
+  std::vector<std::string> prompts;
 };
 
 // cores and memory now; the read bandwidth of `threads` threads when `measure_bandwidth`

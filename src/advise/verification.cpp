@@ -6,6 +6,10 @@
 
 namespace rapide::advise {
 
+namespace {
+constexpr double kVerifyBand = 0.35;  // the ±35 % band docs/advise.md holds predictions to
+}  // namespace
+
 double measure(Metric metric, const bench::RunSummary& summary, const EngineState& state) {
   switch (metric) {
     case Metric::kTpotP50:
@@ -55,8 +59,11 @@ Verification judge(const Finding& finding, double measured_before, double measur
       measured_before != 0 ? (measured_after - measured_before) / measured_before : 0;
   v.ratio = predicted != 0 ? measured / predicted : 0.0;
   if (predicted != 0 && v.ratio > 0) {
-    v.verdict =
-        std::abs(v.ratio - 1.0) <= 0.35 ? VerifyVerdict::kVerified : VerifyVerdict::kRightSign;
+    const double predicted_b = measured_before * (1.0 + predicted);
+    const bool value_in_band =
+        std::abs(measured_after - predicted_b) <= kVerifyBand * std::abs(predicted_b);
+    v.verdict = std::abs(v.ratio - 1.0) <= kVerifyBand && value_in_band ? VerifyVerdict::kVerified
+                                                                        : VerifyVerdict::kRightSign;
   }
   return v;
 }

@@ -1,11 +1,12 @@
 // `rapide advise --verify`: a lever's predicted effect against the effect measured by running
-// the same workload with the lever off (A) and on (B). The verdict compares changes, not
-// values: predicted (after - before) against measured (B - A), A being the run the
-// prediction was made from.
+// the same workload with the lever off (A) and on (B). The prediction was made from A's
+// figures; B predicted is A measured scaled by the predicted relative change.
 //
-//   verified       the measured change has the predicted sign and is within 35 % of the
-//                  predicted magnitude
-//   right sign     the predicted sign, another magnitude
+//   verified       B measured is within 35 % of B predicted, and the change has the
+//                  predicted sign and is within 35 % of the predicted relative change (a
+//                  37 -> 8 preemption result against a predicted 0 is not verified: 8 is not
+//                  within 35 % of 0)
+//   right sign     the predicted sign, another size
 //   not verified   no change, or the opposite one: the advice did not hold on this workload
 #pragma once
 

@@ -50,6 +50,39 @@ StepCost fit_decode_cost(const EngineState& state) {
   return c;
 }
 
+PrefillCost fit_prefill_cost(const EngineState& state, const StepCost& decode) {
+  PrefillCost c;
+  double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (const StepRecord& s : state.steps) {
+    if (s.prefill_tokens == 0) continue;
+    c.smallest = c.smallest == 0 ? s.prefill_tokens : std::min(c.smallest, s.prefill_tokens);
+    c.largest = std::max(c.largest, s.prefill_tokens);
+    const double x = s.prefill_tokens;
+    const double y = s.seconds - decode.per_row * (s.decode_tokens + s.draft_tokens);
+    n += 1;
+    sx += x;
+    sy += y;
+    sxx += x * x;
+    sxy += x * y;
+  }
+  c.samples = static_cast<int>(n);
+  if (n == 0 || sx <= 0) return c;
+  const double mean_x = sx / n, mean_y = sy / n;
+  const double var = sxx / n - mean_x * mean_x;
+  // Chunks spanning half their mean or more tell the intercept apart (a narrow span
+  // extrapolates noise, and attention makes the curve bend within it).
+  if (n >= 5 && c.largest - c.smallest >= 0.5 * mean_x && var > 0) {
+    c.per_token = (sxy / n - mean_x * mean_y) / var;
+    c.fixed = mean_y - c.per_token * mean_x;
+    c.varied = c.per_token > 0 && c.fixed >= 0;
+  }
+  if (!c.varied) {
+    c.fixed = std::clamp(decode.fixed, 0.0, mean_y);
+    c.per_token = std::max(0.0, (mean_y - c.fixed) / mean_x);
+  }
+  return c;
+}
+
 WorkloadFacts workload_facts(const EngineState& state, const bench::RunResult* run) {
   WorkloadFacts f;
   std::vector<double> outputs, prompts;
@@ -89,7 +122,6 @@ WorkloadFacts workload_facts(const EngineState& state, const bench::RunResult* r
     f.ttft_mean = mean_of(ttft);
     f.ttft_p50 = median(ttft);
     f.tpot_p50 = median(tpot);
-    f.itl_p50 = f.tpot_p50;  // the engine does not keep per-token gaps
     f.duration = last - first;
     double tokens = 0;
     for (const double o : outputs) tokens += o;
@@ -110,8 +142,34 @@ WorkloadFacts workload_facts(const EngineState& state, const bench::RunResult* r
   if (state.machine.read_bandwidth > 0) {
     f.roofline_step = static_cast<double>(state.model.weight_bytes) / state.machine.read_bandwidth;
   }
-  if (f.itl_p99 == 0 && state.step_totals.mixed.steps > 0) {
-    f.itl_p99 = state.step_totals.mixed.max_seconds;  // a stalled token waits a mixed step
+  // Without a client's record: a decoding sequence waits from one step's end to the next's.
+  std::vector<double> gaps, decode_steps;
+  for (size_t i = 0; i < state.steps.size(); ++i) {
+    const StepRecord& r = state.steps[i];
+    if (r.prefill_tokens == 0 && r.sequences > 0) decode_steps.push_back(r.seconds);
+    if (i == 0 || r.decode_tokens == 0) continue;
+    const StepRecord& p = state.steps[i - 1];
+    const double gap = (r.start + r.seconds) - (p.start + p.seconds);
+    for (int t = 0; t < r.decode_tokens; ++t) gaps.push_back(gap);
+  }
+  f.decode_step_p99 = percentile(decode_steps, 99.0);
+  if (f.itl_p99 == 0 && !gaps.empty()) {
+    f.itl_from_steps = true;
+    f.itl_p50 = median(gaps);
+    f.itl_p99 = percentile(gaps, 99.0);
+  }
+  std::vector<double> queues;
+  int64_t lookup_hits = 0;
+  for (const RequestSummary& r : state.requests) {
+    if (r.finish == "abort" || r.finish == "error") continue;
+    queues.push_back(r.queue);
+    f.lookup_tokens += r.lookup_tokens;
+    lookup_hits += r.lookup_hits;
+  }
+  f.queue_mean = mean_of(queues);
+  f.lookup_share = f.lookup_tokens ? static_cast<double>(lookup_hits) / f.lookup_tokens : 0.0;
+  if (state.step_totals.min_free_blocks >= 0) {
+    f.peak_used_blocks = state.config.kv_total_blocks - state.step_totals.min_free_blocks;
   }
   return f;
 }

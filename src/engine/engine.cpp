@@ -52,6 +52,7 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, const EngineOptions& op
     kv_->set_sliding_window(c.every_layer_window(),
                             std::max(options_.prefill_chunk, 1 + std::max(0, guesses)));
   }
+  stats_.kv = kv_->usage();  // the budget is known before the first step (GET /v1/engine/state)
   prefix_cache_ = make_prefix_cache(layout);
   sharing_ =
       std::make_unique<PrefixSharingProbe>(options_.kv_block_size, model_identity(model_, layout));
@@ -305,6 +306,11 @@ std::vector<RequestId> Engine::enqueue(std::vector<Incoming>& requests) {
       if (r.cancelled) cancel_flags_[r.sequence->id] = r.cancelled;
       sharing_->observe(r.sequence->tokens);
       stats_.prefix_sharing = sharing_->stats();
+      const std::vector<int32_t>& prompt = r.sequence->tokens;
+      if (recent_prompts_.size() >= kRecentPrompts) recent_prompts_.pop_front();
+      recent_prompts_.emplace_back(
+          prompt.begin(), prompt.begin() + static_cast<std::ptrdiff_t>(
+                                               std::min(prompt.size(), kPromptSampleTokens)));
       incoming_.push_back(std::move(r));
       stats_.requests_submitted++;
     }
@@ -355,6 +361,11 @@ void Engine::run_between_steps(std::unique_ptr<BackgroundTask> task) {
 EngineStats Engine::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return stats_;
+}
+
+std::vector<std::vector<int32_t>> Engine::recent_prompts() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return {recent_prompts_.begin(), recent_prompts_.end()};
 }
 
 void Engine::loop() {

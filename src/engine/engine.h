@@ -80,6 +80,13 @@ class Engine {
   void run_between_steps(std::unique_ptr<BackgroundTask> task);
 
   EngineStats stats() const;
+  // The last prompts submitted, oldest first (token ids; at most kPromptSampleTokens of each,
+  // from its start): the advisor reads them with the prompt lint's rules to tell why prompts
+  // that look alike miss the prefix cache (advise/prompt_lint.h). Kept out of stats(), which
+  // is copied often.
+  static constexpr size_t kRecentPrompts = 32;
+  static constexpr size_t kPromptSampleTokens = 4096;
+  std::vector<std::vector<int32_t>> recent_prompts() const;
   // Called on the engine thread after every step with its plan, result and figures (the
   // advisor's record, replay, tests). Set before the first submit; must not block.
   using StepObserver = std::function<void(const StepPlan&, const StepResult&, const StepStats&)>;
@@ -186,6 +193,7 @@ class Engine {
   bool stopping_ = false;
   bool draining_ = false;
   EngineStats stats_;
+  std::deque<std::vector<int32_t>> recent_prompts_;
   std::condition_variable drained_;
 
   std::atomic<RequestId> next_id_{1};

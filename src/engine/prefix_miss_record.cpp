@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <span>
+
 namespace rapide {
 
 namespace {
@@ -61,11 +64,25 @@ PrefixMissRecord describe_miss(const PrefixDivergence& d, const Tokenizer& token
   // Decoded as continuations: a leading space is real text here.
   r.prompt_text = tokenizer.decode(d.prompt_after, /*skip_leading_space=*/false);
   r.cached_text = tokenizer.decode(d.cached_after, /*skip_leading_space=*/false);
+  r.realigned = d.prompt_differs >= 0 && d.cached_differs >= 0;
+  if (r.realigned) {
+    const auto value = [&tokenizer](const std::vector<int32_t>& after, int n) {
+      const size_t end = std::min(after.size(), static_cast<size_t>(n));
+      return tokenizer.decode(std::span<const int32_t>(after).first(end),
+                              /*skip_leading_space=*/false);
+    };
+    r.prompt_value = value(d.prompt_after, d.prompt_differs);
+    r.cached_value = value(d.cached_after, d.cached_differs);
+  }
   r.summary = fmt::format(
       "reused {} of {} prompt tokens; same {} characters ({} tokens), then `...{}{}` vs cached "
       "`...{}{}`",
       r.reused_tokens, r.prompt_tokens, with_commas(r.same_characters), r.matched_tokens,
       one_line(r.before), one_line(r.prompt_text), one_line(r.before), one_line(r.cached_text));
+  if (r.realigned) {
+    r.summary += fmt::format("; the values `{}` vs `{}`", one_line(r.prompt_value),
+                             one_line(r.cached_value));
+  }
   return r;
 }
 

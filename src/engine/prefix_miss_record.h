@@ -23,7 +23,12 @@ struct PrefixMissRecord {
   std::string before;          // the last characters before the divergence
   std::string prompt_text;     // this prompt from the divergence on
   std::string cached_text;     // the cached prefix from the divergence on
-  std::string summary;         // one line combining the above
+  // The two differing values, when the texts fall back in step after them (a UUID and
+  // another UUID, `Alice` and `Bob`; kv/near_miss.h); `realigned` false: the texts agree
+  // by content after the difference (reordered), and only the windows above are known.
+  bool realigned = false;
+  std::string prompt_value, cached_value;
+  std::string summary;  // one line combining the above
 };
 
 PrefixMissRecord describe_miss(const PrefixDivergence& d, const Tokenizer& tokenizer);

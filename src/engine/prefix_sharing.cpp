@@ -15,9 +15,14 @@ void PrefixSharingProbe::observe(std::span<const int32_t> prompt) {
   // The leading run of known blocks is what a cache could serve: a block after the first
   // unknown one has a different chain (its hash covers everything before it).
   size_t known = 0;
-  while (known < hashes.size() && seen_.contains(hashes[known])) known++;
+  for (; known < hashes.size(); ++known) {
+    const auto it = seen_.find(hashes[known]);
+    if (it == seen_.end()) break;
+    if (!it->second) stats_.recurring_blocks++;
+    it->second = true;
+  }
   if (seen_.size() + hashes.size() > max_hashes_) seen_.clear();
-  seen_.insert(hashes.begin(), hashes.end());
+  for (const uint64_t h : hashes) seen_.emplace(h, false);
   stats_.prompts++;
   stats_.prompt_tokens += prompt.size();
   stats_.shareable_tokens += known * static_cast<uint64_t>(block_size_);

@@ -13,7 +13,7 @@
 
 #include <cstdint>
 #include <span>
-#include <unordered_set>
+#include <unordered_map>
 
 namespace rapide {
 
@@ -22,6 +22,9 @@ struct PrefixSharingStats {
   uint64_t prompt_tokens = 0;
   uint64_t shareable_tokens = 0;  // in leading full blocks some earlier prompt had
   uint64_t sharing_prompts = 0;   // prompts with at least one such block
+  // Distinct blocks that recurred (were served at least once): the prefixes a cache must
+  // keep to serve the shareable tokens, on top of what running requests hold.
+  uint64_t recurring_blocks = 0;
   double shareable_fraction() const {
     return prompt_tokens ? static_cast<double>(shareable_tokens) / prompt_tokens : 0.0;
   }
@@ -37,7 +40,7 @@ class PrefixSharingProbe {
   int block_size_;
   uint64_t extra_key_;
   size_t max_hashes_;
-  std::unordered_set<uint64_t> seen_;
+  std::unordered_map<uint64_t, bool> seen_;  // hash -> recurred already
   PrefixSharingStats stats_;
 };
 

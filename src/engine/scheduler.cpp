@@ -351,7 +351,9 @@ bool Scheduler::admit(Sequence& s, int& budget, int32_t& promised, std::vector<W
   if ((continuous ? 0 : promised) + need > kv_.free_blocks()) return false;
   if (!continuous) promised += need;
   if (prefix_cache_ != nullptr && s.num_computed == 0) {
-    const int got = prefix_cache_->attach(s.kv_id, hit, s.tokens, s.block_hashes, s.id);
+    // A preempted sequence's tokens hold its own output: no near miss to explain.
+    const int got = prefix_cache_->attach(s.kv_id, hit, s.tokens, s.block_hashes, s.id,
+                                          /*explain_miss=*/s.preemptions == 0);
     s.num_computed = got;
     s.registered_blocks = got / bs;
     if (s.preemptions == 0) s.cached_prompt_tokens = std::min(got, s.prompt_length);
@@ -422,6 +424,12 @@ FinishedRequest Scheduler::end_request(Sequence& s, FinishReason reason, std::st
   f.preemptions = s.preemptions;
   f.timings = s.timings;
   f.kv_transfer = s.kv_transfer;
+  if (reason != FinishReason::kAbort && reason != FinishReason::kError) {
+    const NgramLookupCount lookup = count_ngram_lookup_hits(
+        s.tokens, s.prompt_length, options_.spec.ngram_min, options_.spec.ngram_max);
+    f.lookup_tokens = lookup.tokens;
+    f.lookup_hits = lookup.hits;
+  }
   // A finished request's prefix stays cached for the next.
   register_blocks(s);
   if (options_.batching == BatchingMode::kStatic && s.status == SequenceStatus::kRunning &&

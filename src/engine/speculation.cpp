@@ -62,6 +62,19 @@ std::vector<int32_t> propose_ngram(std::span<const int32_t> tokens, int k, int m
   return guesses;
 }
 
+NgramLookupCount count_ngram_lookup_hits(std::span<const int32_t> tokens, int prompt_length,
+                                         int min_n, int max_n, int max_outputs) {
+  NgramLookupCount c;
+  const int n = static_cast<int>(tokens.size());
+  for (int t = std::max({prompt_length, n - max_outputs, 1}); t < n; ++t) {
+    const std::vector<int32_t> guess =
+        propose_ngram(tokens.first(static_cast<size_t>(t)), 1, min_n, max_n);
+    c.tokens++;
+    c.hits += !guess.empty() && guess[0] == tokens[static_cast<size_t>(t)] ? 1 : 0;
+  }
+  return c;
+}
+
 void StepCostModel::observe(int rows, double seconds) {
   if (window_.size() < kWindow) {
     window_.emplace_back(rows, seconds);

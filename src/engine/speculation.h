@@ -51,6 +51,18 @@ namespace rapide {
 constexpr int kNgramLookupWindow = 1024;  // a guess is one pass over at most this many tokens
 std::vector<int32_t> propose_ngram(std::span<const int32_t> tokens, int k, int min_n, int max_n);
 
+// How repetitive a finished sequence's output is, as prompt lookup sees it: of its last
+// `max_outputs` generated tokens (tokens[prompt_length..]), how many propose_ngram would have
+// guessed right as the first guess from the tokens before. The share is what --spec ngram
+// can expect to be accepted (the advisor's precondition for it), measured with speculation
+// off. At most max_outputs passes over kNgramLookupWindow tokens.
+struct NgramLookupCount {
+  int32_t tokens = 0;  // generated tokens looked at
+  int32_t hits = 0;    // of those, guessed right
+};
+NgramLookupCount count_ngram_lookup_hits(std::span<const int32_t> tokens, int prompt_length,
+                                         int min_n, int max_n, int max_outputs = 256);
+
 // The step cost model: seconds = a + b * rows, least squares over the last kWindow steps.
 class StepCostModel {
  public:

@@ -108,6 +108,8 @@ struct FinishedRequest {
   int32_t completion_tokens = 0;
   int32_t cached_prompt_tokens = 0;
   int32_t preemptions = 0;
+  // The output's repetitiveness for prompt lookup (count_ngram_lookup_hits, engine/speculation.h).
+  int32_t lookup_tokens = 0, lookup_hits = 0;
   RequestTimings timings;
   ErrorCode error_code = ErrorCode::kInternal;  // with kError (TokenEvent::error_code)
   KvTransferReport kv_transfer;

@@ -6,14 +6,20 @@
 #include "base/error.h"
 #include "kernels/kv_rows.h"
 #include "kv/block_hash.h"
+#include "kv/near_miss.h"
 
 namespace rapide {
 
 namespace {
 // Divergence records waiting for the engine; older ones are dropped beyond this.
 constexpr size_t kMaxPendingDivergences = 64;
-// Tokens kept on each side of a divergence: enough for a readable line of text.
+// Tokens kept on each side of a divergence after the differing values: enough for a
+// readable line of text.
 constexpr size_t kWindowTokens = 16;
+// Tokens after a divergence compared with a cached chain (kv/near_miss.h), and how many
+// cached chains are compared: those sharing the most leading tokens.
+constexpr size_t kCompareTokens = 1024;
+constexpr size_t kMaxCandidates = 16;
 }  // namespace
 
 PrefixCache::PrefixCache(PagedKvStore& kv, uint64_t identity, std::unique_ptr<OffloadTier> tier)
@@ -124,7 +130,7 @@ PrefixMatch PrefixCache::match(std::span<const int32_t> tokens,
 }
 
 int PrefixCache::attach(int32_t kv_id, const PrefixMatch& m, std::span<const int32_t> tokens,
-                        std::span<const uint64_t> hashes, uint64_t request_id) {
+                        std::span<const uint64_t> hashes, uint64_t request_id, bool explain_miss) {
   if (kv_.positions(kv_id) != 0) {
     fail(ErrorCode::kInternal, "prefix attach to sequence {} that already holds positions", kv_id);
   }
@@ -185,6 +191,7 @@ int PrefixCache::attach(int32_t kv_id, const PrefixMatch& m, std::span<const int
   stats_.ram_hit_tokens += ram_tokens;
   stats_.tier_hit_tokens += held - ram_tokens;
   stats_.computed_tokens += tokens.size() - held;
+  if (!explain_miss) return held;
   if (auto d = explain(tokens, hashes, static_cast<int>(table.size()), held, request_id)) {
     stats_.miss_records++;
     if (divergences_.size() >= kMaxPendingDivergences) divergences_.erase(divergences_.begin());
@@ -238,56 +245,72 @@ std::optional<PrefixDivergence> PrefixCache::explain(std::span<const int32_t> to
   const size_t k = static_cast<size_t>(reused_blocks);
   const size_t max_blocks = tokens.empty() ? 0 : std::min(hashes.size(), (tokens.size() - 1) / bs);
   if (k >= max_blocks) return std::nullopt;  // reused all it could
-  // The cached blocks that follow the reused run are the candidates: the one sharing the
-  // most leading tokens with the prompt's next block is the best partial match.
+  // The cached blocks that follow the reused run are the candidates, the ones sharing the
+  // most leading tokens with the prompt's next block first. Sharing none is no reason to
+  // skip one: a value at the very start of a prompt, or right on a block boundary, differs
+  // from the first token of the block on.
   const uint64_t parent = k == 0 ? root_ : hashes[k - 1];
   const auto next = tokens.subspan(k * bs, bs);
-  const CachedBlock* best = nullptr;
-  uint64_t best_hash = 0;
-  size_t best_common = 0;
+  struct Candidate {
+    uint64_t hash;
+    size_t common;
+  };
+  std::vector<Candidate> candidates;
   auto [first, last] = children_.equal_range(parent);
   for (auto c = first; c != last; ++c) {
     const CachedBlock& e = blocks_.at(c->second);
     const size_t common = static_cast<size_t>(
         std::mismatch(next.begin(), next.end(), e.tokens.begin(), e.tokens.end()).first -
         next.begin());
-    if (common > best_common) {
-      best = &e;
-      best_hash = c->second;
-      best_common = common;
-    }
+    if (common < bs) candidates.push_back({c->second, common});  // an equal one would match
   }
-  // Nothing cached starts like this block: a new prompt, not a near miss. (A whole equal
-  // block cannot be here: it would have matched.)
-  if (best == nullptr || best_common == bs) return std::nullopt;
+  // Nothing cached follows this prefix: a new prompt, not a near miss.
+  if (candidates.empty()) return std::nullopt;
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [](const Candidate& a, const Candidate& b) { return a.common > b.common; });
+  if (candidates.size() > kMaxCandidates) candidates.resize(kMaxCandidates);
 
-  PrefixDivergence d;
-  d.request_id = request_id;
-  d.prompt_tokens = static_cast<int>(tokens.size());
-  d.reused_tokens = reused_tokens;
-  d.matched_tokens = static_cast<int>(k * bs + best_common);
-  d.common.assign(tokens.begin(), tokens.begin() + d.matched_tokens);
-  const size_t after_end = std::min(tokens.size(), d.matched_tokens + kWindowTokens);
-  d.prompt_after.assign(tokens.begin() + d.matched_tokens, tokens.begin() + after_end);
-  // The cached side: the rest of the best block, then down its chain while there is one.
-  d.cached_after.assign(best->tokens.begin() + best_common, best->tokens.end());
-  uint64_t at = best_hash;
-  while (d.cached_after.size() < kWindowTokens) {
-    auto child = children_.find(at);
-    if (child == children_.end()) break;
-    at = child->second;
-    const CachedBlock& e = blocks_.at(at);
-    d.cached_after.insert(d.cached_after.end(), e.tokens.begin(), e.tokens.end());
+  for (const Candidate& cand : candidates) {
+    const size_t matched = k * bs + cand.common;
+    const size_t prompt_end = std::min(tokens.size(), matched + kCompareTokens);
+    const auto prompt_after = tokens.subspan(matched, prompt_end - matched);
+    // The cached side: the rest of the candidate block, then down its chain while there is one.
+    const CachedBlock& block = blocks_.at(cand.hash);
+    std::vector<int32_t> cached(block.tokens.begin() + static_cast<std::ptrdiff_t>(cand.common),
+                                block.tokens.end());
+    uint64_t at = cand.hash;
+    while (cached.size() < kCompareTokens) {
+      auto child = children_.find(at);
+      if (child == children_.end()) break;
+      at = child->second;
+      const CachedBlock& e = blocks_.at(at);
+      cached.insert(cached.end(), e.tokens.begin(), e.tokens.end());
+    }
+    // A prompt that simply goes on differently (a new question after a shared system
+    // prompt) reused all it could: no record.
+    const NearMiss near = compare_after_divergence(prompt_after, cached);
+    if (!near.near) continue;
+    PrefixDivergence d;
+    d.request_id = request_id;
+    d.prompt_tokens = static_cast<int>(tokens.size());
+    d.reused_tokens = reused_tokens;
+    d.matched_tokens = static_cast<int>(matched);
+    d.common.assign(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(matched));
+    // Windows long enough to hold both values and a little text after them.
+    const size_t prompt_window =
+        kWindowTokens + static_cast<size_t>(std::max(near.prompt_differs, 0));
+    const size_t cached_window =
+        kWindowTokens + static_cast<size_t>(std::max(near.cached_differs, 0));
+    d.prompt_after.assign(prompt_after.begin(),
+                          prompt_after.begin() + static_cast<std::ptrdiff_t>(
+                                                     std::min(prompt_after.size(), prompt_window)));
+    cached.resize(std::min(cached.size(), cached_window));
+    d.cached_after = std::move(cached);
+    d.prompt_differs = near.prompt_differs;
+    d.cached_differs = near.cached_differs;
+    return d;
   }
-  if (d.cached_after.size() > kWindowTokens) d.cached_after.resize(kWindowTokens);
-  // A near miss falls back in step after the difference (a timestamp, an id): most tokens
-  // right after it equal the cached ones again. A prompt that simply goes on differently
-  // (a new question after a shared system prompt) reused all it could: no record.
-  const size_t compared = std::min(d.prompt_after.size(), d.cached_after.size());
-  size_t equal = 0;
-  for (size_t i = 1; i < compared; ++i) equal += d.prompt_after[i] == d.cached_after[i] ? 1 : 0;
-  if (compared < 2 || 2 * equal < compared - 1) return std::nullopt;
-  return d;
+  return std::nullopt;
 }
 
 void PrefixCache::cache_blocks(int32_t kv_id, std::span<const uint64_t> hashes, int num_computed,

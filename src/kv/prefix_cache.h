@@ -57,7 +57,9 @@ struct PrefixCacheStats {
 // blocks, then the leading tokens of the block after them; every block after a difference
 // is recomputed, since a block's hash covers everything before it),
 // and after the difference it agrees with that chain again (a near miss: a timestamp or an
-// id in an otherwise identical prompt). The engine turns the token windows into text.
+// id in an otherwise identical prompt, kv/near_miss.h). The difference may sit anywhere:
+// in the first block (nothing reused), on a block boundary, or further in. The engine turns
+// the token windows into text.
 struct PrefixDivergence {
   uint64_t request_id = 0;
   int prompt_tokens = 0;
@@ -66,6 +68,10 @@ struct PrefixDivergence {
   std::vector<int32_t> common;        // the prompt's tokens before the divergence
   std::vector<int32_t> prompt_after;  // the prompt from the divergence on (a window)
   std::vector<int32_t> cached_after;  // the cached chain from the divergence on (a window)
+  // The two differing values: the first tokens of prompt_after and cached_after before the
+  // sides agree again (-1: they agree by content, not in step; see kv/near_miss.h).
+  int prompt_differs = -1;
+  int cached_differs = -1;
 };
 
 // The longest cached run of a sequence's blocks, found by match() and used by attach().
@@ -104,9 +110,10 @@ class PrefixCache {
   // the prompt (copied into one new block, when a block is free), and counts the admission.
   // Returns the positions now held: fewer than the match when a tier block fails its
   // checks, up to a block more with a partial copy. Needs match.free_blocks_taken() free
-  // blocks. When the sequence could have reused more, records why (take_divergences).
+  // blocks. When the sequence could have reused more, records why (take_divergences), unless
+  // `explain_miss` is false (a preempted sequence coming back: its tokens hold its output).
   int attach(int32_t kv_id, const PrefixMatch& match, std::span<const int32_t> tokens,
-             std::span<const uint64_t> hashes, uint64_t request_id);
+             std::span<const uint64_t> hashes, uint64_t request_id, bool explain_miss = true);
 
   // Registers the sequence's computed full blocks, from block `*registered` on, so others
   // can share them; advances *registered. Call before the sequence is released.

@@ -23,5 +23,21 @@ TEST(DynamicText, DifferenceTokenSpansTheWholeValue) {
   EXPECT_EQ(difference_token("Dear ", "Alice, here"), "Alice,");
 }
 
+TEST(DynamicText, WidenedValuesAreWholeWordsAndIds) {
+  DifferingValues v = widen_values("Now: 2026-11-29T10:04:2", "5Z\nYou", 1, "4Z\nYou", 1);
+  EXPECT_EQ(v.a, "2026-11-29T10:04:25Z");
+  EXPECT_EQ(v.b, "2026-11-29T10:04:24Z");
+  v = widen_values("Customer: ", "Alice. Rule", 5, "Bob. Rule", 3);
+  EXPECT_EQ(v.a, "Alice");
+  EXPECT_EQ(v.b, "Bob");
+  v = widen_values("Be ", " brief", 1, "brief", 0);  // whitespace stays whitespace
+  EXPECT_EQ(v.a, " ");
+  EXPECT_EQ(v.b, "");
+  EXPECT_EQ(show_value("a\r\nb\xC2\xA0"
+                       "c"),
+            "a\\r\\nb\\u00a0c");
+  EXPECT_EQ(show_value(std::string(100, 'x'), 10), "xxxxxxxxxx...");
+}
+
 }  // namespace
 }  // namespace rapide::advise

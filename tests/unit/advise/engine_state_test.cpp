@@ -23,7 +23,8 @@ TEST(EngineState, JsonRoundTripKeepsEveryFigure) {
   r.kv_reserved_positions = 99;
   s.steps.push_back(r);
   s.step_totals.add(4, 0, 4, 1, 0, 4, 2, 10, 0.5);
-  s.requests.push_back({1.5, 0.1, 0.2, 0.03, 3.0, 10, 20, 5, 1, "length"});
+  s.requests.push_back({1.5, 0.1, 0.2, 0.03, 3.0, 10, 20, 5, 1, "length", 16, 9});
+  s.prompts = {"first prompt", "second\nprompt"};
   PrefixMissRecord m;
   m.before = "abc";
   m.same_characters = 7;
@@ -44,6 +45,8 @@ TEST(EngineState, JsonRoundTripKeepsEveryFigure) {
   EXPECT_EQ(t.misses.at(0).before, "abc");
   EXPECT_EQ(t.sharing.shareable_tokens, 100u);
   EXPECT_DOUBLE_EQ(t.spec.acceptance(), 0.5);
+  EXPECT_EQ(t.requests.at(0).lookup_hits, 9);
+  EXPECT_EQ(t.prompts, s.prompts);
 }
 
 TEST(EngineState, RefusesOtherDocuments) {
@@ -64,6 +67,8 @@ TEST(PrefixSharingProbe, CountsLeadingBlocksSeenBefore) {
   EXPECT_EQ(probe.stats().prompt_tokens, 30u);
   EXPECT_EQ(probe.stats().shareable_tokens, 4u + 8u);
   EXPECT_EQ(probe.stats().sharing_prompts, 2u);
+  // a's two blocks recurred (the first twice: counted once): the cache must keep two.
+  EXPECT_EQ(probe.stats().recurring_blocks, 2u);
   // A different first block shares nothing even if later tokens agree.
   std::vector<int32_t> c = a;
   c[0] = 100;

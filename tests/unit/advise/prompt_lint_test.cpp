@@ -54,7 +54,7 @@ TEST(PromptLint, VaryingKeyOrderAndWhitespaceAreCanonicalised) {
          {"max_tokens", 8}});
   }
   const LintReport r = lint_prompts(requests, bytes, 16);
-  ASSERT_EQ(r.issues.size(), 2u);
+  ASSERT_EQ(r.issues.size(), 2u) << format_lint(r);
   EXPECT_EQ(r.issues[0].kind, "key order");
   EXPECT_EQ(r.issues[0].requests, 10);  // both orders are unsorted at some level
   EXPECT_EQ(r.issues[1].kind, "whitespace/Unicode");
@@ -92,6 +92,48 @@ TEST(PromptLint, UnicodeNormalisationDifferencesAreFoundAndComposed) {
   const std::vector<nlohmann::json> fixed = fix_prompts(requests);
   EXPECT_EQ(fixed[7]["prompt"].get<std::string>().substr(0, 4 * 6),
             "Caf\xC3\xA9 Caf\xC3\xA9 Caf\xC3\xA9 Caf\xC3\xA9 ");
+}
+
+// Rules that compare prompts: a value inline (no line of its own), a name in the middle,
+// each shown as the two values that differ; a JSON object always written in one (unsorted)
+// order is no key-order problem, and a question at the end is no difference at all.
+TEST(PromptLint, ComparingPromptsShowsTheTwoValues) {
+  const char* ids[] = {"3f2a9c1e-77b0-4c1d-9a4e-0c7d1b2e3f40",
+                       "a1b2c3d4-0000-4c1d-9a4e-0c7d1b2e3f41",
+                       "00ff00ff-1234-4c1d-9a4e-0c7d1b2e3f42"};
+  const char* names[] = {"Alice Smith", "Bob Jones", "Carol White"};
+  std::vector<nlohmann::json> requests;
+  for (int i = 0; i < 3; ++i) {
+    requests.push_back({{"prompt", std::string("[req ") + ids[i] + "] " + system_prompt() +
+                                       "Question " + std::to_string(i)}});
+  }
+  const LintReport r = lint_prompts(requests, bytes, 16);
+  ASSERT_EQ(r.issues.size(), 1u) << format_lint(r);
+  EXPECT_EQ(r.issues[0].kind, "dynamic content early");
+  EXPECT_EQ(r.issues[0].requests, 3);  // on a line of its own before the rest, too
+  EXPECT_EQ(r.issues[0].value, ids[1]);
+  EXPECT_EQ(r.issues[0].other_value, ids[0]);
+  requests.clear();
+  for (int i = 0; i < 3; ++i) {
+    requests.push_back({{"prompt", system_prompt() + "Customer: " + names[i] + ". " +
+                                       system_prompt() + "Question " + std::to_string(i)}});
+  }
+  const LintReport m = lint_prompts(requests, bytes, 16);
+  ASSERT_EQ(m.issues.size(), 1u) << format_lint(m);
+  EXPECT_EQ(m.issues[0].kind, "variable text in the middle");
+  EXPECT_EQ(m.issues[0].requests, 2);
+  // Whole words, not the shared `Customer: ` in front of them.
+  EXPECT_EQ(m.issues[0].value, "Bob Jones") << m.issues[0].example;
+  EXPECT_EQ(m.issues[0].other_value, "Alice Smith");
+
+  // One order, always the same, unsorted: the cache sees identical prompts.
+  std::vector<nlohmann::json> stable;
+  for (int i = 0; i < 4; ++i) {
+    stable.push_back({{"prompt", std::string(R"(Tool: {"name": "search", "args": 1})") + "\n" +
+                                     system_prompt() + "Question " + std::to_string(i)}});
+  }
+  EXPECT_TRUE(lint_prompts(stable, bytes, 16).issues.empty())
+      << format_lint(lint_prompts(stable, bytes, 16));
 }
 
 TEST(PromptLint, CleanTrafficHasNoIssues) {

@@ -5,6 +5,7 @@
 // shared prefix), and clear errors.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -170,11 +171,17 @@ TEST_F(CliAdvise, HugeKvBlocksAreMadeSmaller) {
   EXPECT_EQ(a["headline"], "kv-block-size") << a.dump(1);
 }
 
-TEST_F(CliAdvise, OneUserGetsSpeculation) {
+// stories260K's 1 MiB of weights stay in the cache: a decode step is bound by compute, so a
+// single user gets no speculation, and the reason given is the cache (question 1's finding),
+// not "each step reads all weights".
+TEST_F(CliAdvise, OneUserOnCacheResidentWeightsGetsNoSpeculation) {
   const nlohmann::json a =
       advise("--workload random --input-len 16 --output-len 64 --num-requests 6 --concurrency 1");
-  EXPECT_EQ(a["headline"], "speculative") << a.dump(1);
-  EXPECT_EQ(finding(a, "speculative")["flags"][0][1], "ngram");
+  const auto& spec = finding(a, "speculative");
+  EXPECT_FALSE(spec["fires"].get<bool>()) << a.dump(1);
+  EXPECT_NE(spec["verdict"].get<std::string>().find("fit the"), std::string::npos) << spec.dump(1);
+  EXPECT_EQ(a.dump().find("reads all"), std::string::npos) << a.dump(1);
+  EXPECT_NE(a["headline"], "speculative");
 }
 
 TEST_F(CliAdvise, LongPromptsWhileOthersStreamGetSmallerChunks) {
@@ -224,6 +231,144 @@ TEST_F(CliAdvise, F32WeightsAtBatchOneAreQuantized) {
   const double before = p["before"].get<double>(), after = p["after"].get<double>();
   EXPECT_LT(after, 0.74 * before) << p.dump();
   EXPECT_GE(after, (34.0 / 128.0) * before * (1 - 1e-9)) << p.dump();
+}
+
+// ---- Issue 50's scenarios: each a real run with its failure built in ----
+
+std::string system_text() {
+  return std::string(kStory) + kStory + kStory + kStory + kStory + kStory;  // 1,116 characters
+}
+
+// A request id (UUID) in front of an otherwise identical system prompt, one user: the id sits
+// in the first cache block, so nothing is ever reused. The advisor must name the identifier,
+// with the two values, not speculation.
+TEST_F(CliAdvise, UuidInTheFirstBlockOfASharedSystemPrompt) {
+  std::string jsonl;
+  std::vector<std::string> ids;
+  for (int i = 0; i < 12; ++i) {
+    ids.push_back(fmt::format("{:08x}-{:04x}-4c1d-9a4e-{:012x}", 0x3f2a9c1eu * (i + 7),
+                              0x77b0 + 13 * i, 0x0c7d1b2e3f40ull + 977 * i));
+    jsonl += nlohmann::json{{"prompt",
+                             ids.back() + "\n" + system_text() + "Question " + std::to_string(i)},
+                            {"output_len", 4}}
+                 .dump() +
+             "\n";
+  }
+  const nlohmann::json a = advise("--workload jsonl --dataset " + write("uuid.jsonl", jsonl) +
+                                  " --num-requests 12 --concurrency 1");
+  ASSERT_EQ(a["headline"], "static-content-first") << a.dump(1);
+  const auto& f = finding(a, "static-content-first");
+  const std::string evidence = f["evidence"].dump();
+  // The engine recorded the near misses although the id is in the first block...
+  EXPECT_NE(evidence.find("agreed again after it"), std::string::npos) << f.dump(1);
+  // ... and the lint read the same prompts.
+  EXPECT_NE(evidence.find("prompt lint on the last 12 prompts"), std::string::npos) << f.dump(1);
+  EXPECT_NE(f["verdict"].get<std::string>().find("identifier"), std::string::npos) << f.dump(1);
+  // Two whole, different ids, not the text around them.
+  int shown = 0;
+  for (const std::string& id : ids) shown += evidence.find("`" + id + "`") != std::string::npos;
+  EXPECT_GE(shown, 2) << evidence;
+  EXPECT_FALSE(finding(a, "speculative")["fires"].get<bool>());
+}
+
+// Tool JSON serialised with its keys in another order per request.
+TEST_F(CliAdvise, JsonToolSchemaWithChangingKeyOrder) {
+  std::vector<std::string> keys = {"description", "name", "parameters", "required", "type"};
+  std::string jsonl;
+  for (int i = 0; i < 12; ++i) {
+    std::next_permutation(keys.begin(), keys.end());
+    std::string tool = "{";
+    for (const std::string& k : keys) {
+      tool += (tool.size() > 1 ? ", \"" : "\"") + k + "\": \"the " + k + " of the story tool\"";
+    }
+    tool += "}";
+    jsonl += nlohmann::json{{"prompt", "Tools: " + tool + "\n" + system_text() + "Question " +
+                                           std::to_string(i)},
+                            {"output_len", 4}}
+                 .dump() +
+             "\n";
+  }
+  const nlohmann::json a = advise("--workload jsonl --dataset " + write("tools.jsonl", jsonl) +
+                                  " --num-requests 12 --concurrency 1");
+  ASSERT_EQ(a["headline"], "canonical-serialization") << a.dump(1);
+  const auto& f = finding(a, "canonical-serialization");
+  EXPECT_NE(f["verdict"].get<std::string>().find("key order"), std::string::npos) << f.dump(1);
+  EXPECT_NE(f["lever"].get<std::string>().find("sorted keys"), std::string::npos) << f.dump(1);
+}
+
+// Six system prompts in rotation through a KV budget that holds about one: every cached
+// prefix is evicted before it comes back. The hit rate is 0 where an ideal cache serves most
+// of the prompt tokens, and evictions say why: KV capacity, sized from the peak use, not
+// dynamic content. --verify gives the budget and measures it.
+TEST_F(CliAdvise, EvictionThrashIsKvCapacityNotDynamicContent) {
+  std::string jsonl;
+  for (int i = 0; i < 24; ++i) {
+    const std::string system = "Assistant " + std::to_string(i % 6) + ". " + system_text();
+    jsonl += nlohmann::json{{"prompt", system + "Question " + std::to_string(i)}, {"output_len", 4}}
+                 .dump() +
+             "\n";
+  }
+  const nlohmann::json a = advise("--workload jsonl --dataset " + write("rotation.jsonl", jsonl) +
+                                  " --num-requests 24 --concurrency 1 --kv-memory 256KiB --verify");
+  ASSERT_EQ(a["headline"], "prefix-eviction") << a.dump(1);
+  const auto& f = finding(a, "prefix-eviction");
+  EXPECT_NE(f["verdict"].get<std::string>().find("not dynamic content"), std::string::npos);
+  ASSERT_EQ(f["flags"][0][0], "--kv-memory") << f.dump(1);
+  // Six prompts of about 25 blocks of 10 KiB (stories260K: 640 bytes a position), plus the
+  // one running: more than 1.5 MiB, less than 4 MiB.
+  const int mib = std::stoi(f["flags"][0][1].get<std::string>());
+  EXPECT_GE(mib, 2) << f.dump(1);
+  EXPECT_LE(mib, 4) << f.dump(1);
+  const auto& v = a["verification"];
+  ASSERT_GE(v.size(), 1u) << a.dump(1);
+  EXPECT_EQ(v[0]["lever"], "prefix-eviction");
+  EXPECT_LT(v[0]["measured_after"].get<double>(), 0.8 * v[0]["measured_before"].get<double>())
+      << v.dump(1);
+}
+
+// --max-seqs 2 with 8 users and the KV nearly empty: six requests wait for the cap.
+TEST_F(CliAdvise, MaxSeqsTwoWithEightUsers) {
+  const nlohmann::json a = advise(
+      "--workload random --input-len 32 --output-len 32 --num-requests 32 --concurrency 8 "
+      "--max-seqs 2");
+  ASSERT_EQ(a["headline"], "scheduler-limits") << a.dump(1);
+  const auto& f = finding(a, "scheduler-limits");
+  ASSERT_EQ(f["flags"][0][0], "--max-seqs");
+  EXPECT_EQ(f["flags"][0][1], "8") << f.dump(1);  // the measured demand: 8 at once
+  EXPECT_EQ(f["prediction"]["metric"], "TTFT mean");
+  EXPECT_LT(f["prediction"]["after"].get<double>(), f["prediction"]["before"].get<double>());
+}
+
+// A healthy workload run with prefix caching off and static batching (equal output
+// lengths: nothing wasted): nothing to change, and the headline says what is off.
+TEST_F(CliAdvise, HealthyWithFeaturesOffSaysWhatIsOff) {
+  const nlohmann::json a = advise(
+      "--workload random --input-len 16 --output-len 24 --num-requests 16 --concurrency 4 "
+      "--prefix-cache off --batching static");
+  ASSERT_TRUE(a["healthy"].get<bool>()) << a.dump(1);
+  const std::string summary = a["summary"];
+  EXPECT_NE(summary.find("batching static"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("prefix cache off"), std::string::npos) << summary;
+  EXPECT_EQ(summary.find("are on"), std::string::npos) << summary;
+}
+
+// Long documents (about 440 tokens each, near stories260K's 512-token context) while others
+// stream: no tiny prefill chunk. When a chunk is advised it comes from the step cost curve:
+// its prompt tokens cost at least the step's fixed part (the first version said 16).
+TEST_F(CliAdvise, LongDocumentsGetNoTinyPrefillChunk) {
+  const nlohmann::json a = advise(
+      "--workload random --input-len 440 --output-len 24-64 --num-requests 16 --concurrency 4");
+  const auto& f = finding(a, "prefill-chunk");
+  if (f["fires"].get<bool>() && !f["flags"].empty()) {
+    EXPECT_GE(std::stoi(f["flags"][0][1].get<std::string>()), 64) << f.dump(1);
+  }
+  for (const auto& g : a["findings"]) {
+    for (const auto& flag : g.value("flags", nlohmann::json::array())) {
+      if (flag[0] == "--prefill-chunk") {
+        EXPECT_GE(std::stoi(flag[1].get<std::string>()), 64);
+      }
+    }
+  }
 }
 
 TEST_F(CliAdvise, OfflineFilesGiveTheSameAdvice) {

@@ -230,11 +230,11 @@ TEST(PrefixCache, EvictsLeastRecentlyUsedAndForgetsEvictedHashes) {
 TEST(PrefixCache, ExplainsAOneTokenDifferenceInTheFirstBlock) {
   PagedKvStore kv(tiny_layout(), 16, 256);
   PrefixCache cache(kv, kIdentity, nullptr);
-  Seq a{1, iota_tokens(12)};
+  Seq a{1, iota_tokens(24)};
   run(cache, kv, a, 7);
   kv.release(a.id);
   EXPECT_TRUE(cache.take_divergences().empty());  // a new prompt is not a near miss
-  Seq b{2, iota_tokens(12)};
+  Seq b{2, iota_tokens(24)};
   b.tokens[2] = 99;  // inside the first block: nothing can be reused
   EXPECT_EQ(run(cache, kv, b, 8), 0);
   const auto misses = cache.take_divergences();
@@ -252,7 +252,7 @@ TEST(PrefixCache, ExplainsAOneTokenDifferenceInTheFirstBlock) {
   EXPECT_EQ(d.cached_after[5], 8);
   // A difference in the second block: the first is reused whole and the second's two
   // leading tokens copied; the record says where.
-  Seq c{3, iota_tokens(12)};
+  Seq c{3, iota_tokens(24)};
   c.tokens[6] = 98;
   EXPECT_EQ(run(cache, kv, c, 9), 6);
   const auto second = cache.take_divergences();
@@ -262,6 +262,56 @@ TEST(PrefixCache, ExplainsAOneTokenDifferenceInTheFirstBlock) {
   EXPECT_EQ(cache.stats().miss_records, 2u);
   kv.release(b.id);
   kv.release(c.id);
+  kv.check_no_leaks();
+}
+
+// The near misses the first version did not record: a value of another length at the very
+// start (no token shared, a UUID in front of a system prompt) and a difference exactly on a
+// block boundary. Both are recorded, with the two differing values.
+TEST(PrefixCache, ExplainsDifferencesAtTheStartAndOnABlockBoundary) {
+  PagedKvStore kv(tiny_layout(), 32, 256);
+  PrefixCache cache(kv, kIdentity, nullptr);
+  // A 3-token "id", then 24 tokens of shared text.
+  std::vector<int32_t> text = iota_tokens(24, 100);
+  std::vector<int32_t> first = {7, 8, 9};
+  first.insert(first.end(), text.begin(), text.end());
+  Seq a{1, first};
+  run(cache, kv, a, 1);
+  kv.release(a.id);
+  std::vector<int32_t> second = {50, 51, 52, 53, 54};  // another id, two tokens longer
+  second.insert(second.end(), text.begin(), text.end());
+  Seq b{2, second};
+  EXPECT_EQ(run(cache, kv, b, 2), 0);
+  auto misses = cache.take_divergences();
+  ASSERT_EQ(misses.size(), 1u);
+  EXPECT_EQ(misses[0].matched_tokens, 0);
+  EXPECT_EQ(misses[0].prompt_differs, 5);
+  EXPECT_EQ(misses[0].cached_differs, 3);
+  ASSERT_GE(misses[0].cached_after.size(), 3u);
+  EXPECT_EQ(misses[0].cached_after[0], 7);
+  kv.release(b.id);
+
+  // On a boundary: 8 shared tokens (two whole blocks), then a 1-token value.
+  Seq c{3, iota_tokens(24, 300)};
+  run(cache, kv, c, 3);
+  kv.release(c.id);
+  Seq d{4, iota_tokens(24, 300)};
+  d.tokens[8] = 999;
+  EXPECT_EQ(run(cache, kv, d, 4), 8);
+  misses = cache.take_divergences();
+  ASSERT_EQ(misses.size(), 1u);
+  EXPECT_EQ(misses[0].reused_tokens, 8);
+  EXPECT_EQ(misses[0].matched_tokens, 8);
+  EXPECT_EQ(misses[0].prompt_differs, 1);
+  EXPECT_EQ(misses[0].cached_differs, 1);
+  kv.release(d.id);
+  // A prompt that goes on differently after a shared part is no near miss.
+  Seq e{5, iota_tokens(8, 300)};
+  const std::vector<int32_t> other = iota_tokens(16, 700);
+  e.tokens.insert(e.tokens.end(), other.begin(), other.end());
+  EXPECT_EQ(run(cache, kv, e, 5), 8);
+  EXPECT_TRUE(cache.take_divergences().empty());
+  kv.release(e.id);
   kv.check_no_leaks();
 }
 
