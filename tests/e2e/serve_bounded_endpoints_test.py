@@ -44,8 +44,10 @@ MAX_GAP = 1.0
 # 6.3 s measured here), now it competes for the cores from a worker thread: a quarter of its
 # time (at least MAX_GAP) is far from a stall yet not a bet on an idle machine.
 TOKENIZE_GAP_SHARE = 0.25
-# VmHWM after the first /v1/engine/state: ~20 MB at start, plus the 64 MiB probe buffer.
-MAX_HWM_KIB = 300 * 1024
+# VmHWM's growth over the first /v1/engine/state: the 64 MiB probe buffer plus the stream's
+# work (66 MiB measured; the 1 GiB probe added ~1050 MiB). A growth, not an absolute figure:
+# under AddressSanitizer the server starts at ~560 MiB (its shadow memory) and grows 82 MiB.
+MAX_HWM_GROWTH_KIB = 256 * 1024
 
 
 def status_kib(pid, field):
@@ -125,8 +127,9 @@ def test_engine_state(s):
     check(status == 200 and bandwidth > 0,
           f"/v1/engine/state measured the read bandwidth ({bandwidth / 1e9:.1f} GB/s, "
           f"{first:.2f} s)")
-    check(hwm < MAX_HWM_KIB, f"peak RSS stays small: {before / 1024:.0f} -> {hwm / 1024:.0f} MiB "
-                             f"(bound {MAX_HWM_KIB // 1024} MiB; the 1 GiB probe reached 1.07 GB)")
+    check(hwm - before < MAX_HWM_GROWTH_KIB,
+          f"peak RSS stays small: {before / 1024:.0f} -> {hwm / 1024:.0f} MiB (growth bound "
+          f"{MAX_HWM_GROWTH_KIB // 1024} MiB; the 1 GiB probe grew it by ~1050 MiB)")
     worst = max(stream.get("gaps", [99])[1:], default=99)
     check(stream.get("events", 0) >= 400 and worst < MAX_GAP,
           f"a stream during the probe keeps its pace: worst gap {worst * 1000:.0f} ms "
