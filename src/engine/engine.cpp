@@ -119,6 +119,8 @@ std::unique_ptr<PrefixCache> Engine::make_prefix_cache(const KvLayout& layout) {
   tier.dir = options_.kv_offload_dir;
   tier.disk_bytes = tier.dir.empty() ? 0 : size_or_zero(options_.kv_offload_size);
   tier.codec = options_.kv_offload_codec;
+  // Compression and file writes run on the tier's worker thread, not inside the step.
+  tier.background = true;
   // Tensor/pipeline followers repeat the step's block copies (they ride on each published
   // pass), but they have no tier of their own: a block offloaded from the leader's shard
   // could not come back on theirs.

@@ -4,6 +4,8 @@
 #include <spdlog/spdlog.h>
 #include <xxhash.h>
 
+#include <chrono>
+#include <cstring>
 #include <system_error>
 
 #include "base/error.h"
@@ -12,6 +14,17 @@ namespace rapide {
 
 namespace {
 constexpr uint64_t kDefaultDiskBytes = 4ull << 30;
+
+uint64_t now_ns() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
+// A file's header and tokens are small next to a block: the payload plus a margin.
+uint64_t file_estimate(const std::vector<uint8_t>& stored, const OffloadedBlockMeta& meta) {
+  return stored.size() + 256 + meta.tokens.size() * 4;
+}
 }  // namespace
 
 OffloadTier::OffloadTier(const OffloadTierOptions& options, const KvLayout& layout,
@@ -27,6 +40,17 @@ OffloadTier::OffloadTier(const OffloadTierOptions& options, const KvLayout& layo
     }
     scan_directory();
   }
+  if (options_.background) worker_ = std::thread([this] { worker_loop(); });
+}
+
+OffloadTier::~OffloadTier() {
+  if (!worker_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> guard(mu_);
+    stop_ = true;
+  }
+  work_cv_.notify_all();
+  worker_.join();  // after the queue is done: the files a restart reads are complete
 }
 
 std::filesystem::path OffloadTier::file_path(uint64_t hash) const {
@@ -36,6 +60,7 @@ std::filesystem::path OffloadTier::file_path(uint64_t hash) const {
 void OffloadTier::scan_directory() {
   const std::string ours = fmt::format("{:016x}-", identity_);
   std::error_code ec;
+  std::vector<FileWrite> none;
   for (const auto& item : std::filesystem::directory_iterator(options_.dir, ec)) {
     if (!item.is_regular_file() || !is_block_file_name(item.path())) continue;
     BlockFileInfo info;
@@ -51,11 +76,14 @@ void OffloadTier::scan_directory() {
       if (named_ours) std::filesystem::remove(item.path(), ec);
       continue;
     }
-    if (contains(info.meta.hash) || !make_room(Level::kDisk, info.file_bytes)) continue;
+    if (entries_.count(info.meta.hash) != 0 || !make_room(Level::kDisk, info.file_bytes, none)) {
+      continue;
+    }
     Entry e;
     e.level = Level::kDisk;
     e.meta = info.meta;
     e.bytes = info.file_bytes;
+    e.generation = next_generation_++;
     found_.push_back(info.meta);
     insert(info.meta.hash, std::move(e));
   }
@@ -65,12 +93,41 @@ void OffloadTier::scan_directory() {
   }
 }
 
+bool OffloadTier::contains(uint64_t hash) const {
+  std::lock_guard<std::mutex> guard(mu_);
+  return entries_.count(hash) != 0 || pending_.count(hash) != 0;
+}
+
+size_t OffloadTier::size() const {
+  std::lock_guard<std::mutex> guard(mu_);
+  return entries_.size() + pending_.size();
+}
+
+void OffloadTier::pin(uint64_t hash) {
+  std::lock_guard<std::mutex> guard(mu_);
+  pinned_.insert(hash);
+}
+
+void OffloadTier::unpin_all() {
+  std::lock_guard<std::mutex> guard(mu_);
+  pinned_.clear();
+}
+
+void OffloadTier::set_drop_listener(DropListener listener) {
+  // Only the owner thread reads it (deliver_drops), so it needs no lock.
+  on_drop_ = std::move(listener);
+}
+
 void OffloadTier::insert(uint64_t hash, Entry entry) {
   std::list<uint64_t>& list = lru(entry.level);
   (entry.level == Level::kRam ? stats_.ram_used_bytes : stats_.disk_used_bytes) += entry.bytes;
   list.push_back(hash);
   entry.lru = std::prev(list.end());
   entries_[hash] = std::move(entry);
+}
+
+void OffloadTier::dropped(uint64_t hash) {
+  drops_.push_back(hash);
 }
 
 void OffloadTier::erase(uint64_t hash, bool notify) {
@@ -82,32 +139,27 @@ void OffloadTier::erase(uint64_t hash, bool notify) {
     stats_.ram_used_bytes -= e.bytes;
   } else {
     stats_.disk_used_bytes -= e.bytes;
+    // A block still being written has no file yet; the writer removes it when it finds the
+    // entry gone (write_files).
     std::error_code ec;
     std::filesystem::remove(file_path(hash), ec);
   }
   entries_.erase(it);
-  if (notify && on_drop_) on_drop_(hash);
+  if (notify) dropped(hash);
 }
 
-bool OffloadTier::put_on_disk(uint64_t hash, Entry& entry) {
-  // Header and tokens are small next to a block; make room for the payload plus a margin.
-  const uint64_t estimate = entry.stored.size() + 256 + entry.meta.tokens.size() * 4;
-  if (options_.dir.empty() || !make_room(Level::kDisk, estimate)) return false;
-  const uint64_t bytes =
-      write_block_file(file_path(hash), identity_, layout_, entry.meta, entry.codec, entry.stored,
-                       layout_.block_bytes(), entry.raw_checksum);
-  if (bytes == 0) {
-    stats_.write_errors++;
-    return false;
-  }
+bool OffloadTier::move_to_disk(uint64_t hash, Entry& entry, std::vector<FileWrite>& writes) {
+  const uint64_t estimate = file_estimate(*entry.stored, entry.meta);
+  if (options_.dir.empty() || !make_room(Level::kDisk, estimate, writes)) return false;
   entry.level = Level::kDisk;
-  entry.bytes = bytes;
-  entry.stored.clear();
-  entry.stored.shrink_to_fit();
+  entry.writing = true;
+  entry.bytes = estimate;
+  writes.push_back(
+      FileWrite{hash, entry.generation, entry.raw_checksum, entry.codec, entry.meta, entry.stored});
   return true;
 }
 
-bool OffloadTier::make_room(Level level, uint64_t bytes) {
+bool OffloadTier::make_room(Level level, uint64_t bytes, std::vector<FileWrite>& writes) {
   const uint64_t cap = level == Level::kRam ? options_.ram_bytes : options_.disk_bytes;
   if (bytes > cap) return false;
   std::list<uint64_t>& list = lru(level);
@@ -123,12 +175,12 @@ bool OffloadTier::make_room(Level level, uint64_t bytes) {
       ram_lru_.erase(moved.lru);
       stats_.ram_used_bytes -= moved.bytes;
       entries_.erase(victim);
-      if (put_on_disk(victim, moved)) {
+      if (move_to_disk(victim, moved, writes)) {
         stats_.demoted_blocks++;
         insert(victim, std::move(moved));
       } else {
         stats_.dropped_blocks++;
-        if (on_drop_) on_drop_(victim);
+        dropped(victim);
       }
     } else {
       stats_.dropped_blocks++;
@@ -138,68 +190,187 @@ bool OffloadTier::make_room(Level level, uint64_t bytes) {
   return true;
 }
 
+void OffloadTier::write_files(Lock& lock, std::vector<FileWrite>& writes) {
+  if (writes.empty()) return;
+  std::vector<uint64_t> written(writes.size());
+  lock.unlock();
+  for (size_t i = 0; i < writes.size(); ++i) {
+    const FileWrite& w = writes[i];
+    written[i] = write_block_file(file_path(w.hash), identity_, layout_, w.meta, w.codec, *w.stored,
+                                  layout_.block_bytes(), w.raw_checksum);
+  }
+  lock.lock();
+  for (size_t i = 0; i < writes.size(); ++i) {
+    const FileWrite& w = writes[i];
+    auto it = entries_.find(w.hash);
+    if (it == entries_.end() || it->second.generation != w.generation) {
+      // Dropped while it was written. A newer entry of the same hash on disk has the same
+      // bytes and name, so its file stays; otherwise nothing may be left behind.
+      const bool newer_on_disk = it != entries_.end() && it->second.level == Level::kDisk;
+      std::error_code ec;
+      if (written[i] > 0 && !newer_on_disk) std::filesystem::remove(file_path(w.hash), ec);
+      continue;
+    }
+    if (written[i] == 0) {
+      stats_.write_errors++;
+      stats_.dropped_blocks++;
+      erase(w.hash, /*notify=*/true);
+      continue;
+    }
+    Entry& e = it->second;
+    stats_.disk_used_bytes = stats_.disk_used_bytes - e.bytes + written[i];
+    e.bytes = written[i];
+    e.writing = false;
+    e.stored.reset();
+  }
+}
+
+void OffloadTier::process(Lock& lock, uint64_t hash) {
+  const uint64_t start = now_ns();
+  // The node stays put while the owner inserts others (unordered_map keeps references), and
+  // nobody else erases it: the raw bytes are read here without the lock, as load() does.
+  const Pending& p = pending_.at(hash);
+  lock.unlock();
+  Entry e;
+  e.meta = p.meta;
+  e.raw_checksum = XXH3_64bits(p.raw.data(), p.raw.size());
+  auto stored = std::make_shared<std::vector<uint8_t>>();
+  e.codec = compress_block(options_.codec, p.raw, *stored);
+  e.stored = std::move(stored);
+  lock.lock();
+  e.generation = next_generation_++;
+  stats_.stored_blocks++;
+  stats_.bytes_out += p.raw.size();
+  stats_.stored_bytes += e.stored->size();
+  std::vector<FileWrite> writes;
+  if (options_.ram_bytes > 0 && make_room(Level::kRam, e.stored->size(), writes)) {
+    e.level = Level::kRam;
+    e.bytes = e.stored->size();
+    insert(hash, std::move(e));
+  } else if (move_to_disk(hash, e, writes)) {
+    insert(hash, std::move(e));
+  } else {
+    stats_.dropped_blocks++;
+    dropped(hash);
+  }
+  pending_bytes_ -= p.raw.size();
+  pending_.erase(hash);  // in the same critical section as the insert: contains() never blinks
+  write_files(lock, writes);
+  stats_.worker_ns += now_ns() - start;
+}
+
+void OffloadTier::worker_loop() {
+  Lock lock(mu_);
+  for (;;) {
+    work_cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+    if (queue_.empty()) break;  // stop_, with nothing left to store
+    const uint64_t hash = queue_.front();
+    queue_.pop_front();
+    worker_busy_ = true;
+    process(lock, hash);
+    worker_busy_ = false;
+    done_cv_.notify_all();
+  }
+}
+
 void OffloadTier::store(const OffloadedBlockMeta& meta, std::span<const uint8_t> raw) {
   if (raw.size() != layout_.block_bytes()) {
     fail(ErrorCode::kInvalidArgument, "KV offload of {} bytes, but a block is {} bytes", raw.size(),
          layout_.block_bytes());
   }
-  if (auto it = entries_.find(meta.hash); it != entries_.end()) {
-    std::list<uint64_t>& list = lru(it->second.level);
-    list.splice(list.end(), list, it->second.lru);
-    return;
+  {
+    Lock lock(mu_);
+    if (auto it = entries_.find(meta.hash); it != entries_.end()) {
+      std::list<uint64_t>& list = lru(it->second.level);
+      list.splice(list.end(), list, it->second.lru);
+    } else if (pending_.count(meta.hash) == 0) {
+      if (options_.background && pending_bytes_ + raw.size() > options_.max_pending_bytes &&
+          !queue_.empty()) {
+        // The worker is behind: wait for room rather than hold unbounded copies.
+        const uint64_t start = now_ns();
+        done_cv_.wait(lock, [&] {
+          return queue_.empty() || pending_bytes_ + raw.size() <= options_.max_pending_bytes;
+        });
+        stats_.store_waits++;
+        stats_.store_wait_ns += now_ns() - start;
+      }
+      pending_.emplace(meta.hash, Pending{meta, std::vector<uint8_t>(raw.begin(), raw.end())});
+      pending_bytes_ += raw.size();
+      if (options_.background) {
+        queue_.push_back(meta.hash);
+        work_cv_.notify_one();
+      } else {
+        process(lock, meta.hash);
+      }
+    }
   }
-  Entry e;
-  e.meta = meta;
-  e.raw_checksum = XXH3_64bits(raw.data(), raw.size());
-  e.codec = compress_block(options_.codec, raw, e.stored);
-  stats_.stored_blocks++;
-  stats_.bytes_out += raw.size();
-  stats_.stored_bytes += e.stored.size();
-  if (options_.ram_bytes > 0 && make_room(Level::kRam, e.stored.size())) {
-    e.level = Level::kRam;
-    e.bytes = e.stored.size();
-    insert(meta.hash, std::move(e));
-  } else if (put_on_disk(meta.hash, e)) {
-    insert(meta.hash, std::move(e));
-  } else {
-    stats_.dropped_blocks++;
-    if (on_drop_) on_drop_(meta.hash);
-  }
+  deliver_drops();
 }
 
 bool OffloadTier::load(uint64_t hash, std::span<uint8_t> out) {
-  auto it = entries_.find(hash);
-  if (it == entries_.end()) return false;
-  Entry& e = it->second;
   bool ok = false;
-  if (e.level == Level::kRam) {
-    ok = out.size() == layout_.block_bytes() && decompress_block(e.codec, e.stored, out) &&
-         XXH3_64bits(out.data(), out.size()) == e.raw_checksum;
-    if (!ok) stats_.corrupt_blocks++;
-  } else {
-    const BlockFileStatus status = read_block_file(file_path(hash), identity_, layout_, hash, out);
-    ok = status == BlockFileStatus::kOk;
-    if (status == BlockFileStatus::kForeign) stats_.foreign_blocks++;
-    if (status == BlockFileStatus::kCorrupt || status == BlockFileStatus::kMissing) {
-      stats_.corrupt_blocks++;
+  {
+    Lock lock(mu_);
+    if (auto p = pending_.find(hash); p != pending_.end()) {
+      // Still queued: its raw bytes are right here.
+      if (out.size() != p->second.raw.size()) return false;
+      std::memcpy(out.data(), p->second.raw.data(), out.size());
+      stats_.loaded_blocks++;
+      stats_.bytes_in += out.size();
+      ok = true;
+    } else if (auto it = entries_.find(hash); it != entries_.end()) {
+      Entry& e = it->second;
+      if (e.level == Level::kRam || e.writing) {
+        ok = out.size() == layout_.block_bytes() && decompress_block(e.codec, *e.stored, out) &&
+             XXH3_64bits(out.data(), out.size()) == e.raw_checksum;
+        if (!ok) stats_.corrupt_blocks++;
+      } else {
+        const BlockFileStatus status =
+            read_block_file(file_path(hash), identity_, layout_, hash, out);
+        ok = status == BlockFileStatus::kOk;
+        if (status == BlockFileStatus::kForeign) stats_.foreign_blocks++;
+        if (status == BlockFileStatus::kCorrupt || status == BlockFileStatus::kMissing) {
+          stats_.corrupt_blocks++;
+        }
+      }
+      if (!ok) {
+        spdlog::warn("kv offload: block {:016x} failed its checks; recomputing it instead", hash);
+        erase(hash, /*notify=*/true);
+      } else {
+        std::list<uint64_t>& list = lru(e.level);
+        list.splice(list.end(), list, e.lru);
+        stats_.loaded_blocks++;
+        stats_.bytes_in += out.size();
+      }
     }
   }
-  if (!ok) {
-    spdlog::warn("kv offload: block {:016x} failed its checks; recomputing it instead", hash);
-    erase(hash, /*notify=*/true);
-    return false;
+  deliver_drops();
+  return ok;
+}
+
+void OffloadTier::flush() {
+  Lock lock(mu_);
+  done_cv_.wait(lock, [&] { return queue_.empty() && !worker_busy_; });
+}
+
+void OffloadTier::deliver_drops() {
+  std::vector<uint64_t> drops;
+  {
+    std::lock_guard<std::mutex> guard(mu_);
+    drops.swap(drops_);
+    // A hash stored again after its drop was recorded is in the tier now.
+    std::erase_if(drops, [&](uint64_t h) { return entries_.count(h) + pending_.count(h) != 0; });
   }
-  std::list<uint64_t>& list = lru(e.level);
-  list.splice(list.end(), list, e.lru);
-  stats_.loaded_blocks++;
-  stats_.bytes_in += out.size();
-  return true;
+  if (!on_drop_) return;
+  for (uint64_t hash : drops) on_drop_(hash);
 }
 
 OffloadStats OffloadTier::stats() const {
+  std::lock_guard<std::mutex> guard(mu_);
   OffloadStats s = stats_;
   s.ram_blocks = ram_lru_.size();
   s.disk_blocks = disk_lru_.size();
+  s.pending_blocks = pending_.size();
   return s;
 }
 

@@ -14,15 +14,31 @@
 // (checksums, identity, layout, hash); a corrupt block is counted, forgotten and reported
 // as missing, never used.
 //
-// Not thread-safe: the engine thread owns it, like the BlockPool.
+// Off the step's critical path (options.background, the engine's setting): store() copies the
+// block's raw bytes into a bounded queue and returns; a worker thread checksums, compresses
+// and writes files. A queued block is already in the tier (contains(), load() reads its raw
+// copy), and a block being written to a file is loaded from its compressed bytes, so a
+// lookup never waits for the worker. Blocks the worker drops are reported to the drop
+// listener on the owner's thread only: at the next store(), load() or deliver_drops(). When
+// the queue holds max_pending_bytes, store() waits (back-pressure, counted in stats). The
+// destructor finishes the queue, so files written for a restart are complete. Without
+// background, store() does the same work inline: one code path, two drivers.
+//
+// One owner thread (the engine's) calls the public methods; the worker shares the state
+// under one mutex, and file writes and compression run outside it.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <filesystem>
 #include <functional>
 #include <list>
+#include <memory>
+#include <mutex>
 #include <span>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -38,6 +54,10 @@ struct OffloadTierOptions {
   std::string dir;          // file level directory; empty = no file level
   uint64_t disk_bytes = 0;  // file level capacity (0 with a dir = 4 GiB)
   OffloadCodec codec = OffloadCodec::kLz4;
+  // Compress and write on a worker thread (see above); the engine turns it on.
+  bool background = false;
+  // Raw bytes queued for the worker before store() waits for it.
+  uint64_t max_pending_bytes = 64ull << 20;
   bool enabled() const { return ram_bytes > 0 || !dir.empty(); }
 };
 
@@ -54,6 +74,10 @@ struct OffloadStats {
   uint64_t write_errors = 0;
   uint64_t ram_blocks = 0, ram_used_bytes = 0;
   uint64_t disk_blocks = 0, disk_used_bytes = 0;
+  uint64_t pending_blocks = 0;  // queued for the worker (background)
+  uint64_t store_waits = 0;     // store() calls that waited for room in the queue
+  uint64_t store_wait_ns = 0;   // ... and how long, in total
+  uint64_t worker_ns = 0;       // time the worker spent compressing and writing
 };
 
 class OffloadTier {
@@ -66,10 +90,12 @@ class OffloadTier {
   OffloadTier(const OffloadTierOptions& options, const KvLayout& layout, uint64_t identity);
   OffloadTier(const OffloadTier&) = delete;
   OffloadTier& operator=(const OffloadTier&) = delete;
+  ~OffloadTier();
 
   const OffloadTierOptions& options() const { return options_; }
-  bool contains(uint64_t hash) const { return entries_.count(hash) != 0; }
-  size_t size() const { return entries_.size(); }
+  // Stored or queued for storing.
+  bool contains(uint64_t hash) const;
+  size_t size() const;
 
   // Keeps a copy of a block (raw block_bytes) under meta.hash. A block already present is
   // only refreshed in the LRU order (same hash, same content).
@@ -77,12 +103,17 @@ class OffloadTier {
   // Decodes the block into `out` (block_bytes long). False when absent or corrupt.
   bool load(uint64_t hash, std::span<uint8_t> out);
   // Pinned blocks are not dropped or demoted while a prefix hit is loading them.
-  void pin(uint64_t hash) { pinned_.insert(hash); }
-  void unpin_all() { pinned_.clear(); }
+  void pin(uint64_t hash);
+  void unpin_all();
+
+  // Waits until the worker has stored every queued block (tests, shutdown, benchmarks).
+  void flush();
+  // Reports the blocks the worker dropped to the drop listener, on the caller's thread.
+  void deliver_drops();
 
   // The blocks indexed from the directory at start-up, for the prefix cache's directory.
   const std::vector<OffloadedBlockMeta>& found() const { return found_; }
-  void set_drop_listener(DropListener listener) { on_drop_ = std::move(listener); }
+  void set_drop_listener(DropListener listener);
   OffloadStats stats() const;
 
  private:
@@ -91,31 +122,68 @@ class OffloadTier {
     Level level = Level::kRam;
     OffloadedBlockMeta meta;
     OffloadCodec codec = OffloadCodec::kNone;
-    std::vector<uint8_t> stored;  // RAM level: the compressed block
+    // RAM level: the compressed block. Disk level: kept until the file is written (shared
+    // with that write, which runs without the lock).
+    std::shared_ptr<const std::vector<uint8_t>> stored;
+    bool writing = false;  // disk level, its file not written yet
+    uint64_t generation = 0;
     uint64_t raw_checksum = 0;
     uint64_t bytes = 0;  // what it takes in its level
     std::list<uint64_t>::iterator lru;
   };
+  // A block store() queued: its raw bytes, until the worker has compressed them.
+  struct Pending {
+    OffloadedBlockMeta meta;
+    std::vector<uint8_t> raw;
+  };
+  // A file the worker writes outside the lock.
+  struct FileWrite {
+    uint64_t hash = 0, generation = 0, raw_checksum = 0;
+    OffloadCodec codec = OffloadCodec::kNone;
+    OffloadedBlockMeta meta;
+    std::shared_ptr<const std::vector<uint8_t>> stored;
+  };
+  using Lock = std::unique_lock<std::mutex>;
 
   std::filesystem::path file_path(uint64_t hash) const;
   void scan_directory();
-  // Frees room in a level for `bytes` more, demoting or dropping LRU blocks. False when
-  // that is impossible (everything left is pinned, or the block exceeds the cap).
-  bool make_room(Level level, uint64_t bytes);
-  bool put_on_disk(uint64_t hash, Entry& entry);
+  // Compresses one queued block (no lock held), then enters it into a level and writes the
+  // files that decision needs. `lock` is held on entry and on return.
+  void process(Lock& lock, uint64_t hash);
+  // Frees room in a level for `bytes` more, demoting or dropping LRU blocks; demotions to
+  // write are added to `writes`. False when that is impossible (everything left is pinned,
+  // or the block exceeds the cap).
+  bool make_room(Level level, uint64_t bytes, std::vector<FileWrite>& writes);
+  // Moves an entry to the disk level, its file to be written (appended to `writes`).
+  bool move_to_disk(uint64_t hash, Entry& entry, std::vector<FileWrite>& writes);
+  // Writes the files with the lock released, then records each outcome.
+  void write_files(Lock& lock, std::vector<FileWrite>& writes);
   void insert(uint64_t hash, Entry entry);
   void erase(uint64_t hash, bool notify);
+  void dropped(uint64_t hash);
+  void worker_loop();
   std::list<uint64_t>& lru(Level level) { return level == Level::kRam ? ram_lru_ : disk_lru_; }
 
   OffloadTierOptions options_;
   KvLayout layout_;
   uint64_t identity_;
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_;  // the worker waits for queued blocks
+  std::condition_variable done_cv_;  // store() and flush() wait for the worker
   std::unordered_map<uint64_t, Entry> entries_;
   std::list<uint64_t> ram_lru_, disk_lru_;  // least recently used first
   std::unordered_set<uint64_t> pinned_;
+  std::unordered_map<uint64_t, Pending> pending_;
+  std::deque<uint64_t> queue_;
+  uint64_t pending_bytes_ = 0;
+  bool worker_busy_ = false;
+  bool stop_ = false;
+  uint64_t next_generation_ = 1;
+  std::vector<uint64_t> drops_;  // dropped, not yet reported to the listener
   std::vector<OffloadedBlockMeta> found_;
   DropListener on_drop_;
   OffloadStats stats_;
+  std::thread worker_;
 };
 
 }  // namespace rapide

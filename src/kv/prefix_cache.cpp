@@ -135,6 +135,8 @@ int PrefixCache::attach(int32_t kv_id, const PrefixMatch& m, std::span<const int
     fail(ErrorCode::kInternal, "prefix attach to sequence {} that already holds positions", kv_id);
   }
   BlockPool& pool = kv_.pool();
+  // Blocks the tier's worker dropped since the last call leave the directory first.
+  if (tier_) tier_->deliver_drops();
   // Pin the RAM blocks first, so importing tier blocks (which allocates, and may evict
   // the least recently used cached block) cannot take one of them.
   for (int32_t b : m.ram_blocks) {
