@@ -337,6 +337,7 @@ void Router::embeddings(HttpRequest& request, const std::shared_ptr<LoggedExchan
           parsed["model"] != model_.id) {
         throw api::model_not_found(parsed["model"].get<std::string>());
       }
+      const EmbeddingEncoding encoding = parse_embedding_encoding(parsed, engine_->config().dim);
       std::vector<std::vector<int32_t>> inputs =
           parse_embedding_inputs(parsed, engine_->tokenizer(), engine_->max_context());
       int64_t tokens = 0;
@@ -344,8 +345,8 @@ void Router::embeddings(HttpRequest& request, const std::shared_ptr<LoggedExchan
       if (cancelled->load()) return;
       auto job = embedder_->job(
           std::move(inputs), engine_->options().max_batch_tokens, cancelled,
-          [this, exchange, tokens](std::vector<std::vector<float>> vectors,
-                                   std::exception_ptr error) {
+          [this, exchange, tokens, encoding](std::vector<std::vector<float>> vectors,
+                                             std::exception_ptr error) {
             // On the engine thread: the response's JSON is written on a worker.
             if (error) {
               boost::asio::post(exchange->executor(), [this, exchange, error] {
@@ -355,10 +356,10 @@ void Router::embeddings(HttpRequest& request, const std::shared_ptr<LoggedExchan
             }
             answer_json_from_worker(
                 exchange, "POST /v1/embeddings", "embeddings",
-                [this, tokens,
+                [this, tokens, encoding,
                  vectors =
                      std::make_shared<const std::vector<std::vector<float>>>(std::move(vectors))] {
-                  return api::dump_json(embeddings_response(*vectors, tokens, model_.id));
+                  return api::dump_json(embeddings_response(*vectors, tokens, model_.id, encoding));
                 });
           });
       boost::asio::post(exchange->executor(), [exchange, tokens] {
