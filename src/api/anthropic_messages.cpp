@@ -24,6 +24,11 @@ const json* field(const json& body, const char* key) {
   return &*it;
 }
 
+// Whether `v` is a non-empty string (json::empty() is false for every string).
+bool is_text(const json* v) {
+  return v && v->is_string() && !v->get_ref<const std::string&>().empty();
+}
+
 std::string type_of(const json& block) {
   const json* t = block.is_object() ? field(block, "type") : nullptr;
   return t && t->is_string() ? t->get<std::string>() : std::string();
@@ -233,7 +238,7 @@ json anthropic_message(const json& chat) {
   const json& choice = chat.at("choices").at(0);
   const json& message = choice.at("message");
   json content = json::array();
-  if (const json* text = field(message, "content"); text && text->is_string() && !text->empty()) {
+  if (const json* text = field(message, "content"); is_text(text)) {
     content.push_back({{"type", "text"}, {"text", *text}});
   }
   if (const json* calls = field(message, "tool_calls")) {
@@ -328,7 +333,7 @@ std::string AnthropicStream::chunk(const json& c) {
   if (!choices || !choices->is_array() || choices->empty()) return out;
   const json& choice = (*choices)[0];
   const json& delta = choice.value("delta", json::object());
-  if (const json* text = field(delta, "content"); text && text->is_string() && !text->empty()) {
+  if (const json* text = field(delta, "content"); is_text(text)) {
     out += open_text();
     out += event({{"type", "content_block_delta"},
                   {"index", blocks_ - 1},

@@ -236,8 +236,12 @@ void Router::require_api_key(const HttpRequest& request, bool allow_x_api_key) c
       keys_.accepts("Bearer " + std::string(x_api_key.data(), x_api_key.size()));
   if (!by_x_api_key &&
       !keys_.accepts(std::string_view(authorization.data(), authorization.size()))) {
-    throw api::ApiError(401, "missing or invalid API key: send 'Authorization: Bearer <key>'", {},
-                        "invalid_api_key");
+    throw api::ApiError(401,
+                        allow_x_api_key ? "missing or invalid API key: send 'x-api-key: <key>' or "
+                                          "'Authorization: Bearer <key>'"
+                                        : "missing or invalid API key: send 'Authorization: "
+                                          "Bearer <key>'",
+                        {}, "invalid_api_key");
   }
 }
 

@@ -140,6 +140,12 @@ TEST(AnthropicResponseTest, ChatCompletionBecomesAMessage) {
     "choices": [{"finish_reason": "length", "message": {"content": "Once"}}],
     "usage": {"prompt_tokens": 1, "completion_tokens": 1}})"));
   EXPECT_EQ(cut["stop_reason"], "max_tokens");
+  // No text and no calls: no blocks, as Anthropic answers an empty turn.
+  const json empty = anthropic_message(json::parse(R"({"id": "chatcmpl-2", "model": "m",
+    "choices": [{"finish_reason": "stop", "message": {"content": ""}}],
+    "usage": {"prompt_tokens": 1, "completion_tokens": 1}})"));
+  EXPECT_EQ(empty["content"], json::array());
+  EXPECT_EQ(empty["stop_reason"], "end_turn");
   EXPECT_EQ(cut["content"], json::parse(R"([{"type": "text", "text": "Once"}])"));
 }
 
