@@ -1,6 +1,7 @@
 #include "serve/embeddings.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <numeric>
 
@@ -24,10 +25,6 @@ std::vector<std::vector<int32_t>> parse_embedding_inputs(const json& body,
   if (!body.is_object() || !body.contains("input")) {
     throw api::ApiError(400, "'input' is required: a string, a list of strings or token ids",
                         "input", "missing_field");
-  }
-  if (body.contains("encoding_format") && body["encoding_format"] != "float") {
-    throw api::ApiError(400, "only encoding_format \"float\" is supported", "encoding_format",
-                        "invalid_value");
   }
   const json& input = body["input"];
   // The inputs: the field itself (a string, or one list of ids) or each of its items.
@@ -86,11 +83,67 @@ std::vector<std::vector<int32_t>> parse_embedding_inputs(const json& body,
   return out;
 }
 
+EmbeddingEncoding parse_embedding_encoding(const json& body, int dim) {
+  EmbeddingEncoding encoding = EmbeddingEncoding::kFloat;
+  if (!body.is_object()) return encoding;  // parse_embedding_inputs refuses it
+  if (const auto it = body.find("encoding_format"); it != body.end() && !it->is_null()) {
+    if (*it == "base64") {
+      encoding = EmbeddingEncoding::kBase64;
+    } else if (*it != "float") {
+      throw api::ApiError(
+          400, fmt::format("'encoding_format' must be \"float\" or \"base64\", got {}", it->dump()),
+          "encoding_format", "invalid_value");
+    }
+  }
+  if (const auto it = body.find("dimensions"); it != body.end() && !it->is_null()) {
+    if (!it->is_number_integer() || it->get<int64_t>() < 1) {
+      throw api::ApiError(400, "'dimensions' must be a positive integer", "dimensions",
+                          "invalid_type");
+    }
+    // Truncating and renormalising is only an embedding for Matryoshka-trained models.
+    if (it->get<int64_t>() != dim) {
+      throw api::ApiError(
+          400,
+          fmt::format("this model does not support shortening its embeddings: its {}-wide "
+                      "vectors are pooled hidden states, not trained so that a prefix is an "
+                      "embedding (Matryoshka); 'dimensions' may only be {}, got {}",
+                      dim, dim, it->dump()),
+          "dimensions", "unsupported");
+    }
+  }
+  return encoding;
+}
+
+std::string base64_float32(std::span<const float> values) {
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::vector<uint8_t> bytes(values.size() * 4);
+  for (size_t i = 0; i < values.size(); ++i) {
+    const uint32_t bits = std::bit_cast<uint32_t>(values[i]);
+    for (int b = 0; b < 4; ++b) bytes[i * 4 + b] = static_cast<uint8_t>(bits >> (8 * b));
+  }
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  for (size_t i = 0; i < bytes.size(); i += 3) {
+    const size_t left = bytes.size() - i;
+    const uint32_t chunk = (uint32_t{bytes[i]} << 16) |
+                           (left > 1 ? uint32_t{bytes[i + 1]} << 8 : 0) |
+                           (left > 2 ? uint32_t{bytes[i + 2]} : 0);
+    out += kAlphabet[(chunk >> 18) & 63];
+    out += kAlphabet[(chunk >> 12) & 63];
+    out += left > 1 ? kAlphabet[(chunk >> 6) & 63] : '=';
+    out += left > 2 ? kAlphabet[chunk & 63] : '=';
+  }
+  return out;
+}
+
 json embeddings_response(const std::vector<std::vector<float>>& vectors, int64_t total_tokens,
-                         const std::string& model_id) {
+                         const std::string& model_id, EmbeddingEncoding encoding) {
   json data = json::array();
   for (size_t i = 0; i < vectors.size(); ++i) {
-    data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", vectors[i]}});
+    json embedding = encoding == EmbeddingEncoding::kBase64 ? json(base64_float32(vectors[i]))
+                                                            : json(vectors[i]);
+    data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", std::move(embedding)}});
   }
   return {{"object", "list"},
           {"data", std::move(data)},

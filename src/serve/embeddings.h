@@ -3,9 +3,18 @@
 // (`--pooling last`: the last token's, the one a causal model has seen everything with;
 // `mean`: their average) and L2-normalised.
 //
-//   {"input": "text" | ["text", ...] | [ids] | [[ids], ...], "model", "encoding_format"}
+//   {"input": "text" | ["text", ...] | [ids] | [[ids], ...], "model", "encoding_format",
+//    "dimensions"}
 //   -> {"object": "list", "data": [{"object": "embedding", "index", "embedding": [...]}],
 //       "model", "usage": {"prompt_tokens", "total_tokens"}}
+//
+// encoding_format "float" (the default) writes each embedding as a JSON list of numbers;
+// "base64" as the base64 text of its little-endian float32 bytes, which is what OpenAI sends
+// and what its official clients ask for by default and decode. `dimensions` is OpenAI's
+// shortening of an embedding, which it allows only for models trained so that a prefix of
+// the vector is itself an embedding (Matryoshka, text-embedding-3); the pooled hidden states
+// of a generative model are not, so only the model's own width is accepted and any other
+// value is a 400 that says why.
 //
 // What one request may ask for, as OpenAI's limits: at most kMaxEmbeddingInputs inputs and
 // kMaxEmbeddingTokens tokens in all, each input at most the context; beyond them a 400
@@ -60,8 +69,18 @@ std::vector<std::vector<int32_t>> parse_embedding_inputs(const nlohmann::json& b
                                                          const Tokenizer& tokenizer,
                                                          int max_context);
 
+enum class EmbeddingEncoding { kFloat, kBase64 };
+
+// The request's encoding_format and dimensions, checked against the model's width `dim`.
+// Throws ApiError(400) naming the field.
+EmbeddingEncoding parse_embedding_encoding(const nlohmann::json& body, int dim);
+
+// One embedding as base64 of its float32 values in little-endian byte order.
+std::string base64_float32(std::span<const float> values);
+
 nlohmann::json embeddings_response(const std::vector<std::vector<float>>& vectors,
-                                   int64_t total_tokens, const std::string& model_id);
+                                   int64_t total_tokens, const std::string& model_id,
+                                   EmbeddingEncoding encoding = EmbeddingEncoding::kFloat);
 
 // One input's hidden states folded into its pooled vector as the passes produce them, so a
 // request holds a vector per input, not a row per token.

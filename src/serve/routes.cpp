@@ -5,6 +5,7 @@
 #include <boost/beast/http/verb.hpp>
 
 #include "advise/bandwidth_probe_task.h"
+#include "api/anthropic_messages.h"
 #include "api/api_error.h"
 #include "api/front_end.h"
 #include "api/openai_protocol.h"
@@ -182,6 +183,10 @@ void Router::dispatch(HttpRequest& request, const std::string& path,
     metrics_.observe_status(label, 200);
     return;
   }
+  if (path == "/v1/messages" || path == "/v1/messages/count_tokens") {
+    anthropic_messages(request, path, exchange, label);
+    return;
+  }
   const bool tokenizer_path = path == "/tokenize" || path == "/detokenize";
   if (path.starts_with("/v1/") || tokenizer_path) {
     require_api_key(request);
@@ -222,12 +227,21 @@ void Router::dispatch(HttpRequest& request, const std::string& path,
       "not_found");
 }
 
-void Router::require_api_key(const HttpRequest& request) const {
+void Router::require_api_key(const HttpRequest& request, bool allow_x_api_key) const {
+  if (!keys_.enabled()) return;
   const auto authorization = request[http::field::authorization];
-  if (keys_.enabled() &&
+  const auto x_api_key = request["x-api-key"];
+  const bool by_x_api_key =
+      allow_x_api_key && !x_api_key.empty() &&
+      keys_.accepts("Bearer " + std::string(x_api_key.data(), x_api_key.size()));
+  if (!by_x_api_key &&
       !keys_.accepts(std::string_view(authorization.data(), authorization.size()))) {
-    throw api::ApiError(401, "missing or invalid API key: send 'Authorization: Bearer <key>'", {},
-                        "invalid_api_key");
+    throw api::ApiError(401,
+                        allow_x_api_key ? "missing or invalid API key: send 'x-api-key: <key>' or "
+                                          "'Authorization: Bearer <key>'"
+                                        : "missing or invalid API key: send 'Authorization: "
+                                          "Bearer <key>'",
+                        {}, "invalid_api_key");
   }
 }
 
@@ -337,6 +351,7 @@ void Router::embeddings(HttpRequest& request, const std::shared_ptr<LoggedExchan
           parsed["model"] != model_.id) {
         throw api::model_not_found(parsed["model"].get<std::string>());
       }
+      const EmbeddingEncoding encoding = parse_embedding_encoding(parsed, engine_->config().dim);
       std::vector<std::vector<int32_t>> inputs =
           parse_embedding_inputs(parsed, engine_->tokenizer(), engine_->max_context());
       int64_t tokens = 0;
@@ -344,8 +359,8 @@ void Router::embeddings(HttpRequest& request, const std::shared_ptr<LoggedExchan
       if (cancelled->load()) return;
       auto job = embedder_->job(
           std::move(inputs), engine_->options().max_batch_tokens, cancelled,
-          [this, exchange, tokens](std::vector<std::vector<float>> vectors,
-                                   std::exception_ptr error) {
+          [this, exchange, tokens, encoding](std::vector<std::vector<float>> vectors,
+                                             std::exception_ptr error) {
             // On the engine thread: the response's JSON is written on a worker.
             if (error) {
               boost::asio::post(exchange->executor(), [this, exchange, error] {
@@ -355,10 +370,10 @@ void Router::embeddings(HttpRequest& request, const std::shared_ptr<LoggedExchan
             }
             answer_json_from_worker(
                 exchange, "POST /v1/embeddings", "embeddings",
-                [this, tokens,
+                [this, tokens, encoding,
                  vectors =
                      std::make_shared<const std::vector<std::vector<float>>>(std::move(vectors))] {
-                  return api::dump_json(embeddings_response(*vectors, tokens, model_.id));
+                  return api::dump_json(embeddings_response(*vectors, tokens, model_.id, encoding));
                 });
           });
       boost::asio::post(exchange->executor(), [exchange, tokens] {
@@ -464,8 +479,35 @@ std::optional<CompressionOutcome> Router::compress_prompt(nlohmann::json& body,
                                     prefill_seconds_per_token);
 }
 
+void Router::anthropic_messages(HttpRequest& request, const std::string& path,
+                                const std::shared_ptr<LoggedExchange>& exchange,
+                                std::string& label) {
+  // Every answer, errors included, goes through the translating exchange.
+  auto anthropic = std::make_shared<AnthropicExchange>(exchange);
+  const bool count = path == "/v1/messages/count_tokens";
+  label = count ? "messages.count_tokens" : "messages";
+  try {
+    require_api_key(request, /*allow_x_api_key=*/true);
+    require_method(request, http::verb::post, path);
+    if (!count) return generate(request, api::Endpoint::kChat, exchange, label, anthropic);
+    require_ready_state();
+    answer_json_from_worker(
+        anthropic, "POST " + path, label,
+        [this, body = std::make_shared<const std::string>(std::move(request.body()))] {
+          const json chat = api::chat_body_from_anthropic(api::parse_json_body(*body), true);
+          api::GenerationSpec spec = api::parse_chat_request(chat, engine_->tokenizer());
+          api::check_front_end(spec, model_.id, api::FrontEnd::kServer);
+          chat_->fill_prompt(spec);
+          return api::dump_json(json{{"input_tokens", spec.prompts.at(0).size()}});
+        });
+  } catch (...) {
+    answer_failure(*anthropic, "POST " + path, label, std::current_exception());
+  }
+}
+
 void Router::generate(HttpRequest& request, api::Endpoint endpoint,
-                      const std::shared_ptr<LoggedExchange>& exchange, const std::string& label) {
+                      const std::shared_ptr<LoggedExchange>& exchange, const std::string& label,
+                      std::shared_ptr<AnthropicExchange> anthropic) {
   const ServerState s = state();
   if (s == ServerState::kLoading) {
     throw api::ApiError(503, "the model is still loading", {}, "loading").with_retry_after(5);
@@ -475,12 +517,13 @@ void Router::generate(HttpRequest& request, api::Endpoint endpoint,
   }
   std::string what = std::string(request.method_string()) + " " + std::string(request.target());
   boost::asio::post(workers_, [this, body = std::move(request.body()), endpoint, exchange, label,
-                               what = std::move(what)]() mutable {
+                               anthropic, what = std::move(what)]() mutable {
     // On a worker: everything here costs time proportional to the body.
     std::exception_ptr failure;
     std::shared_ptr<api::GenerationSpec> spec;
     try {
       json parsed = api::parse_json_body(body);
+      if (anthropic) parsed = api::chat_body_from_anthropic(parsed);
       if (options_.log_prompts) {
         const json* prompt = parsed.contains("messages") ? &parsed["messages"] : nullptr;
         if (!prompt && parsed.contains("prompt")) prompt = &parsed["prompt"];
@@ -501,20 +544,25 @@ void Router::generate(HttpRequest& request, api::Endpoint endpoint,
     } catch (...) {
       failure = std::current_exception();
     }
-    boost::asio::post(exchange->executor(), [this, exchange, label, what, spec, failure] {
-      // Back on the connection's strand.
-      try {
-        if (failure) std::rethrow_exception(failure);
-        GenerationContext context;
-        context.engine = engine_;
-        context.metrics = &metrics_;
-        context.model_id = model_.id;
-        context.record = exchange->shared_record();
-        GenerationJob::start(context, std::move(*spec), exchange);
-      } catch (...) {
-        answer_failure(*exchange, what, label, std::current_exception());
-      }
-    });
+    boost::asio::post(
+        exchange->executor(), [this, exchange, anthropic, label, what, spec, failure] {
+          // Back on the connection's strand.
+          const std::shared_ptr<HttpExchange> output =
+              anthropic ? std::shared_ptr<HttpExchange>(anthropic) : exchange;
+          try {
+            if (failure) std::rethrow_exception(failure);
+            if (anthropic)
+              anthropic->set_input_tokens(static_cast<int64_t>(spec->prompts.at(0).size()));
+            GenerationContext context;
+            context.engine = engine_;
+            context.metrics = &metrics_;
+            context.model_id = model_.id;
+            context.record = exchange->shared_record();
+            GenerationJob::start(context, std::move(*spec), output);
+          } catch (...) {
+            answer_failure(*output, what, label, std::current_exception());
+          }
+        });
   });
 }
 

@@ -41,6 +41,7 @@
 #include "api/openai_protocol.h"
 #include "engine/engine.h"
 #include "formats/model_summary.h"
+#include "serve/anthropic_exchange.h"
 #include "serve/auth.h"
 #include "serve/cors.h"
 #include "serve/dashboard_advice.h"
@@ -100,8 +101,14 @@ class Router {
                 const std::shared_ptr<LoggedExchange>& exchange, std::string& label);
   // The "compression" extension: rewrites the body's marked context before it is parsed.
   std::optional<CompressionOutcome> compress_prompt(nlohmann::json& body, api::Endpoint endpoint);
+  // `anthropic` (POST /v1/messages): the body is Anthropic's, translated into a chat body
+  // first, and the answer is written through that exchange, which translates it back.
   void generate(HttpRequest& request, api::Endpoint endpoint,
-                const std::shared_ptr<LoggedExchange>& exchange, const std::string& label);
+                const std::shared_ptr<LoggedExchange>& exchange, const std::string& label,
+                std::shared_ptr<AnthropicExchange> anthropic = nullptr);
+  // POST /v1/messages and /v1/messages/count_tokens, every answer in Anthropic's shapes.
+  void anthropic_messages(HttpRequest& request, const std::string& path,
+                          const std::shared_ptr<LoggedExchange>& exchange, std::string& label);
   // Answers a request that failed with `error` (ApiError, Error or any exception); on the
   // exchange's strand. `what` ("POST /v1/completions") names it in the log.
   void answer_failure(HttpExchange& exchange, const std::string& what, const std::string& label,
@@ -112,7 +119,8 @@ class Router {
                        const std::shared_ptr<HttpExchange>& exchange);
   void require_ready_state() const;
   // 401 unless the request carries an accepted key (when --api-key is set).
-  void require_api_key(const HttpRequest& request) const;
+  // Anthropic's clients may send the key as "x-api-key: <key>" instead.
+  void require_api_key(const HttpRequest& request, bool allow_x_api_key = false) const;
   void dashboard(const HttpRequest& request, const std::string& path,
                  const std::shared_ptr<HttpExchange>& exchange);
   nlohmann::json dashboard_snapshot();

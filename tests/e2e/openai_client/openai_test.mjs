@@ -16,6 +16,26 @@ function check(ok, what) {
 const models = await client.models.list();
 const model = models.data[0].id;
 check(model === "stories260K", `models.list -> ${model}`);
+const retrieved = await client.models.retrieve(model);
+check(retrieved.id === model && retrieved.object === "model", `models.retrieve -> ${retrieved.id}`);
+
+// Embeddings with the client's defaults: it asks for encoding_format "base64" and decodes the
+// little-endian float32 bytes itself; the numbers must be the ones "float" sends.
+const texts = ["Once upon a time", "The dog ran home."];
+const packed = await client.embeddings.create({ model, input: texts });
+const plain = await client.embeddings.create({ model, input: texts, encoding_format: "float" });
+const vector = packed.data[0].embedding;
+check(packed.data.length === 2 && vector.length > 0 &&
+      vector.length === plain.data[0].embedding.length && packed.usage.prompt_tokens > 0,
+      `embeddings.create (default base64): ${packed.data.length} x ${vector.length}`);
+check(packed.data.every((d, i) => d.embedding.every((x, j) => x === plain.data[i].embedding[j])),
+      "base64 embeddings == float embeddings");
+const norm = Math.sqrt(vector.reduce((s, x) => s + x * x, 0));
+check(Math.abs(norm - 1) < 1e-5, `embedding is L2-normalised (${norm})`);
+const same = await client.embeddings.create({ model, input: texts[0],
+                                              dimensions: vector.length });
+check(same.data[0].embedding.every((x, j) => x === vector[j]),
+      "dimensions = the model's width is accepted");
 
 // Completions, non-streamed and streamed with the same seed.
 const params = { model, prompt: "Once upon a time", max_tokens: 40, temperature: 0.8, seed: 99 };
@@ -61,7 +81,7 @@ check(two.choices.length === 2 && two.choices[0].logprobs.content.length > 0,
 const schema = { type: "object", additionalProperties: false, required: ["name", "age"],
                  properties: { name: { type: "string", maxLength: 10 },
                                age: { type: "integer", minimum: 0, maximum: 99 } } };
-const parsed = await client.beta.chat.completions.parse({
+const parsed = await client.chat.completions.parse({
   model, messages, max_tokens: 200, temperature: 1, seed: 5,
   response_format: { type: "json_schema", json_schema: { name: "person", schema, strict: true } },
 });
@@ -77,7 +97,7 @@ const addTool = { name: "add", description: "Adds two numbers",
                                 properties: { a: { type: "integer", maximum: 999 },
                                               b: { type: "integer", maximum: 999 } } } };
 let called = null;
-const runner = client.beta.chat.completions.runTools({
+const runner = client.chat.completions.runTools({
   model, messages, max_tokens: 300, temperature: 1, seed: 9, parallel_tool_calls: false,
   tool_choice: { type: "function", function: { name: "add" } },
   tools: [{ type: "function", function: { ...addTool, parse: JSON.parse,
@@ -90,7 +110,7 @@ const toolParams = { model, messages, max_tokens: 200, temperature: 1, seed: 9,
                      tool_choice: "required", parallel_tool_calls: false,
                      tools: [{ type: "function", function: addTool }] };
 const toolWhole = await client.chat.completions.create(toolParams);
-const toolStream = client.beta.chat.completions.stream(toolParams);
+const toolStream = client.chat.completions.stream(toolParams);
 const toolFinal = await toolStream.finalChatCompletion();
 const wholeCall = toolWhole.choices[0].message.tool_calls?.[0]?.function;
 const streamCall = toolFinal.choices[0].message.tool_calls?.[0]?.function;
@@ -119,6 +139,8 @@ await expectError(client.chat.completions.create({
   model, messages, response_format: { type: "json_schema",
                                       json_schema: { name: "x", schema: { allOf: [] } } } }),
                   400, "response_format", "unsupported JSON Schema keyword");
+await expectError(client.embeddings.create({ model, input: "x", dimensions: 8 }), 400,
+                  "dimensions", "dimensions the model cannot shorten to");
 const anonymous = new OpenAI({ baseURL: process.env.RAPIDE_BASE_URL, apiKey: "wrong",
                                maxRetries: 0 });
 await expectError(anonymous.models.list(), 401, undefined, "wrong API key");

@@ -89,6 +89,45 @@ TEST_F(EmbeddingsTest, EachInputWithinTheContext) {
   EXPECT_EQ(refusal({{"input", json::array({-1})}}).code(), "invalid_type");  // as prompts
 }
 
+// encoding_format "base64" is OpenAI's: base64 of the little-endian float32 bytes (expected
+// strings from Python's base64.b64encode(struct.pack('<3f', ...)), padding included.
+TEST(EmbeddingEncodingTest, Base64IsLittleEndianFloat32) {
+  EXPECT_EQ(base64_float32(std::vector<float>{1.0f}), "AACAPw==");
+  EXPECT_EQ(base64_float32(std::vector<float>{1.0f, -2.0f}), "AACAPwAAAMA=");
+  EXPECT_EQ(base64_float32(std::vector<float>{0.5f, 0.25f, -0.125f}), "AAAAPwAAgD4AAAC+");
+  const json body =
+      embeddings_response({{1.0f}, {0.5f, 0.25f, -0.125f}}, 4, "m", EmbeddingEncoding::kBase64);
+  EXPECT_EQ(body["data"][0]["embedding"], "AACAPw==");
+  EXPECT_EQ(body["data"][1]["embedding"], "AAAAPwAAgD4AAAC+");
+  EXPECT_TRUE(embeddings_response({{1.0f}}, 1, "m")["data"][0]["embedding"].is_array());
+}
+
+TEST(EmbeddingEncodingTest, FormatsAndDimensions) {
+  EXPECT_EQ(parse_embedding_encoding(json{{"input", "x"}}, 64), EmbeddingEncoding::kFloat);
+  EXPECT_EQ(parse_embedding_encoding(json{{"encoding_format", "float"}}, 64),
+            EmbeddingEncoding::kFloat);
+  EXPECT_EQ(parse_embedding_encoding(json{{"encoding_format", "base64"}}, 64),
+            EmbeddingEncoding::kBase64);
+  EXPECT_EQ(parse_embedding_encoding(json{{"dimensions", 64}}, 64), EmbeddingEncoding::kFloat);
+  auto refused = [](const json& body) -> std::string {
+    try {
+      parse_embedding_encoding(body, 64);
+    } catch (const api::ApiError& e) {
+      EXPECT_EQ(e.status(), 400);
+      return e.param() + ": " + e.what();
+    }
+    return "accepted";
+  };
+  EXPECT_EQ(refused({{"encoding_format", "binary"}}).rfind("encoding_format: ", 0), 0u);
+  EXPECT_EQ(refused({{"dimensions", "8"}}).rfind("dimensions: ", 0), 0u);
+  EXPECT_EQ(refused({{"dimensions", 0}}).rfind("dimensions: ", 0), 0u);
+  // Shortening is refused with the reason: the model is not trained for it.
+  const std::string shorter = refused({{"dimensions", 8}});
+  EXPECT_EQ(shorter.rfind("dimensions: ", 0), 0u) << shorter;
+  EXPECT_NE(shorter.find("Matryoshka"), std::string::npos) << shorter;
+  EXPECT_NE(shorter.find("may only be 64"), std::string::npos) << shorter;
+}
+
 TEST_F(EmbeddingsTest, GroupsStayWithinThePassBudgetAndCoverEveryInputOnce) {
   std::vector<std::vector<int32_t>> inputs;
   for (const int n : {700, 3, 1, 64, 64, 300, 5, 2, 129, 128, 1})
