@@ -93,8 +93,12 @@ def test_completion(s):
     check(status == 200 and len(toks) == 8 and all(isinstance(x, int) for x in toks),
           f"return_tokens gives 8 ids (got {toks})")
     if status == 200:
-        _, detok = post(s, "/detokenize", {"tokens": toks})
-        check(detok.get("content") == body["content"], "the tokens detokenize to the content")
+        # After the prompt's ids they read as the content (alone, /detokenize would drop the
+        # leading SentencePiece space).
+        _, prompt = post(s, "/tokenize", {"content": LIFE, "add_special": True})
+        _, detok = post(s, "/detokenize", {"tokens": prompt["tokens"] + toks})
+        check(detok.get("content") == LIFE + body["content"],
+              f"the tokens detokenize to the content ({detok} vs {body['content']!r})")
 
 
 def test_greedy_and_stop(s):
@@ -173,8 +177,8 @@ def test_prompt_shapes(s):
     status, seq = post(s, "/completion", dict(base, prompt=[1, 2, 3, 4, 5, 6, LIFE, 7, 8, 9, 10, LIFE]))
     check(status == 200 and isinstance(seq, dict) and isinstance(seq.get("content"), str),
           f"ids and strings mixed in one prompt (got {status})")
-    # test_nocache_long_input_prompt: a prompt past the context is refused.
-    status, body = post(s, "/completion", {"prompt": LIFE * 100, "temperature": 1.0})
+    # test_nocache_long_input_prompt: a prompt past the context (2048 here) is refused.
+    status, body = post(s, "/completion", {"prompt": LIFE * 140, "temperature": 1.0})
     check(status == 400, f"a prompt past the context -> 400 (got {status})")
 
 
@@ -227,10 +231,12 @@ def test_params_and_errors(s):
     check(status == 400 and error_names(body, ["prompt"]), "no prompt -> 400")
     status, body = post(s, "/completion", {"prompt": LIFE, "n_predict": "x"})
     check(status == 400 and error_names(body, ["n_predict"]), "n_predict not a number -> 400")
-    # n_predict -1 (the default) runs until the context is full: 512 for stories260K.
+    # n_predict -1 (the default) runs until the context (/props' n_ctx) is full.
+    _, _, text = s.curl("/props", key=KEY)
+    n_ctx = json.loads(text)["default_generation_settings"]["n_ctx"]
     status, body = post(s, "/completion", {"prompt": LIFE, "n_predict": -1, "ignore_eos": True,
                                            "temperature": 0})
-    check(status == 200 and body.get("tokens_evaluated", 0) + body.get("tokens_predicted", 0) == 512
+    check(status == 200 and body.get("tokens_evaluated", 0) + body.get("tokens_predicted", 0) == n_ctx
           and body.get("stop_type") == "limit" and body.get("truncated") is True,
           f"n_predict -1: until the context is full (got {str(body)[:160]})")
     # llama-server's logit_bias: [[token, false]] bans the token.
@@ -273,7 +279,10 @@ def test_props_slots_version(s):
     check(str(props.get("model_path", "")).endswith("stories260K.gguf"), "model_path")
     check(isinstance(props.get("chat_template"), str) and isinstance(props.get("build_info"), str),
           "chat_template and build_info")
-    check(props.get("default_generation_settings", {}).get("n_ctx") == 512, "n_ctx 512")
+    _, _, text = s.curl("/v1/models", key=KEY)
+    max_len = json.loads(text)["data"][0]["max_model_len"]
+    check(props.get("default_generation_settings", {}).get("n_ctx") == max_len,
+          f"n_ctx is the served context ({max_len})")
     status, _, text = s.curl("/props", {}, key=KEY)
     check(status == 405, f"POST /props -> 405 (read-only, as llama-server without --props) ({status})")
 
@@ -323,7 +332,7 @@ def test_apply_template_rerank_metrics(s):
         check(status == 501 and error_names(body, ["rerank"]), f"{path} -> 501 naming why ({status} {body})")
     status, _, text = s.curl("/metrics")
     samples = [l for l in text.splitlines() if l and not l.startswith("#")]
-    bad = [l for l in samples if not re.match(r'^[a-z_:]+\{model_name="stories260K"[,}]', l)]
+    bad = [l for l in samples if not re.match(r'^[a-z0-9_:]+\{model_name="stories260K"[,}]', l)]
     check(status == 200 and len(samples) > 20 and not bad, f"every /metrics sample has model_name ({bad[:3]})")
     check(any('endpoint="completion",status="200"' in l for l in samples), "/completion counted in metrics")
 
