@@ -132,12 +132,25 @@ json openai_logit_bias(const json& v, const Tokenizer& tokenizer) {
       bad("logit_bias", "a logit_bias value must be a number or false");
     }
     std::vector<int32_t> ids;
+    auto id_of = [&](int64_t id) {
+      if (id < 0 || id >= tokenizer.vocab_size()) {
+        bad("logit_bias",
+            fmt::format("logit_bias token ids must be in [0, {})", tokenizer.vocab_size()));
+      }
+      return static_cast<int32_t>(id);
+    };
     if (key.is_number_integer()) {
-      ids.push_back(key.get<int32_t>());
+      ids.push_back(id_of(key.is_number_unsigned() &&
+                                  key.get<uint64_t>() >
+                                      static_cast<uint64_t>(std::numeric_limits<int64_t>::max())
+                              ? -1
+                              : key.get<int64_t>()));
     } else if (key.is_string()) {
       const std::string& s = key.get_ref<const std::string&>();
       const bool numeric = !s.empty() && std::all_of(s.begin(), s.end(), ::isdigit);
-      ids = numeric ? std::vector<int32_t>{std::stoi(s)} : encode(tokenizer, s, false);
+      // A numeric key is an id (OpenAI's object form); too many digits is no id at all.
+      ids = numeric ? std::vector<int32_t>{id_of(s.size() > 10 ? -1 : std::stoll(s))}
+                    : encode(tokenizer, s, false);
     } else {
       bad("logit_bias", "a logit_bias key must be a token id or a string");
     }
@@ -233,7 +246,10 @@ NativeCompletion parse_native_completion(const json& body, const Tokenizer& toke
   // so every range check and the engine's admission rules are written once.
   json oa = json::object();
   int64_t n_predict = int_or(body, "n_predict", int_or(body, "max_tokens", -1));
-  if (n_predict < -1) bad("n_predict", "'n_predict' must be -1 (unlimited) or a positive count");
+  if (n_predict < -1 || n_predict > std::numeric_limits<int32_t>::max()) {
+    bad("n_predict", fmt::format("'n_predict' must be -1 (unlimited) or a count in [1, {}]",
+                                 std::numeric_limits<int32_t>::max()));
+  }
   if (n_predict == 0) {
     bad("n_predict", "'n_predict': 0 (evaluate the prompt only) is not supported by rapide",
         "unsupported");

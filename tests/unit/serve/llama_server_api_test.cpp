@@ -95,6 +95,11 @@ TEST(LlamaServerApi, RefusesWhatItCannotHonour) {
   EXPECT_EQ(parse({{"id_slot", 4}}), 400);  // total_slots 4
   EXPECT_EQ(parse({{"id_slot", 3}}), 200);
   EXPECT_EQ(parse({{"post_sampling_probs", true}}), 400);
+  EXPECT_EQ(parse({{"n_predict", int64_t{1} << 40}}), 400);
+  // Token ids past the vocabulary (or past any integer type) in logit_bias: a 400, not a 500.
+  EXPECT_EQ(parse({{"logit_bias", {{"99999999999999999999", 1}}}}), 400);
+  EXPECT_EQ(parse({{"logit_bias", json::array({json::array({int64_t{99999999999}, 1})})}}), 400);
+  EXPECT_EQ(parse({{"logit_bias", json::array({json::array({-1, 1})})}}), 400);
   EXPECT_EQ(status_of([&] { parse_native_completion({{"n_predict", 1}}, *tok, 4, 512); }), 400);
 }
 
