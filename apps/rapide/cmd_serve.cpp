@@ -10,6 +10,7 @@
 #include "apps/rapide/commands.h"
 #include "apps/rapide/engine_flags.h"
 #include "apps/rapide/model_options.h"
+#include "apps/rapide/version.h"
 #include "base/cpu_features.h"
 #include "base/error.h"
 #include "base/logging.h"
@@ -176,6 +177,7 @@ void serve(ServeOptions& o, std::optional<DisaggRole> role) {
   served.file = loaded.file;
   served.threads = threads;
   served.chat_template = chat_template;
+  served.build = {cli::version_number(), cli::build_commit(), cli::build_type()};
   served.created = std::chrono::duration_cast<std::chrono::seconds>(
                        std::chrono::system_clock::now().time_since_epoch())
                        .count();

@@ -13,4 +13,16 @@ std::string version_text() {
                      cpu_features().describe());
 }
 
+std::string version_number() {
+  return RAPIDE_VERSION;
+}
+
+std::string build_commit() {
+  return RAPIDE_GIT_COMMIT;
+}
+
+std::string build_type() {
+  return RAPIDE_BUILD_TYPE;
+}
+
 }  // namespace rapide::cli

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <string_view>
 
 namespace rapide::serve {
 
@@ -23,6 +24,39 @@ template <typename T>
 void sample(std::string& out, const char* name, const char* type, const char* help, T value) {
   header(out, name, type, help);
   fmt::format_to(std::back_inserter(out), "{} {}\n", name, value);
+}
+
+// Adds `label` (name="value") first to every sample line of an exposition: one rule for
+// every family, so none can be missed. Comment lines (# HELP / # TYPE) are kept as they are.
+std::string with_label(const std::string& text, const std::string& label) {
+  std::string out;
+  out.reserve(text.size() + text.size() / 4);
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string_view line(text.data() + start, end - start);
+    if (line.empty() || line[0] == '#') {
+      out += line;
+    } else {
+      const size_t cut = line.find_first_of("{ ");
+      out += line.substr(0, cut);
+      if (cut != std::string_view::npos && line[cut] == '{') {
+        out += '{';
+        out += label;
+        out += ',';
+        out += line.substr(cut + 1);
+      } else {
+        out += '{';
+        out += label;
+        out += '}';
+        if (cut != std::string_view::npos) out += line.substr(cut);
+      }
+    }
+    out += '\n';
+    start = end + 1;
+  }
+  return out;
 }
 
 }  // namespace
@@ -121,7 +155,31 @@ RecentLatency ServeMetrics::recent_latency(double window_seconds) const {
           itl.percentiles(now, window_seconds)};
 }
 
+void ServeMetrics::set_model_name(std::string name) {
+  std::string escaped;
+  for (char c : name) {
+    if (c == '\\' || c == '"') escaped += '\\';
+    if (c == '\n') {
+      escaped += "\\n";
+      continue;
+    }
+    escaped += c;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  model_label_ = fmt::format("model_name=\"{}\"", escaped);
+}
+
 std::string ServeMetrics::render(const EngineStats* engine, int state) const {
+  std::string label;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    label = model_label_;
+  }
+  return label.empty() ? render_samples(engine, state)
+                       : with_label(render_samples(engine, state), label);
+}
+
+std::string ServeMetrics::render_samples(const EngineStats* engine, int state) const {
   std::string out;
   out.reserve(8192);
   {

@@ -70,10 +70,15 @@ class ServeMetrics {
   // for a dashboard's poll.
   RecentLatency recent_latency(double window_seconds) const;
 
+  // The served model's id: from now on every sample carries model_name="<id>" (the label
+  // vLLM's dashboards select on), first among its labels.
+  void set_model_name(std::string name);
   // The whole exposition; `state` is 0 loading, 1 ready, 2 draining.
   std::string render(const EngineStats* engine, int state) const;
 
  private:
+  std::string render_samples(const EngineStats* engine, int state) const;
+
   mutable std::mutex mutex_;
   std::map<std::pair<std::string, int>, uint64_t> requests_;
   Histogram ttft_;
@@ -89,6 +94,7 @@ class ServeMetrics {
   double kv_wait_seconds_ = 0.0;
   int64_t connections_ = 0;
   int64_t in_flight_ = 0;
+  std::string model_label_;  // `model_name="..."`, escaped; empty until set_model_name
 };
 
 }  // namespace rapide::serve

@@ -27,6 +27,16 @@ namespace {
 constexpr const char* kJson = "application/json";
 constexpr const char* kPrometheus = "text/plain; version=0.0.4; charset=utf-8";
 
+void send_error(HttpExchange& exchange, const api::ApiError& e) {
+  HeaderList headers;
+  if (e.retry_after()) headers.emplace_back("Retry-After", std::to_string(*e.retry_after()));
+  if (!e.allow().empty()) headers.emplace_back("Allow", e.allow());
+  if (e.status() == 401) headers.emplace_back("WWW-Authenticate", "Bearer");
+  exchange.respond(e.status(), kJson, e.to_json(), headers);
+}
+
+}  // namespace
+
 void require_method(const HttpRequest& request, http::verb wanted, const std::string& path) {
   if (request.method() == wanted) return;
   if (wanted == http::verb::get && request.method() == http::verb::head) return;
@@ -37,16 +47,6 @@ void require_method(const HttpRequest& request, http::verb wanted, const std::st
                       {}, "method_not_allowed")
       .with_allow(allow);
 }
-
-void send_error(HttpExchange& exchange, const api::ApiError& e) {
-  HeaderList headers;
-  if (e.retry_after()) headers.emplace_back("Retry-After", std::to_string(*e.retry_after()));
-  if (!e.allow().empty()) headers.emplace_back("Allow", e.allow());
-  if (e.status() == 401) headers.emplace_back("WWW-Authenticate", "Bearer");
-  exchange.respond(e.status(), kJson, e.to_json(), headers);
-}
-
-}  // namespace
 
 const char* server_state_name(ServerState state) {
   switch (state) {
@@ -83,8 +83,11 @@ void Router::attach(Engine& engine, ServedModel model) {
         options_.compressor_file ? options_.compressor_file : model_.file, model_.threads,
         model_.summary.parameters);
   }
+  fim_ = llama::find_fim_tokens(
+      model_.file && model_.file->format == "gguf" ? model_.file->path : "", engine.tokenizer());
   spdlog::info("chat prompts: {}; tool calls: {} format", chat_->description(),
                api::tool_call_format_name(chat_->tool_call_format()));
+  metrics_.set_model_name(model_.id);
   set_state(ServerState::kReady);
 }
 
@@ -187,6 +190,7 @@ void Router::dispatch(HttpRequest& request, const std::string& path,
     anthropic_messages(request, path, exchange, label);
     return;
   }
+  if (llama_server_route(request, path, exchange, label)) return;
   const bool tokenizer_path = path == "/tokenize" || path == "/detokenize";
   if (path.starts_with("/v1/") || tokenizer_path) {
     require_api_key(request);

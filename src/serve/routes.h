@@ -17,6 +17,9 @@
 //   POST /tokenize, /detokenize                 the tokenizer (tokenize_endpoints.h)
 //   GET  /dashboard, /dashboard/*               the live dashboard's files (dashboard_assets.h)
 //   GET  /dashboard/state                       its JSON, behind the key (dashboard_state.h)
+//   POST /completion, /infill, /apply-template   llama-server's native API (llama_server_api.h)
+//   GET  /props, /slots, /version                ... its server state, and rapide's build
+//   POST /rerank, /v1/rerank                     501: no reranking model (llama_server_routes.cpp)
 //   GET  /                                      302 to /dashboard
 //   OPTIONS any                                 CORS preflight, with --allowed-origins (cors.h)
 //
@@ -47,14 +50,26 @@
 #include "serve/dashboard_advice.h"
 #include "serve/embeddings.h"
 #include "serve/http_server.h"
+#include "serve/llama_server_api.h"
 #include "serve/metrics.h"
 #include "serve/prompt_compression.h"
 #include "serve/request_log.h"
 
 namespace rapide::serve {
 
+// 405 with Allow unless the request's method is `wanted` (HEAD passes for GET).
+void require_method(const HttpRequest& request, boost::beast::http::verb wanted,
+                    const std::string& path);
+
 enum class ServerState { kLoading = 0, kReady = 1, kDraining = 2 };
 const char* server_state_name(ServerState state);
+
+// What binary serves: `rapide --version`'s release, commit and build type.
+struct BuildInfo {
+  std::string version;  // "0.1.0"
+  std::string commit;   // "6c5e8e0a1b2c", "unknown" outside a git checkout
+  std::string type;     // "Release"
+};
 
 // The model being served: what /v1/models says about it, and the chat template override.
 struct ServedModel {
@@ -66,6 +81,7 @@ struct ServedModel {
   std::shared_ptr<const ModelFile> file;  // for /v1/embeddings' own Model; null: no embeddings
   int threads = 1;                        // of that Model's pool
   std::string tool_call_parser;           // --tool-call-parser; empty: from the chat template
+  BuildInfo build;                        // /version, /props' build_info
 };
 
 // The router's switches from the command line.
@@ -133,6 +149,16 @@ class Router {
   // Parsed on a worker; the passes run between engine steps, stopped when the client goes.
   void embeddings(HttpRequest& request, const std::shared_ptr<LoggedExchange>& exchange);
   void engine_state(const std::shared_ptr<HttpExchange>& exchange);
+  // llama-server's native endpoints (llama_server_routes.cpp); false: not one of its paths.
+  bool llama_server_route(HttpRequest& request, const std::string& path,
+                          const std::shared_ptr<LoggedExchange>& exchange, std::string& label);
+  // POST /completion and /infill: parsed on a worker, then run as /v1/completions is.
+  void native_completion(HttpRequest& request, bool infill,
+                         const std::shared_ptr<LoggedExchange>& exchange, const std::string& label);
+  nlohmann::json props_json() const;
+  nlohmann::json slots_json() const;
+  // The most sequences the engine runs at once: llama-server's "total_slots".
+  int total_slots() const;
   void answer_engine_state(const std::shared_ptr<HttpExchange>& exchange, double read_bandwidth);
 
   ApiKeys keys_;
@@ -147,6 +173,7 @@ class Router {
   std::unique_ptr<api::ChatPrompter> chat_;
   std::unique_ptr<Embedder> embedder_;
   std::unique_ptr<RequestCompressor> compressor_;  // null: no model file to score with
+  llama::FimTokens fim_;                           // /infill's tokens, found at attach()
   // /v1/engine/state's read bandwidth: measured once, between engine steps, on the first
   // request (advise/bandwidth_probe_task.h), then kept; requests that arrive while the probe
   // runs wait for its figure. Guarded by bandwidth_mutex_.

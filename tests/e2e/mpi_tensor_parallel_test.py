@@ -137,7 +137,7 @@ def hit_tokens(server):
     status, _, metrics = server.curl("/metrics")
     assert status == 200, metrics
     for line in metrics.splitlines():
-        if line.startswith("rapide_prefix_cache_hit_tokens_total "):
+        if line.startswith("rapide_prefix_cache_hit_tokens_total"):  # {model_name="..."}
             return float(line.split()[1])
     raise AssertionError("no rapide_prefix_cache_hit_tokens_total in /metrics")
 

@@ -100,6 +100,9 @@ class RapideServer:
             if line.startswith("#") or not line.strip():
                 continue
             name, _, value = line.rpartition(" ")
+            # Every sample carries the served model's model_name label first; the keys leave
+            # it out so a test names a series by its own labels.
+            name = re.sub(r'model_name="(?:[^"\\\\]|\\\\.)*",?', "", name).replace("{}", "")
             values[name] = float(value)
         return values
 

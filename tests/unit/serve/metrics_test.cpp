@@ -90,6 +90,39 @@ TEST(ServeMetrics, RendersRequestsAndEngineGauges) {
   EXPECT_NE(text.find("# TYPE rapide_time_per_output_token_seconds histogram"), std::string::npos);
 }
 
+TEST(ServeMetrics, EverySampleCarriesTheModelName) {
+  // vLLM's Grafana dashboards select every panel's series by model_name.
+  ServeMetrics m;
+  m.observe_status("completions", 200);
+  SequenceObservation s;
+  s.ttft = 0.02;
+  m.observe_sequence(s);
+  m.set_model_name("my \"model\"");
+  EngineStats e;
+  e.running = 2;
+  const std::string text = m.render(&e, 1);
+  const std::string label = "model_name=\"my \\\"model\\\"\"";
+  EXPECT_TRUE(has_line(
+      text, "rapide_requests_total{" + label + ",endpoint=\"completions\",status=\"200\"} 1"))
+      << text;
+  EXPECT_TRUE(has_line(text, "rapide_running_sequences{" + label + "} 2")) << text;
+  EXPECT_TRUE(has_line(text, "rapide_time_to_first_token_seconds_count{" + label + "} 1")) << text;
+  EXPECT_TRUE(
+      has_line(text, "rapide_time_to_first_token_seconds_bucket{" + label + ",le=\"+Inf\"} 1"))
+      << text;
+  size_t samples = 0;
+  size_t start = 0;
+  while (start < text.size()) {
+    const size_t end = text.find('\n', start);
+    const std::string line = text.substr(start, end - start);
+    start = end + 1;
+    if (line.empty() || line[0] == '#') continue;
+    ++samples;
+    EXPECT_NE(line.find("{" + label), std::string::npos) << line;
+  }
+  EXPECT_GT(samples, 20u);
+}
+
 TEST(ServeMetrics, RendersSpeculationOnlyWhenOn) {
   ServeMetrics m;
   EngineStats e;
