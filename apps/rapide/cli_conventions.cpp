@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -155,18 +156,24 @@ bool has_config_value(const CLI::Option& option) {
 
 std::string effective_config(const CLI::App& command) {
   std::string out = fmt::format(
-      "# {}: the flags in effect (command line over environment over --config file);
-"
-      "# `{} --config FILE` reads this back.
-",
+      "# {}: the flags in effect (command line over environment over --config file);\n"
+      "# `{} --config FILE` reads this back.\n",
       command_path(&command), command_path(&command));
-  std::string values = command.config_to_str(true, false);
-  out += values;
-  // Options with neither a value nor a default: listed, so the file names every key.
+  // CLI11 writes `key=""` for an option with neither a value nor a default, which an integer
+  // option would not read back: those become `# key = (not set)` lines, so the file still
+  // names every key.
+  std::vector<std::string> unset;
   for (const CLI::Option* option : command.get_options()) {
-    if (!option->get_configurable() || has_config_value(*option)) continue;
-    out += fmt::format("# {} = (not set)\n", option->get_single_name());
+    if (option->get_configurable() && !has_config_value(*option)) {
+      unset.push_back(option->get_single_name());
+    }
   }
+  std::istringstream lines(command.config_to_str(true, false));
+  for (std::string line; std::getline(lines, line);) {
+    const std::string key = line.substr(0, line.find('='));
+    if (std::find(unset.begin(), unset.end(), key) == unset.end()) out += line + "\n";
+  }
+  for (const std::string& key : unset) out += fmt::format("# {} = (not set)\n", key);
   return out;
 }
 
@@ -216,10 +223,11 @@ void apply_cli_conventions(CLI::App& app) {
   // A dry run: the flags a command would run with, after the file, the environment and the
   // command line are merged. It runs before any subcommand's callback (CLI11 calls the top
   // level's parse-complete callback first), so nothing loads or listens.
-  CLI::Option* print_config = app.add_flag(
-      "--print-config",
-      "print the flags in effect (command line, environment, --config file) as a --config "
-      "file, and exit without running");
+  CLI::Option* print_config =
+      app.add_flag("--print-config")
+          ->description(
+              "print the flags in effect (command line, environment, --config file) as a --config "
+              "file, and exit without running");
   print_config->configurable(false);
   app.parse_complete_callback([&app, print_config] {
     if (print_config->count() == 0) return;

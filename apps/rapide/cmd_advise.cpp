@@ -125,8 +125,8 @@ double perplexity_of(const AdviseOptions& o, const BenchOptions& run) {
 
 // Each numerics-changing lever's perplexity before and after, with --text; the lever's
 // options are `o.bench` with its flags applied (a quantized model in `scratch`).
-void measure_quality(const AdviseOptions& o, const advise::Advice& advice,
-                     advise::CostReport& cost, const std::string& scratch) {
+void measure_quality(const AdviseOptions& o, const advise::Advice& advice, advise::CostReport& cost,
+                     const std::string& scratch) {
   if (o.text_file.empty()) return;
   std::optional<double> before;
   for (advise::LeverCost& c : cost.levers) {
@@ -205,14 +205,13 @@ std::string apply_verified(const AdviseOptions& o, const std::vector<VerifiedLev
   for (const VerifiedLever& l : levers) {
     const advise::Verification& v = l.verification;
     const bool ok = v.verdict == advise::VerifyVerdict::kVerified;
-    header += fmt::format("# {} {}: {} {} -> {} predicted {}, measured {} ({}){}\n",
-                          ok ? "applied" : "not applied", v.change, advise::metric_name(v.metric),
-                          v.predicted_before * advise::metric_scale(v.metric),
-                          v.predicted_after * advise::metric_scale(v.metric),
-                          advise::metric_unit(v.metric),
-                          v.measured_after * advise::metric_scale(v.metric),
-                          advise::verify_verdict_name(v.verdict),
-                          ok ? "" : ": only levers verified within the band are applied");
+    header += fmt::format(
+        "# {} {}: {} {} -> {} predicted {}, measured {} ({}){}\n", ok ? "applied" : "not applied",
+        v.change, advise::metric_name(v.metric),
+        v.predicted_before * advise::metric_scale(v.metric),
+        v.predicted_after * advise::metric_scale(v.metric), advise::metric_unit(v.metric),
+        v.measured_after * advise::metric_scale(v.metric), advise::verify_verdict_name(v.verdict),
+        ok ? "" : ": only levers verified within the band are applied");
     if (!ok) continue;
     applied += (applied.empty() ? "" : ", ") + v.change;
     for (const auto& [flag, value] : l.finding->flags) {
@@ -237,13 +236,14 @@ std::string apply_verified(const AdviseOptions& o, const std::vector<VerifiedLev
   std::ofstream out(o.apply_file);
   out << text;
   if (!out) fail(ErrorCode::kUnavailable, "cannot write {}", o.apply_file);
-  return applied.empty()
-             ? fmt::format("applied: no lever was verified within the band; {} holds the run's "
-                           "own settings only",
-                           o.apply_file)
-             : fmt::format("applied: {} written to {}; start a server with them: rapide serve "
-                           "--config {}",
-                           applied, o.apply_file, o.apply_file);
+  return applied.empty() ? fmt::format(
+                               "applied: no lever was verified within the band; {} holds the run's "
+                               "own settings only",
+                               o.apply_file)
+                         : fmt::format(
+                               "applied: {} written to {}; start a server with them: rapide serve "
+                               "--config {}",
+                               applied, o.apply_file, o.apply_file);
 }
 
 // Runs the workload (A), advises, and with --verify reruns it once per lever that fired

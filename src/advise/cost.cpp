@@ -19,9 +19,10 @@ uint64_t kv_budget_bytes(const EngineState& s) {
          static_cast<uint64_t>(s.config.kv_block_size) * s.model.kv_bytes_per_token;
 }
 
-uint64_t offload_bytes(const std::string& text) {
+// The RAM offload tier's size ("" or "0": none); a fraction is of the memory available.
+uint64_t offload_bytes(const std::string& text, uint64_t memory_available) {
   if (text.empty() || text == "0") return 0;
-  return parse_memory_budget(text, 0);
+  return parse_memory_budget(text, memory_available);
 }
 
 // Bytes per weight parameter of a quantization type (as ModelFacts::bytes_per_parameter).
@@ -31,13 +32,6 @@ double bytes_per_parameter(const std::string& type) {
   if (type == "q8_0") return 34.0 / 32.0;
   if (type == "q4_0") return 18.0 / 32.0;
   return 0.0;
-}
-
-std::string flag_value(const Finding& f, const std::string& flag) {
-  for (const auto& [name, value] : f.flags) {
-    if (name == flag) return value;
-  }
-  return "";
 }
 
 // The lever's flags as typed ("--kv-memory 4MiB"); change_text spells --quantize as a
@@ -93,8 +87,8 @@ nlohmann::json optional_json(const std::optional<double>& v) {
 Footprint footprint_of(const EngineState& state) {
   Footprint f;
   f.cores = state.machine.threads > 0 ? state.machine.threads : state.machine.cores;
-  f.memory_bytes =
-      state.model.weight_bytes + kv_budget_bytes(state) + offload_bytes(state.config.kv_offload_ram);
+  f.memory_bytes = state.model.weight_bytes + kv_budget_bytes(state) +
+                   offload_bytes(state.config.kv_offload_ram, state.machine.memory_available);
   return f;
 }
 
@@ -202,8 +196,7 @@ TokenCost token_cost(double usd_per_hour, const RunVolume& v) {
 
 bool changes_numerics(const Finding& f) {
   for (const auto& [flag, value] : f.flags) {
-    if (flag == "--quantize" || flag == "--kv-type" || flag == "--prune" ||
-        flag == "--compress") {
+    if (flag == "--quantize" || flag == "--kv-type" || flag == "--prune" || flag == "--compress") {
       return true;
     }
   }
@@ -216,15 +209,16 @@ int64_t lever_memory_delta(const Finding& f, const EngineState& s) {
     if (flag == "--quantize") {
       const double now = s.model.bytes_per_parameter(), then = bytes_per_parameter(value);
       if (now > 0.0 && then > 0.0) {
-        delta += static_cast<int64_t>(std::llround(static_cast<double>(s.model.parameters) *
-                                                   (then - now)));
+        delta += static_cast<int64_t>(
+            std::llround(static_cast<double>(s.model.parameters) * (then - now)));
       }
     } else if (flag == "--kv-memory") {
       delta += static_cast<int64_t>(parse_memory_budget(value, s.machine.memory_available)) -
                static_cast<int64_t>(kv_budget_bytes(s));
     } else if (flag == "--kv-offload-ram") {
-      delta += static_cast<int64_t>(offload_bytes(value)) -
-               static_cast<int64_t>(offload_bytes(s.config.kv_offload_ram));
+      delta +=
+          static_cast<int64_t>(offload_bytes(value, s.machine.memory_available)) -
+          static_cast<int64_t>(offload_bytes(s.config.kv_offload_ram, s.machine.memory_available));
     }
     // --kv-type keeps the budget's bytes (it holds more positions); the scheduler levers,
     // the prefix cache, batching and speculation by prompt lookup work inside it.
@@ -250,7 +244,10 @@ LeverCost predict_lever_cost(const Finding& f, const EngineState& state, const P
       before.usd_per_hour > 0.0 ? c.usd_per_hour_after / before.usd_per_hour : 1.0;
   double input_time = 1.0, output_time = 1.0;
   bool predicted = true;
-  if (!f.prediction || f.prediction->before <= 0.0 || f.prediction->after <= 0.0) {
+  const bool latency_only = f.prediction && (f.prediction->metric == Metric::kItlP99 ||
+                                             f.prediction->metric == Metric::kPreemptions);
+  if (!latency_only &&
+      (!f.prediction || f.prediction->before <= 0.0 || f.prediction->after <= 0.0)) {
     predicted = false;
     c.note = "no prediction";
   } else {
@@ -305,8 +302,7 @@ LeverCost measured_lever_cost(const Finding& f, const EngineState& state_a,
   c.numerics = changes_numerics(f);
   c.measured = true;
   const Footprint fa = footprint_of(state_a), fb = footprint_of(state_b);
-  c.memory_delta =
-      static_cast<int64_t>(fb.memory_bytes) - static_cast<int64_t>(fa.memory_bytes);
+  c.memory_delta = static_cast<int64_t>(fb.memory_bytes) - static_cast<int64_t>(fa.memory_bytes);
   const TokenCost before = token_cost(hourly_usd(price, fa), volume_a);
   c.usd_per_hour_after = hourly_usd(price, fb);
   c.after = token_cost(c.usd_per_hour_after, volume_b);

@@ -149,8 +149,9 @@ TEST(Cost, ThroughputScalesBothAndMoreMemoryRaisesThePerGibPrice) {
   EXPECT_NE(kv.note.find("preemptions"), std::string::npos) << kv.note;
 
   // ITL p99 only and no memory change: no saving figure at all.
-  const LeverCost itl = predict_lever_cost(lever("--prefill-chunk", "256", Metric::kItlP99, 0.3, 0.1),
-                                           state(), Price{3.6, 0, 0}, volume());
+  const LeverCost itl =
+      predict_lever_cost(lever("--prefill-chunk", "256", Metric::kItlP99, 0.3, 0.1), state(),
+                         Price{3.6, 0, 0}, volume());
   EXPECT_FALSE(itl.saving_output.has_value());
   EXPECT_FALSE(itl.saving_input.has_value());
 }
