@@ -205,12 +205,12 @@ std::string apply_verified(const AdviseOptions& o, const std::vector<VerifiedLev
   for (const VerifiedLever& l : levers) {
     const advise::Verification& v = l.verification;
     const bool ok = v.verdict == advise::VerifyVerdict::kVerified;
+    const double scale = advise::metric_scale(v.metric);
     header += fmt::format(
-        "# {} {}: {} {} -> {} predicted {}, measured {} ({}){}\n", ok ? "applied" : "not applied",
-        v.change, advise::metric_name(v.metric),
-        v.predicted_before * advise::metric_scale(v.metric),
-        v.predicted_after * advise::metric_scale(v.metric), advise::metric_unit(v.metric),
-        v.measured_after * advise::metric_scale(v.metric), advise::verify_verdict_name(v.verdict),
+        "# {} {}: {} {:.2f} -> {:.2f} {} predicted, {:.2f} -> {:.2f} measured ({}){}\n",
+        ok ? "applied" : "not applied", v.change, advise::metric_name(v.metric),
+        v.predicted_before * scale, v.predicted_after * scale, advise::metric_unit(v.metric),
+        v.measured_before * scale, v.measured_after * scale, advise::verify_verdict_name(v.verdict),
         ok ? "" : ": only levers verified within the band are applied");
     if (!ok) continue;
     applied += (applied.empty() ? "" : ", ") + v.change;
@@ -232,7 +232,14 @@ std::string apply_verified(const AdviseOptions& o, const std::vector<VerifiedLev
       "verified within ±35 % of their prediction on top of the run's own engine flags.\n"
       "# Start a server with them: rapide serve --config {}\n{}",
       o.apply_file, header);
-  for (const auto& [key, value] : settings) text += key + "=" + value + "\n";
+  for (auto& [key, value] : settings) {
+    // A relative model path would resolve against wherever the server starts.
+    if ((key == "model" || key == "tokenizer" || key == "draft-model") && value.size() > 2 &&
+        value.front() == '"' && !value.starts_with("\"/")) {
+      value = toml_value(std::filesystem::absolute(value.substr(1, value.size() - 2)).string());
+    }
+    text += key + "=" + value + "\n";
+  }
   std::ofstream out(o.apply_file);
   out << text;
   if (!out) fail(ErrorCode::kUnavailable, "cannot write {}", o.apply_file);
