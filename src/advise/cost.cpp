@@ -338,10 +338,10 @@ std::string format_cost_report(const CostReport& r) {
   std::string out = fmt::format("cost at {}:\n  {}\n", describe_price(r.price, r.footprint),
                                 format_token_cost(r.cost, r.volume));
   if (r.levers.empty()) return out;
-  out += fmt::format("  {:<24} {:<24} {:>14} {:>14} {:>14} {:>12}  {}\n", "lever", "change",
+  out += fmt::format("  {:<31} {:<24} {:>14} {:>14} {:>14} {:>12}  {}\n", "lever", "change",
                      "saving/M in", "saving/M out", "saving at SLO", "memory", "quality");
   for (const LeverCost& c : r.levers) {
-    out += fmt::format("  {:<24} {:<24} {:>14} {:>14} {:>14} {:>12}  {}{}\n",
+    out += fmt::format("  {:<31} {:<24} {:>14} {:>14} {:>14} {:>12}  {}{}\n",
                        c.lever + (c.measured ? " (measured)" : ""), c.change,
                        signed_usd(c.saving_input), signed_usd(c.saving_output),
                        signed_usd(c.saving_at_slo), signed_bytes(c.memory_delta), quality_text(c),
