@@ -58,7 +58,7 @@ void add_bench_options(CLI::App* cmd, BenchOptions* o);
 struct BenchOutcome {
   bench::BenchReport report;
   std::optional<advise::EngineState> state;  // with --engine
-  std::vector<advise::RunVolume> volumes;     // per run: tokens, time, prefill share
+  std::vector<advise::RunVolume> volumes;    // per run: tokens, time, prefill share
 };
 
 // Runs every arrival pattern of `o`, prints the tables, writes the files asked for.

@@ -5,6 +5,9 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "advise/advice_html.h"
+#include "advise/advisor.h"
+#include "advise/engine_state.h"
 #include "api/api_error.h"
 #include "api/structured_output.h"
 #include "apps/rapide/bench_command.h"
@@ -21,9 +24,6 @@
 #include "bench/http_backend.h"
 #include "bench/progress.h"
 #include "bench/table_report.h"
-#include "advise/advice_html.h"
-#include "advise/advisor.h"
-#include "advise/engine_state.h"
 #include "engine/engine.h"
 
 namespace rapide::cli {
@@ -45,7 +45,6 @@ std::string describe_speculation(const SpecStats& before, const SpecStats& after
 }
 
 using namespace rapide::bench;
-
 
 std::vector<ArrivalPattern> arrival_patterns(const BenchOptions& o) {
   std::vector<ArrivalPattern> out;
@@ -282,9 +281,10 @@ BenchOutcome run_bench(BenchOptions& o) {
     for (size_t i = 0; i < report.runs.size(); ++i) {
       report.settings.emplace_back(
           fmt::format("cost, run {}", i + 1),
-          fmt::format("at {}: {}", advise::describe_price(o.price, footprint),
-                      advise::format_token_cost(advise::token_cost(usd_per_hour, outcome.volumes[i]),
-                                                outcome.volumes[i])));
+          fmt::format(
+              "at {}: {}", advise::describe_price(o.price, footprint),
+              advise::format_token_cost(advise::token_cost(usd_per_hour, outcome.volumes[i]),
+                                        outcome.volumes[i])));
     }
   }
   if (!o.quiet_tables) {

@@ -6,8 +6,8 @@
 #include <cstdio>
 
 #include "apps/rapide/commands.h"
-#include "apps/rapide/perplexity_command.h"
 #include "apps/rapide/model_options.h"
+#include "apps/rapide/perplexity_command.h"
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/mapped_file.h"
@@ -69,11 +69,12 @@ PerplexityFigure measure_perplexity(const PerplexityOptions& options) {
         batch.add(token, 0, p, true);
       }
       auto logits = loaded.model->forward(batch, kv, *loaded.pool);
-      std::copy(logits.begin(), logits.end(), window_logits.begin() + static_cast<size_t>(begin) * vocab);
+      std::copy(logits.begin(), logits.end(),
+                window_logits.begin() + static_cast<size_t>(begin) * vocab);
     }
     for (int p = first_scored; p < ctx - 1; ++p) {
-      const double lp =
-          log_probability(window_logits.data() + static_cast<size_t>(p) * vocab, vocab, tokens[base + p + 1]);
+      const double lp = log_probability(window_logits.data() + static_cast<size_t>(p) * vocab,
+                                        vocab, tokens[base + p + 1]);
       nll -= lp;
       nll_squared += lp * lp;
       ++count;
@@ -105,7 +106,8 @@ void register_perplexity(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("perplexity", "perplexity of a text, llama.cpp's method");
   add_model_options(*cmd, options->model);
   cmd->add_option("-f,--file", options->text_path, "text file to score")->required();
-  cmd->add_option("-c,--ctx-size,--ctx", options->context, "window length in tokens")->capture_default_str();
+  cmd->add_option("-c,--ctx-size,--ctx", options->context, "window length in tokens")
+      ->capture_default_str();
   cmd->add_option("-b,--batch", options->batch, "tokens per forward pass")
       ->check(CLI::Range(1, 65536))
       ->capture_default_str();

@@ -496,7 +496,8 @@ TEST_F(CliAdvise, VerifyApplyWritesTheVerifiedSettingsAsAServeConfig) {
     // The lever only when verified within the band; the run's own flags either way.
     EXPECT_NE(r.out.find(verified ? "prefix-cache=\"on\"" : "prefix-cache=\"off\""),
               std::string::npos)
-        << v.dump() << "\n" << r.out;
+        << v.dump() << "\n"
+        << r.out;
     EXPECT_NE(r.out.find("max-seqs=3"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("model=\"" + model() + "\""), std::string::npos) << r.out;
   }
