@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "advise/cost.h"
 #include "advise/engine_state.h"
 #include "apps/rapide/engine_flags.h"
 #include "apps/rapide/model_options.h"
@@ -48,14 +49,16 @@ struct BenchOptions {
   double max_error_rate = -1;  // < 0: fail only when every request failed
   bool sizes_given = false;    // --prefix-len or --context-len on the command line
   std::string flags_text;
+  advise::Price price;  // --price-per-hour & co: cost per million tokens (advise/cost.h)
 };
 
-// Adds the target, workload, arrival and output options (not --state) to `cmd`.
+// Adds the target, workload, arrival, price and output options (not --state) to `cmd`.
 void add_bench_options(CLI::App* cmd, BenchOptions* o);
 
 struct BenchOutcome {
   bench::BenchReport report;
   std::optional<advise::EngineState> state;  // with --engine
+  std::vector<advise::RunVolume> volumes;    // per run: tokens, time, prefill share
 };
 
 // Runs every arrival pattern of `o`, prints the tables, writes the files asked for.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -146,7 +147,35 @@ std::string one_line_failure(const CLI::App* app, const CLI::Error& e) {
   return "error: " + line + "\n";
 }
 
+// A configurable option's key in a --config file, and whether it has a value to write.
+bool has_config_value(const CLI::Option& option) {
+  return option.count() > 0 || !option.get_default_str().empty() || option.get_expected_min() == 0;
+}
+
 }  // namespace
+
+std::string effective_config(const CLI::App& command) {
+  std::string out = fmt::format(
+      "# {}: the flags in effect (command line over environment over --config file);\n"
+      "# `{} --config FILE` reads this back.\n",
+      command_path(&command), command_path(&command));
+  // CLI11 writes `key=""` for an option with neither a value nor a default, which an integer
+  // option would not read back: those become `# key = (not set)` lines, so the file still
+  // names every key.
+  std::vector<std::string> unset;
+  for (const CLI::Option* option : command.get_options()) {
+    if (option->get_configurable() && !has_config_value(*option)) {
+      unset.push_back(option->get_single_name());
+    }
+  }
+  std::istringstream lines(command.config_to_str(true, false));
+  for (std::string line; std::getline(lines, line);) {
+    const std::string key = line.substr(0, line.find('='));
+    if (std::find(unset.begin(), unset.end(), key) == unset.end()) out += line + "\n";
+  }
+  for (const std::string& key : unset) out += fmt::format("# {} = (not set)\n", key);
+  return out;
+}
 
 std::vector<std::string> rewrite_flag_aliases(int argc, const char* const* argv) {
   std::vector<std::string> out;
@@ -191,6 +220,20 @@ void apply_cli_conventions(CLI::App& app) {
                  "read flags from a TOML file: 'ctx-size = 4096' lines for the subcommand run, "
                  "[serve] sections for one subcommand");
   app.config_formatter(std::make_shared<SubcommandConfig>(app));
+  // A dry run: the flags a command would run with, after the file, the environment and the
+  // command line are merged. It runs before any subcommand's callback (CLI11 calls the top
+  // level's parse-complete callback first), so nothing loads or listens.
+  CLI::Option* print_config =
+      app.add_flag("--print-config")
+          ->description(
+              "print the flags in effect (command line, environment, --config file) as a --config "
+              "file, and exit without running");
+  print_config->configurable(false);
+  app.parse_complete_callback([&app, print_config] {
+    if (print_config->count() == 0) return;
+    std::fputs(effective_config(*deepest_selected(app)).c_str(), stdout);
+    throw CLI::Success();
+  });
   // `rapide serve --config FILE`: --config belongs to the top level, reached from a
   // subcommand's arguments through fallthrough.
   app.allow_config_extras(CLI::config_extras_mode::error);

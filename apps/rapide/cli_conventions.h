@@ -6,6 +6,8 @@
 //  * Every long flag may come from the environment as RAPIDE_<FLAG> (--ctx-size ->
 //    RAPIDE_CTX_SIZE) and from `--config FILE` (TOML: `ctx-size = 4096` lines); the command
 //    line wins over the environment, which wins over the file.
+//  * `--print-config` prints the flags a command would run with (file, environment and command
+//    line merged) as a --config file, every key listed, and exits 0 without running.
 //  * Every usage error is one line on stderr, with a "did you mean" for a mistyped flag or
 //    subcommand, and exit code 2 (help and --version exit 0).
 #pragma once
@@ -25,6 +27,10 @@ std::vector<std::string> rewrite_flag_aliases(int argc, const char* const* argv)
 // Adds RAPIDE_<FLAG> environment names and --config to every subcommand of `app`, and
 // installs the one-line failure message.
 void apply_cli_conventions(CLI::App& app);
+
+// The subcommand's flags in effect as a --config TOML file: `key=value` for every option with
+// a value or a default, a `# key = (not set)` line for the others.
+std::string effective_config(const CLI::App& command);
 
 // The closest of `candidates` to `typed` when near enough to be a likely typo, else "".
 std::string closest_name(const std::string& typed, const std::vector<std::string>& candidates);

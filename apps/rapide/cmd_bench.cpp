@@ -5,6 +5,9 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "advise/advice_html.h"
+#include "advise/advisor.h"
+#include "advise/engine_state.h"
 #include "api/api_error.h"
 #include "api/structured_output.h"
 #include "apps/rapide/bench_command.h"
@@ -21,9 +24,6 @@
 #include "bench/http_backend.h"
 #include "bench/progress.h"
 #include "bench/table_report.h"
-#include "advise/advice_html.h"
-#include "advise/advisor.h"
-#include "advise/engine_state.h"
 #include "engine/engine.h"
 
 namespace rapide::cli {
@@ -45,7 +45,6 @@ std::string describe_speculation(const SpecStats& before, const SpecStats& after
 }
 
 using namespace rapide::bench;
-
 
 std::vector<ArrivalPattern> arrival_patterns(const BenchOptions& o) {
   std::vector<ArrivalPattern> out;
@@ -233,6 +232,12 @@ BenchOutcome run_bench(BenchOptions& o) {
                      {"requests per run", std::to_string(o.num_requests)},
                      {"seed", std::to_string(o.seed)},
                      {"flags", o.flags_text}};
+  if (o.price.needs_footprint() && !o.engine) {
+    fail(ErrorCode::kInvalidArgument,
+         "--price-per-core-hour and --price-per-gib-hour price the engine's threads and memory: "
+         "they need --engine (for a server, give --price-per-hour)");
+  }
+  BenchOutcome outcome;
   ProgressPrinter printer;
   for (size_t i = 0; i < patterns.size(); ++i) {
     // Fresh words per run (same lengths), so a later run of a sweep never hits the prefix
@@ -244,13 +249,17 @@ BenchOutcome run_bench(BenchOptions& o) {
     runner.slo = slo;
     if (!o.quiet) runner.progress = std::ref(printer);
     const SpecStats before = engine ? engine->stats().spec : SpecStats{};
+    const StepTotals steps_before = engine ? engine->stats().step_totals : StepTotals{};
     report.runs.push_back(run_benchmark(io, *backend, conversations, runner));
+    const StepTotals steps =
+        engine ? advise::step_totals_between(steps_before, engine->stats().step_totals)
+               : StepTotals{};
+    outcome.volumes.push_back(advise::run_volume(report.runs.back(), engine ? &steps : nullptr));
     if (engine && engine->stats().spec_enabled) {
       report.settings.emplace_back(fmt::format("speculation, run {}", i + 1),
                                    describe_speculation(before, engine->stats().spec));
     }
   }
-  BenchOutcome outcome;
   if (engine) {
     // What the advisor reads next to the run: the engine's record and the machine's facts
     // (the bandwidth probe runs after the workload so it does not disturb it).
@@ -265,7 +274,25 @@ BenchOutcome run_bench(BenchOptions& o) {
     fail(ErrorCode::kInvalidArgument,
          "--state needs --engine (a server's state is GET /v1/engine/state)");
   }
-  if (!o.quiet_tables) std::fputs(format_tables(report).c_str(), stdout);
+  if (o.price.given()) {
+    const advise::Footprint footprint =
+        outcome.state ? advise::footprint_of(*outcome.state) : advise::Footprint{};
+    const double usd_per_hour = advise::hourly_usd(o.price, footprint);
+    for (size_t i = 0; i < report.runs.size(); ++i) {
+      report.settings.emplace_back(
+          fmt::format("cost, run {}", i + 1),
+          fmt::format(
+              "at {}: {}", advise::describe_price(o.price, footprint),
+              advise::format_token_cost(advise::token_cost(usd_per_hour, outcome.volumes[i]),
+                                        outcome.volumes[i])));
+    }
+  }
+  if (!o.quiet_tables) {
+    std::fputs(format_tables(report).c_str(), stdout);
+    for (const auto& [key, value] : report.settings) {
+      if (key.starts_with("cost, run ")) std::printf("%s %s\n", key.c_str(), value.c_str());
+    }
+  }
   if (!o.output_json.empty()) {
     write_report_file(o.output_json, report);
     spdlog::info("wrote {}", o.output_json);
@@ -338,6 +365,18 @@ void add_bench_options(CLI::App* cmd, BenchOptions* o) {
       ->capture_default_str();
   cmd->add_option("--max-concurrency", o->max_concurrency, "open loop: cap on requests in flight");
   cmd->add_option("--seed", o->seed, "seed of lengths, texts and arrivals")->capture_default_str();
+  cmd->add_option("--price-per-hour", o->price.per_hour,
+                  "USD per hour of the machine: report cost per million input and output tokens "
+                  "and at the SLO (docs/advise.md)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--price-per-core-hour", o->price.per_core_hour,
+                  "USD per core-hour, times the engine's threads (adds to --price-per-hour; "
+                  "--engine)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--price-per-gib-hour", o->price.per_gib_hour,
+                  "USD per GiB-hour, times the memory the engine holds: weights + KV budget + "
+                  "RAM offload (adds to --price-per-hour; --engine)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--slo", o->slo, "goodput bounds, e.g. ttft=500ms,tpot=50ms,e2e=10s");
   cmd->add_option("--output", o->output_json, "write all per-request timings + summary (JSON)");
   cmd->add_option("--html", o->output_html, "write a self-contained HTML report");

@@ -7,6 +7,7 @@
 
 #include "apps/rapide/commands.h"
 #include "apps/rapide/model_options.h"
+#include "apps/rapide/perplexity_command.h"
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/mapped_file.h"
@@ -17,14 +18,6 @@ namespace rapide::cli {
 
 namespace {
 
-struct PerplexityOptions {
-  ModelOptions model;
-  std::string text_path;
-  int context = 512;
-  int batch = 512;
-  std::string kv_type = "f16";
-};
-
 // log P(token | logits) with a numerically stable log-sum-exp (sum in double as llama.cpp).
 double log_probability(const float* logits, int vocab, int token) {
   float max_logit = logits[0];
@@ -34,7 +27,9 @@ double log_probability(const float* logits, int vocab, int token) {
   return logits[token] - max_logit - std::log(sum);
 }
 
-void run_perplexity(const PerplexityOptions& options) {
+}  // namespace
+
+PerplexityFigure measure_perplexity(const PerplexityOptions& options) {
   LoadedModel loaded = load_for_inference(options.model);
   const std::string text = read_text_file(options.text_path);
   const std::vector<int32_t> tokens = loaded.tokenizer->encode(text, /*add_bos=*/true);
@@ -49,8 +44,10 @@ void run_perplexity(const PerplexityOptions& options) {
     fail(ErrorCode::kInvalidArgument, "the text has {} tokens, fewer than one --ctx window of {}",
          tokens.size(), ctx);
   }
-  std::fprintf(stderr, "perplexity: %zu tokens, %d windows of %d, scoring the last %d of each\n",
-               tokens.size(), windows, ctx, ctx - ctx / 2 - 1);
+  if (options.progress) {
+    std::fprintf(stderr, "perplexity: %zu tokens, %d windows of %d, scoring the last %d of each\n",
+                 tokens.size(), windows, ctx, ctx - ctx / 2 - 1);
+  }
 
   ContiguousKvStore kv(loaded.model->config(), 1, ctx, parse_kv_type(options.kv_type));
   const int vocab = loaded.model->config().vocab_size;
@@ -72,26 +69,34 @@ void run_perplexity(const PerplexityOptions& options) {
         batch.add(token, 0, p, true);
       }
       auto logits = loaded.model->forward(batch, kv, *loaded.pool);
-      std::copy(logits.begin(), logits.end(), window_logits.begin() + static_cast<size_t>(begin) * vocab);
+      std::copy(logits.begin(), logits.end(),
+                window_logits.begin() + static_cast<size_t>(begin) * vocab);
     }
     for (int p = first_scored; p < ctx - 1; ++p) {
-      const double lp =
-          log_probability(window_logits.data() + static_cast<size_t>(p) * vocab, vocab, tokens[base + p + 1]);
+      const double lp = log_probability(window_logits.data() + static_cast<size_t>(p) * vocab,
+                                        vocab, tokens[base + p + 1]);
       nll -= lp;
       nll_squared += lp * lp;
       ++count;
     }
     const double ppl = std::exp(nll / count);
-    std::fprintf(stderr, "[%d/%d] %.4f\n", w + 1, windows, ppl);
+    if (options.progress) std::fprintf(stderr, "[%d/%d] %.4f\n", w + 1, windows, ppl);
   }
   const double mean = nll / count;
   const double variance = nll_squared / count - mean * mean;
   const double ppl = std::exp(mean);
   const double error = count > 1 ? ppl * std::sqrt(std::max(0.0, variance) / (count - 1)) : 0.0;
   const double seconds = seconds_between(start, Clock::now());
-  std::printf("PPL = %.4f +/- %.5f\n", ppl, error);
-  std::fprintf(stderr, "%lld tokens scored, %.1f tok/s evaluated\n", static_cast<long long>(count),
-               windows * ctx / seconds);
+  return PerplexityFigure{ppl, error, count, windows * ctx / seconds};
+}
+
+namespace {
+
+void run_perplexity(const PerplexityOptions& options) {
+  const PerplexityFigure f = measure_perplexity(options);
+  std::printf("PPL = %.4f +/- %.5f\n", f.perplexity, f.error);
+  std::fprintf(stderr, "%lld tokens scored, %.1f tok/s evaluated\n",
+               static_cast<long long>(f.scored_tokens), f.tokens_per_second);
 }
 
 }  // namespace
@@ -101,7 +106,8 @@ void register_perplexity(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("perplexity", "perplexity of a text, llama.cpp's method");
   add_model_options(*cmd, options->model);
   cmd->add_option("-f,--file", options->text_path, "text file to score")->required();
-  cmd->add_option("-c,--ctx-size,--ctx", options->context, "window length in tokens")->capture_default_str();
+  cmd->add_option("-c,--ctx-size,--ctx", options->context, "window length in tokens")
+      ->capture_default_str();
   cmd->add_option("-b,--batch", options->batch, "tokens per forward pass")
       ->check(CLI::Range(1, 65536))
       ->capture_default_str();

@@ -167,6 +167,20 @@ MUTATIONS = [
       "prompt tokens instead of 20 %",
       [("src/advise/advisor.cpp", "if (shareable >= 0.2) {", "if (shareable >= 0.02) {")],
       tests="Advisor"),
+    m("cost-input-pays-whole-run", "the cost per input token charges the whole run to the "
+      "prompts instead of their share of the machine's time",
+      [("src/advise/cost.cpp", "c.input = per_million(run_usd * v.prefill_share, v.input_tokens);",
+        "c.input = per_million(run_usd, v.input_tokens);")],
+      tests="Cost\\."),
+    m("cost-goodput-counts-every-request", "the cost at the SLO divides by the output of every "
+      "request, met or missed",
+      [("src/advise/cost.cpp", "if (bench::meets_slo(r, s.slo)) {", "if (true) {")],
+      tests="Cost\\."),
+    m("config-extras-ignored", "a --config file's unknown key is silently ignored",
+      [("apps/rapide/cli_conventions.cpp",
+        "command->allow_config_extras(CLI::config_extras_mode::error);",
+        "command->allow_config_extras(CLI::config_extras_mode::ignore);")],
+      tests="CliConventions"),
     m("gbnf-code-point-unchecked", "a grammar's \\u / \\U escape may name a surrogate or a "
       "code point beyond U+10FFFF (its bytes decode to U+FFFD)",
       [("src/grammar/gbnf.cpp", "return scalar_value(cp, text_.substr(start, pos_ - start));",

@@ -392,6 +392,128 @@ TEST_F(CliAdvise, OfflineFilesGiveTheSameAdvice) {
   EXPECT_NE(page.find("first: continuous batching"), std::string::npos);
 }
 
+// ---- Issue 50: ROI in money, and applying what was proved ----
+
+// A price turns the run into dollars per million tokens, and each fired lever into a saving.
+// Prefix caching changes no numerics and holds no extra memory: quality "unchanged", 0 bytes.
+TEST_F(CliAdvise, APriceGivesCostPerMillionTokensAndEachLeversSaving) {
+  const nlohmann::json a = advise(
+      "--workload shared-prefix --prefix-len 300 --input-len 20 --output-len 8 "
+      "--num-requests 8 --concurrency 1 --prefix-cache off --price-per-hour 3.6 --slo ttft=10s");
+  ASSERT_TRUE(a.contains("cost")) << a.dump(1);
+  const auto& cost = a["cost"];
+  EXPECT_EQ(cost["price"]["usd_per_hour"], 3.6);
+  EXPECT_GT(cost["cost"]["usd_per_million_input"].get<double>(), 0.0) << cost.dump(1);
+  EXPECT_GT(cost["cost"]["usd_per_million_output"].get<double>(), 0.0) << cost.dump(1);
+  // Goodput: all of the machine's time over the good answers costs more than output alone.
+  EXPECT_GE(cost["cost"]["usd_per_million_output_at_slo"].get<double>(),
+            cost["cost"]["usd_per_million_output"].get<double>());
+  const nlohmann::json* lever = nullptr;
+  for (const auto& l : cost["levers"]) {
+    if (l["lever"] == "prefix-cache") lever = &l;
+  }
+  ASSERT_NE(lever, nullptr) << cost.dump(1);
+  // TTFT is predicted to fall: the prompts cost less, the answers the same.
+  EXPECT_GT((*lever)["saving_per_million_input"].get<double>(), 0.0) << lever->dump(1);
+  EXPECT_NEAR((*lever)["saving_per_million_output"].get<double>(), 0.0, 1e-9);
+  EXPECT_EQ((*lever)["memory_delta_bytes"], 0);
+  EXPECT_EQ((*lever)["quality"], "unchanged");
+
+  // The text form prints the table; `rapide bench` prints the cost of each run.
+  const CliResult b = run_rapide("bench --engine -q -m " + model() +
+                                     " --workload random --input-len 16 --output-len 8 "
+                                     "--num-requests 4 --concurrency 2 --price-per-hour 3.6",
+                                 false);
+  ASSERT_EQ(b.exit_code, 0) << b.out;
+  EXPECT_NE(b.out.find("cost, run 1 at $3.6/h: $"), std::string::npos) << b.out;
+  EXPECT_NE(b.out.find("/ M output tokens"), std::string::npos) << b.out;
+  // The per-core / per-GiB form prices the engine's footprint, which a URL run cannot see.
+  const CliResult url = run_rapide("bench --url http://127.0.0.1:1 --price-per-gib-hour 0.01");
+  EXPECT_EQ(url.exit_code, 2) << url.out;
+  EXPECT_NE(url.out.find("need --engine"), std::string::npos) << url.out;
+}
+
+// Quantization changes numerics: its quality cost is a perplexity measured on --text, or
+// "not measured" without one, never a guess. It frees memory, which a per-GiB price sees.
+TEST_F(CliAdvise, QuantizationShowsItsMemoryAndMeasuredPerplexityCost) {
+  RAPIDE_REQUIRE_SHARED("models/llama2-tiny-random/llama-2-tiny-random.gguf");
+  const std::string f32 = (dir_ / "f32.gguf").string();
+  const CliResult synth = run_rapide(
+      "synth --shape dim=512,layers=4,heads=8,kv_heads=4,ffn=1536,ctx=512 --type f32 "
+      "--vocab-from " +
+      shared_path("models/llama2-tiny-random/llama-2-tiny-random.gguf") + " -o " + f32);
+  ASSERT_EQ(synth.exit_code, 0) << synth.out;
+  std::string story;
+  for (int i = 0; i < 8; ++i) story += kStory;
+  const std::string text = write("story.txt", story);
+  const std::string workload =
+      "--workload random --input-len 16 --output-len 16 --num-requests 4 --concurrency 1 "
+      "--price-per-core-hour 0.05 --price-per-gib-hour 0.01 ";
+  const auto quantize_cost = [this](const nlohmann::json& a) {
+    for (const auto& l : a["cost"]["levers"]) {
+      if (l["lever"] == "quantize") return l;
+    }
+    ADD_FAILURE() << a.dump(1);
+    return nlohmann::json();
+  };
+  const nlohmann::json unmeasured = advise(workload, f32);
+  ASSERT_EQ(unmeasured["headline"], "quantize") << unmeasured.dump(1);
+  const nlohmann::json plain = quantize_cost(unmeasured);
+  EXPECT_EQ(plain["quality"], "not measured") << plain.dump(1);
+  // About 27.5M F32 parameters -> Q8_0: 4 - 34/32 bytes each freed, over 70 MiB.
+  EXPECT_LT(plain["memory_delta_bytes"].get<int64_t>(), -(70ll << 20)) << plain.dump(1);
+  EXPECT_GT(plain["saving_per_million_output"].get<double>(), 0.0) << plain.dump(1);
+
+  const nlohmann::json measured =
+      quantize_cost(advise(workload + "--text " + text + " --text-ctx 64", f32));
+  ASSERT_TRUE(measured["quality"].is_object()) << measured.dump(1);
+  const double before = measured["quality"]["perplexity_before"].get<double>();
+  const double after = measured["quality"]["perplexity_after"].get<double>();
+  EXPECT_GT(before, 1.0);
+  EXPECT_GT(after, 1.0);
+  // Q8_0 is close, not identical, to F32 on the same weights.
+  EXPECT_NEAR(after / before, 1.0, 0.05) << before << " " << after;
+}
+
+// --verify --apply FILE writes the run's engine flags with every lever verified within the
+// band on top, as a --config file serve (and every command) reads; workload flags stay out.
+TEST_F(CliAdvise, VerifyApplyWritesTheVerifiedSettingsAsAServeConfig) {
+  const std::string file = (dir_ / "verified.toml").string();
+  const nlohmann::json a = advise(
+      "--workload shared-prefix --prefix-len 300 --input-len 20 --output-len 8 "
+      "--num-requests 16 --concurrency 1 --prefix-cache off --max-seqs 3 --verify --apply " +
+      file);
+  ASSERT_EQ(a["headline"], "prefix-cache") << a.dump(1);
+  ASSERT_GE(a["verification"].size(), 1u);
+  const auto& v = a["verification"][0];
+  ASSERT_EQ(v["lever"], "prefix-cache");
+  const bool verified = v["verdict"] == "verified";
+  EXPECT_NE(a["applied"].get<std::string>().find(file), std::string::npos) << a.dump(1);
+  ASSERT_TRUE(fs::exists(file));
+  for (const std::string command : {"serve", "bench"}) {
+    const CliResult r = run_rapide(command + " --config " + file + " --print-config", false);
+    ASSERT_EQ(r.exit_code, 0) << command << ": " << r.out;
+    // The lever only when verified within the band; the run's own flags either way.
+    EXPECT_NE(r.out.find(verified ? "prefix-cache=\"on\"" : "prefix-cache=\"off\""),
+              std::string::npos)
+        << v.dump() << "\n"
+        << r.out;
+    EXPECT_NE(r.out.find("max-seqs=3"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("model=\"" + model() + "\""), std::string::npos) << r.out;
+  }
+  std::ifstream in(file);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text.find("\nworkload="), std::string::npos) << "no workload key: " << text;
+  EXPECT_EQ(text.find("\nnum-requests="), std::string::npos) << text;
+  EXPECT_NE(text.find(verified ? "# applied --prefix-cache on" : "# not applied --prefix-cache on"),
+            std::string::npos)
+      << text;
+
+  const CliResult no_verify = run_rapide("advise -m " + model() + " --apply " + file);
+  EXPECT_EQ(no_verify.exit_code, 2) << no_verify.out;
+  EXPECT_NE(no_verify.out.find("give --verify"), std::string::npos) << no_verify.out;
+}
+
 TEST_F(CliAdvise, BadInputIsAClearError) {
   CliResult r = run_rapide("advise");
   EXPECT_NE(r.exit_code, 0);

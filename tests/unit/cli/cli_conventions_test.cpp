@@ -6,6 +6,9 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
 #include <string>
 
 #include "run_rapide.h"
@@ -107,6 +110,157 @@ TEST(CliConventions, FlagsComeFromTheEnvironmentAndAConfigFile) {
   const CliResult bad = quick_run("--config " + typo);
   EXPECT_EQ(bad.exit_code, 2) << bad.out;
   EXPECT_NE(bad.out.find("ctx-sise"), std::string::npos) << bad.out;
+}
+
+// `key=value` lines of a --print-config output (values without quotes or spaces, so a string
+// written "8080" compares with the number 8080), and the `# key = (not set)` keys.
+struct PrintedConfig {
+  std::map<std::string, std::string> values;
+  std::set<std::string> unset;
+};
+
+std::string bare(std::string v) {
+  std::string out;
+  for (const char c : v) {
+    if (c != '"' && c != ' ') out += c;
+  }
+  return out;
+}
+
+PrintedConfig parse_printed(const std::string& text) {
+  PrintedConfig c;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    const std::string unset_mark = " = (not set)";
+    if (line.starts_with("# ") && line.ends_with(unset_mark)) {
+      c.unset.insert(line.substr(2, line.size() - 2 - unset_mark.size()));
+      continue;
+    }
+    if (line.empty() || line[0] == '#') continue;
+    const size_t eq = line.find('=');
+    if (eq != std::string::npos) c.values[bare(line.substr(0, eq))] = bare(line.substr(eq + 1));
+  }
+  return c;
+}
+
+// Issue 50: `rapide serve --config FILE` takes every serve flag. The key list comes from the
+// app itself (--print-config names every option, set or not), so a flag added later without a
+// value here fails this test by name. Each value differs from the default; the file is read
+// back through --print-config (the flags serve would run with: nothing loads or listens).
+TEST(CliConventions, ServeConfigRoundTripsEveryFlag) {
+  const CliResult defaults = run_rapide("serve --print-config", false);
+  ASSERT_EQ(defaults.exit_code, 0) << defaults.out;
+  const PrintedConfig listed = parse_printed(defaults.out);
+  // TOML value written -> value printed back (bare), where they differ.
+  struct Value {
+    std::string toml, printed;
+  };
+  const std::map<std::string, Value> values = {
+      {"model", {"\"/models/m.gguf\"", ""}},
+      {"tokenizer", {"\"/models/tokenizer.bin\"", ""}},
+      {"threads", {"3", ""}},
+      {"act-quant", {"\"off\"", ""}},
+      {"tp", {"2", ""}},
+      {"pp", {"3", ""}},
+      {"pp-micro-batches", {"4", ""}},
+      {"memory-limit", {"\"512MiB\"", ""}},
+      {"host", {"\"0.0.0.0\"", ""}},
+      {"port", {"8123", ""}},
+      {"api-key", {"[\"k1\", \"k2\"]", "[k1,k2]"}},
+      {"api-key-file", {"\"/etc/keys\"", ""}},
+      {"max-body", {"\"2MiB\"", "2097152"}},
+      {"drain-timeout", {"12.5", ""}},
+      {"http-threads", {"3", ""}},
+      {"max-connections", {"77", ""}},
+      {"header-timeout", {"9", ""}},
+      {"max-pending-bytes", {"\"3MiB\"", "3145728"}},
+      {"served-model-name", {"\"my-model\"", ""}},
+      {"tool-call-parser", {"\"hermes\"", ""}},
+      {"demo-seed", {"42", ""}},
+      {"chat-template", {"\"chatml\"", ""}},
+      {"allowed-origins",
+       {"[\"https://a.example\", \"https://b.example\"]", "[https://a.example,https://b.example]"}},
+      {"compressor-model", {"\"/models/small.gguf\"", ""}},
+      {"pooling", {"\"mean\"", ""}},
+      {"log-format", {"\"json\"", ""}},
+      {"log-file", {"\"/var/log/rapide.log\"", ""}},
+      {"log-level", {"\"debug\"", ""}},
+      {"log-prompts", {"true", ""}},
+      {"log-stats-interval", {"7.5", ""}},
+      {"disaggregate", {"true", ""}},
+      {"role", {"\"decode\"", ""}},
+      {"disagg-timeout-ms", {"1234", ""}},
+      {"disagg-min-prompt", {"48", ""}},
+      {"max-batch-tokens", {"333", ""}},
+      {"max-seqs", {"5", ""}},
+      {"prefill-chunk", {"96", ""}},
+      {"ctx-size", {"1024", ""}},
+      {"batching", {"\"static\"", ""}},
+      {"kv-layout", {"\"contiguous\"", ""}},
+      {"kv-block-size", {"32", ""}},
+      {"kv-memory", {"\"64MiB\"", ""}},
+      {"kv-type", {"\"q8_0\"", ""}},
+      {"prefix-cache", {"\"off\"", ""}},
+      {"kv-offload-ram", {"\"256MiB\"", ""}},
+      {"kv-offload-dir", {"\"/var/cache/kv\"", ""}},
+      {"kv-offload-size", {"\"2GiB\"", ""}},
+      {"kv-offload-codec", {"\"zstd\"", ""}},
+      {"spec", {"\"draft\"", ""}},
+      {"draft-model", {"\"/models/draft.gguf\"", ""}},
+      {"spec-tokens", {"\"3\"", ""}},
+      {"spec-max-tokens", {"9", ""}},
+      {"draft-p-min", {"0.25", ""}},
+      {"spec-ngram-min", {"2", ""}},
+      {"spec-ngram-max", {"5", ""}},
+      {"max-queue", {"99", ""}},
+  };
+  std::set<std::string> keys;
+  for (const auto& [key, value] : listed.values) keys.insert(key);
+  keys.insert(listed.unset.begin(), listed.unset.end());
+  ASSERT_GT(keys.size(), 40u) << defaults.out;
+  for (const std::string& key : keys) {
+    EXPECT_TRUE(values.contains(key)) << "serve --" << key << " has no value in this test";
+  }
+  std::string toml;
+  for (const auto& [key, value] : values) {
+    EXPECT_TRUE(keys.contains(key)) << key << " is not a serve flag any more";
+    // Each value differs from the default, so reading it back proves the file was read.
+    EXPECT_NE(bare(value.toml), listed.values.contains(key) ? listed.values.at(key) : "")
+        << key << ": pick a value other than the default";
+    toml += key + " = " + value.toml + "\n";
+  }
+  const std::string file = write_temp("rapide-serve-every-flag.toml", toml);
+  const CliResult back = run_rapide("serve --config " + file + " --print-config", false);
+  ASSERT_EQ(back.exit_code, 0) << back.out;
+  const PrintedConfig read = parse_printed(back.out);
+  for (const auto& [key, value] : values) {
+    const std::string expected = value.printed.empty() ? bare(value.toml) : value.printed;
+    ASSERT_TRUE(read.values.contains(key)) << key << " was not read:\n" << back.out;
+    EXPECT_EQ(read.values.at(key), expected) << key;
+  }
+  EXPECT_TRUE(read.unset.empty()) << back.out;
+
+  // The printed file is itself a config file that gives the same flags.
+  const std::string again_file = write_temp("rapide-serve-printed.toml", back.out);
+  const CliResult again = run_rapide("serve --config " + again_file + " --print-config", false);
+  ASSERT_EQ(again.exit_code, 0) << again.out;
+  EXPECT_EQ(parse_printed(again.out).values, read.values);
+
+  // The command line overrides the file.
+  const CliResult over =
+      run_rapide("serve --config " + file + " --port 9001 --max-seqs 11 --print-config", false);
+  ASSERT_EQ(over.exit_code, 0) << over.out;
+  EXPECT_EQ(parse_printed(over.out).values["port"], "9001");
+  EXPECT_EQ(parse_printed(over.out).values["max-seqs"], "11");
+  EXPECT_EQ(parse_printed(over.out).values["kv-memory"], "64MiB");
+
+  // An unknown key is a usage error naming it; so is a key of another command.
+  for (const std::string bad : {"max-seqz = 4\n", "workload = \"random\"\n"}) {
+    const std::string typo = write_temp("rapide-serve-typo.toml", "port = 8123\n" + bad);
+    const CliResult r = run_rapide("serve --config " + typo + " --print-config");
+    EXPECT_EQ(r.exit_code, 2) << bad << r.out;
+    EXPECT_NE(r.out.find(bad.substr(0, bad.find(' '))), std::string::npos) << r.out;
+  }
 }
 
 // Issue 53: `--api-key ""` exited 2, but RAPIDE_API_KEY= (set, empty) started a server with
