@@ -5,6 +5,9 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "advise/advice_html.h"
+#include "advise/advisor.h"
+#include "advise/engine_state.h"
 #include "api/api_error.h"
 #include "api/structured_output.h"
 #include "apps/rapide/bench_command.h"
@@ -21,9 +24,6 @@
 #include "bench/http_backend.h"
 #include "bench/progress.h"
 #include "bench/table_report.h"
-#include "advise/advice_html.h"
-#include "advise/advisor.h"
-#include "advise/engine_state.h"
 #include "engine/engine.h"
 
 namespace rapide::cli {
@@ -45,7 +45,6 @@ std::string describe_speculation(const SpecStats& before, const SpecStats& after
 }
 
 using namespace rapide::bench;
-
 
 std::vector<ArrivalPattern> arrival_patterns(const BenchOptions& o) {
   std::vector<ArrivalPattern> out;
@@ -312,7 +311,8 @@ void add_bench_options(CLI::App* cmd, BenchOptions* o) {
       ->capture_default_str();
   cmd->add_option("--input-len", o->input_len,
                   "tokens of the varying prompt part: N, A-B, normal:M:SD, D@W+D@W");
-  cmd->add_option("--output-len", o->output_len, "output tokens, same forms as --input-len");
+  cmd->add_option("--output-len,-n,--n-predict", o->output_len,
+                  "output tokens, same forms as --input-len");
   cmd->add_option("--prefix-len", o->prefix_len, "shared-prefix: system prompt tokens")
       ->capture_default_str();
   cmd->add_option("--num-prefixes", o->num_prefixes, "shared-prefix: distinct system prompts")
