@@ -306,7 +306,10 @@ TEST_F(ProtocolTest, StructuredOutputFieldsBecomeOneConstraint) {
                             json{{"response_format", {{"type", "json_object"}}}}}) {
     json body = extra;
     body["prompt"] = "x";
-    EXPECT_TRUE(parse_completion_request(body, *tokenizer_).sampling.constraint) << extra.dump();
+    const GenerationSpec parsed = parse_completion_request(body, *tokenizer_);
+    EXPECT_TRUE(parsed.sampling.constraint) << extra.dump();
+    // The engine's errors about the constraint name this field.
+    EXPECT_EQ(parsed.constraint_param, extra.begin().key()) << extra.dump();
   }
   EXPECT_EQ(refused_param({{"prompt", "x"}, {"grammar", "root ::= undefined"}}), "grammar");
   // A code point beyond U+10FFFF has no UTF-8 encoding (red-team N6).
