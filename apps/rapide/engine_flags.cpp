@@ -183,9 +183,9 @@ void add_sampling_flags(CLI::App& command, SamplingFlags& flags) {
 }
 
 void add_jinja_flag(CLI::App& command) {
-  command.add_flag("--jinja",
-                   "llama.cpp's switch, accepted: chat templates are always rendered as Jinja "
-                   "(the model's, or --chat-template's)");
+  command.add_flag("--jinja")->description(
+      "llama.cpp's switch, accepted: chat templates are always rendered as Jinja (the model's, "
+      "or --chat-template's)");
 }
 
 SamplingParams SamplingFlags::resolve() const {

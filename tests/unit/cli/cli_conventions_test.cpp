@@ -115,10 +115,13 @@ TEST(CliConventions, LlamaCppGenerationFlagsWork) {
   EXPECT_NE(run_rapide("run --help").out.find("fused"), std::string::npos);
 
   // --n-predict is -n; -1 generates until the context's end.
-  const CliResult three = quick_run("--n-predict 3 --ignore-eos");
+  const auto run_without_n = [](const std::string& flags) {
+    return run_rapide("run -m " + model() + " -p 'Once upon a time' --temp 0 " + flags);
+  };
+  const CliResult three = run_without_n("--n-predict 3 --ignore-eos");
   ASSERT_EQ(three.exit_code, 0) << three.out;
   EXPECT_NE(three.out.find("generated: 3 (length)"), std::string::npos) << three.out;
-  const CliResult unlimited = quick_run("-n -1 --ignore-eos --ctx-size 24");
+  const CliResult unlimited = run_without_n("-n -1 --ignore-eos --ctx-size 24");
   ASSERT_EQ(unlimited.exit_code, 0) << unlimited.out;
   int prompt = 0, generated = 0;
   ASSERT_EQ(std::sscanf(unlimited.out.substr(unlimited.out.find("prompt tokens:")).c_str(),
