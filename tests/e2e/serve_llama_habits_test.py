@@ -81,6 +81,13 @@ def unspellable_grammar():
                       error.get("type") == "invalid_request_error",
                       f"{path} {param} the vocabulary cannot spell (stream {stream}) -> 400 "
                       f"naming {param} (got {status} {text[:200]})")
+        # One it can start but not finish: "a" is a token, "{" is not.
+        status, _, text = server.curl("/v1/completions",
+                                      {"prompt": "Once", "grammar": 'root ::= "a" "{"'})
+        error = error_of(text)
+        check(status == 400 and "vocabulary" in error.get("message", "") and
+              error.get("type") == "invalid_request_error",
+              f"a grammar that dead-ends mid-output -> 400, not 500 (got {status} {text[:200]})")
         # A grammar it can spell still runs.
         status, _, text = server.curl("/v1/completions",
                                       {"prompt": "Once", "grammar": 'root ::= "Lily"'})
