@@ -6,6 +6,9 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "base/error.h"
 
 namespace rapide::cli {
 
@@ -19,11 +22,18 @@ struct DashAlias {
 };
 constexpr DashAlias kDashAliases[] = {
     {"-np", "--max-seqs", nullptr},
+    {"-fa", "--flash-attn", nullptr},
     {"-ngl", nullptr,
      "-ngl (GPU layers) has no meaning for rapide, which runs on the CPU: ignored"},
     {"--n-gpu-layers", nullptr,
      "--n-gpu-layers has no meaning for rapide, which runs on the CPU: ignored"},
 };
+
+// llama.cpp flags that fetch a model from the network. rapide makes no downloads, so they
+// are refused by name: read as CLI11 would, -hf is "-h -f" and printed the help (exit 0).
+constexpr const char* kDownloadFlags[] = {"-hf",        "-hfr", "--hf-repo",       "-hff",
+                                          "--hf-file",  "-hfd", "--hf-repo-draft", "-mu",
+                                          "--model-url"};
 
 size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<size_t> row(b.size() + 1);
@@ -137,9 +147,31 @@ class SubcommandConfig final : public CLI::ConfigTOML {
   const CLI::App& app_;
 };
 
+// With no subcommand chosen, the subcommands to choose from: "unknown subcommand 'srve'; did
+// you mean serve? The subcommands: inspect, synth, ...". CLI11 says only "A subcommand is
+// required" (the word it could not place is left in remaining()). "" when one was chosen.
+std::string explain_missing_subcommand(const CLI::App& app) {
+  if (!app.get_subcommands().empty()) return "";
+  const std::vector<std::string> names = subcommand_names(app);
+  const std::string list = fmt::format("{}", fmt::join(names, ", "));
+  for (const std::string& word : app.remaining()) {
+    if (word.empty() || word[0] == '-') continue;
+    const std::string guess = closest_name(word, names);
+    return fmt::format("unknown subcommand '{}'{}; the subcommands are {} (see 'rapide --help')",
+                       word, guess.empty() ? "" : "; did you mean " + guess + "?", list);
+  }
+  return fmt::format("a subcommand is required: one of {} (see 'rapide --help')", list);
+}
+
 std::string one_line_failure(const CLI::App* app, const CLI::Error& e) {
   std::string line;
-  if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) line = explain_extras(*app, e.what());
+  if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr ||
+      dynamic_cast<const CLI::RequiredError*>(&e) != nullptr) {
+    line = explain_missing_subcommand(*app);
+  }
+  if (line.empty() && dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) {
+    line = explain_extras(*app, e.what());
+  }
   if (line.empty()) {
     const std::string where = command_path(deepest_selected(*app));
     line = fmt::format("{} (see '{} --help')", e.what(), where);
@@ -182,6 +214,13 @@ std::vector<std::string> rewrite_flag_aliases(int argc, const char* const* argv)
   for (int i = 0; i < argc; ++i) {
     const std::string arg = argv[i];
     const std::string name = arg.substr(0, arg.find('='));
+    if (i > 0 && std::find(std::begin(kDownloadFlags), std::end(kDownloadFlags), name) !=
+                     std::end(kDownloadFlags)) {
+      fail(ErrorCode::kInvalidArgument,
+           "{} downloads a model, and rapide makes no downloads: give a local file with "
+           "--model PATH (a GGUF file, a llama2.c checkpoint or a Hugging Face folder)",
+           name);
+    }
     const auto alias = std::find_if(std::begin(kDashAliases), std::end(kDashAliases),
                                     [&](const DashAlias& a) { return name == a.from; });
     if (i == 0 || alias == std::end(kDashAliases)) {

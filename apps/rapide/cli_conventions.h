@@ -1,8 +1,10 @@
 // The rules every subcommand's flags follow, applied once to the whole CLI in main():
 //
-//  * llama.cpp's multi-letter single-dash spellings (-np, -ngl) are rewritten before CLI11
-//    sees them (CLI11 short options are one letter); -ngl has no meaning on a CPU and is
-//    dropped with a note.
+//  * llama.cpp's multi-letter single-dash spellings (-np, -fa, -ngl) are rewritten before
+//    CLI11 sees them (CLI11 short options are one letter); -ngl has no meaning on a CPU and is
+//    dropped with a note. Its download flags (-hf, --hf-repo, --hf-file, -mu, ...) are refused
+//    by name (Error kInvalidArgument: exit 2): CLI11 would read -hf as -h -f and print help.
+//  * Without a subcommand, or with an unknown one, the error lists the subcommands.
 //  * Every long flag may come from the environment as RAPIDE_<FLAG> (--ctx-size ->
 //    RAPIDE_CTX_SIZE) and from `--config FILE` (TOML: `ctx-size = 4096` lines); the command
 //    line wins over the environment, which wins over the file.
@@ -21,7 +23,7 @@ namespace rapide::cli {
 constexpr int kUsageExitCode = 2;
 
 // argv with the aliases CLI11 cannot express rewritten (argv[0] included). Notes about
-// ignored flags go to stderr.
+// ignored flags go to stderr; a download flag throws Error(kInvalidArgument).
 std::vector<std::string> rewrite_flag_aliases(int argc, const char* const* argv);
 
 // Adds RAPIDE_<FLAG> environment names and --config to every subcommand of `app`, and

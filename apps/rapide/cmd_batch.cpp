@@ -49,7 +49,8 @@ void batch_main(BatchCommandOptions& o) {
   const EngineOptions engine_options = o.engine.resolve(static_cast<int>(loaded.pool->size()));
   loaded.pool.reset();  // the engine builds its own pool
   const auto draft = load_draft_model(o.engine.draft_model);
-  Engine engine(*loaded.model, *loaded.tokenizer, engine_options, draft ? draft->ref.get() : nullptr);
+  Engine engine(*loaded.model, *loaded.tokenizer, engine_options,
+                draft ? draft->ref.get() : nullptr);
   spdlog::info(
       "engine: max-seqs {}, max-batch-tokens {}, prefill-chunk {}, kv-memory {}, prefix cache "
       "{}, {} batching",
@@ -103,6 +104,7 @@ void register_batch(CLI::App& app) {
   cmd->add_option("--served-model-name", o->served_model_name,
                   "model id bodies may name (default: the model file's name)");
   add_engine_flags(*cmd, o->engine);
+  add_jinja_flag(*cmd);
   cmd->callback([o] { batch_main(*o); });
 }
 

@@ -339,7 +339,8 @@ void add_bench_options(CLI::App* cmd, BenchOptions* o) {
       ->capture_default_str();
   cmd->add_option("--input-len", o->input_len,
                   "tokens of the varying prompt part: N, A-B, normal:M:SD, D@W+D@W");
-  cmd->add_option("--output-len", o->output_len, "output tokens, same forms as --input-len");
+  cmd->add_option("--output-len,-n,--n-predict", o->output_len,
+                  "output tokens, same forms as --input-len");
   cmd->add_option("--prefix-len", o->prefix_len, "shared-prefix: system prompt tokens")
       ->capture_default_str();
   cmd->add_option("--num-prefixes", o->num_prefixes, "shared-prefix: distinct system prompts")

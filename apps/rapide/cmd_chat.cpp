@@ -156,6 +156,7 @@ void register_chat(CLI::App& app) {
   cmd->add_option("--system", o->system, "the conversation's first system message");
   add_sampling_flags(*cmd, o->sampling);
   add_engine_flags(*cmd, o->engine);
+  add_jinja_flag(*cmd);
   cmd->callback([o] { chat_main(*o); });
 }
 

@@ -96,7 +96,7 @@ LoadedModel load_demo_model(const ModelOptions& options, uint64_t seed) {
       "no --model given: serving the built-in DEMO model '{}' (random weights, {} "
       "layers, dim {}, vocab {}); its output is meaningless",
       serve::kDemoModelId, c.n_layers, c.dim, c.vocab_size);
-  (void)options;
+  if (options.mlock) lock_model_in_ram();
   return loaded;
 }
 
@@ -277,6 +277,7 @@ void register_serve(CLI::App& app) {
       ->check(CLI::Range(0, 1 << 30))
       ->capture_default_str();
   add_engine_flags(*cmd, o->engine);
+  add_jinja_flag(*cmd);
   cmd->callback([o, cmd] {
     refuse_empty_auth_options(*cmd);
     serve_main(*o);

@@ -2,11 +2,12 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <random>
 
 #include "base/error.h"
-#include "model/kv_store.h"
 #include "kernels/kv_rows.h"
+#include "model/kv_store.h"
 
 namespace rapide::cli {
 
@@ -15,13 +16,16 @@ void add_engine_flags(CLI::App& command, EngineFlags& flags) {
   command.add_option("--max-batch-tokens", o.max_batch_tokens, "tokens per forward pass")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
-  command.add_option("--max-seqs", o.max_seqs, "sequences running at once")
+  command.add_option("--max-seqs,--max-num-seqs", o.max_seqs, "sequences running at once")
       ->check(CLI::Range(1, 1 << 16))
       ->capture_default_str();
-  command.add_option("--prefill-chunk", o.prefill_chunk, "most prompt tokens of one sequence per step")
+  command
+      .add_option("--prefill-chunk", o.prefill_chunk, "most prompt tokens of one sequence per step")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
-  command.add_option("-c,--ctx-size,--max-model-len", o.max_context, "context length (0 = the model's)")
+  command
+      .add_option("-c,--ctx-size,--max-model-len", o.max_context,
+                  "context length (0 = the model's)")
       ->check(CLI::Range(0, 1 << 24))
       ->capture_default_str();
   command.add_option("--batching", flags.batching, "continuous | static")->capture_default_str();
@@ -29,35 +33,42 @@ void add_engine_flags(CLI::App& command, EngineFlags& flags) {
   command.add_option("--kv-block-size", o.kv_block_size, "token positions per KV block")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str();
-  command.add_option("--kv-memory", o.kv_memory, "KV budget: 2GiB, 512MiB, or a fraction of free RAM (0.5)")
+  command
+      .add_option("--kv-memory", o.kv_memory,
+                  "KV budget: 2GiB, 512MiB, or a fraction of free RAM (0.5)")
       ->capture_default_str();
   command.add_option("--kv-type", flags.kv_type, "f16 | f32 | q8_0 | q4_0")->capture_default_str();
-  command.add_option("--prefix-cache", flags.prefix_cache,
-                     "on | off: reuse the KV of prompt prefixes already computed")
+  command
+      .add_option("--prefix-cache", flags.prefix_cache,
+                  "on | off: reuse the KV of prompt prefixes already computed")
       ->capture_default_str();
   command.add_option("--kv-offload-ram", o.kv_offload_ram,
                      "compressed-RAM tier for evicted KV blocks: 2GiB, 512MiB (empty = off)");
   command.add_option("--kv-offload-dir", o.kv_offload_dir,
                      "directory for evicted KV blocks (files checked on load; empty = off)");
-  command.add_option("--kv-offload-size", o.kv_offload_size, "cap of the files in --kv-offload-dir")
+  command
+      .add_option("--kv-offload-size", o.kv_offload_size, "cap of the files in --kv-offload-dir")
       ->capture_default_str();
   command.add_option("--kv-offload-codec", flags.kv_offload_codec, "lz4 | zstd | none")
       ->capture_default_str();
-  command.add_option("--spec", flags.spec,
-                     "speculative decoding: off | ngram (guesses from the sequence's own prompt "
-                     "and output) | draft (--draft-model's); default off, draft with a draft model");
+  command.add_option(
+      "--spec", flags.spec,
+      "speculative decoding: off | ngram (guesses from the sequence's own prompt "
+      "and output) | draft (--draft-model's); default off, draft with a draft model");
   command.add_option("--draft-model", flags.draft_model,
                      "a smaller model with the same vocabulary that proposes tokens for the "
                      "target to verify (any format rapide loads)");
-  command.add_option("--spec-tokens", flags.spec_tokens,
-                     "guesses per step: a number, or auto (chosen per sequence from measured "
-                     "acceptance and step costs; 0 below break-even)")
+  command
+      .add_option("--spec-tokens", flags.spec_tokens,
+                  "guesses per step: a number, or auto (chosen per sequence from measured "
+                  "acceptance and step costs; 0 below break-even)")
       ->capture_default_str();
   command.add_option("--spec-max-tokens", o.spec.max_tokens, "the most guesses auto may choose")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
-  command.add_option("--draft-p-min", o.spec.draft_min_confidence,
-                     "the draft model stops guessing at a token it gives less probability")
+  command
+      .add_option("--draft-p-min", o.spec.draft_min_confidence,
+                  "the draft model stops guessing at a token it gives less probability")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   command.add_option("--spec-ngram-min", o.spec.ngram_min, "shortest n-gram to match")
@@ -66,6 +77,16 @@ void add_engine_flags(CLI::App& command, EngineFlags& flags) {
   command.add_option("--spec-ngram-max", o.spec.ngram_max, "longest n-gram to match")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
+  // llama.cpp's switch (-fa is rewritten to it: cli_conventions.h). rapide has one attention
+  // path, already fused: each query's scores live in a per-job scratch row, read over the
+  // paged KV in one pass (kernels/attention.h), never an n x n matrix; so every value runs it.
+  command
+      .add_option_function<std::string>(
+          "--flash-attn", [](const std::string&) {},
+          "llama.cpp's -fa [on|off|auto]: accepted, changes nothing: rapide's attention is always "
+          "one fused pass over the paged KV cache per query (no n x n score matrix)")
+      ->expected(0, 1)
+      ->check(CLI::IsMember({"on", "off", "auto"}));
   command.add_option("--max-queue", o.max_queue, "waiting requests before new ones are refused")
       ->check(CLI::Range(1, 1 << 24))
       ->capture_default_str();
@@ -90,8 +111,8 @@ EngineOptions EngineFlags::resolve(int threads) const {
     fail(ErrorCode::kInvalidArgument, "--spec draft needs --draft-model PATH");
   }
   if (o.spec.mode != SpecMode::kDraft && !draft_model.empty()) {
-    fail(ErrorCode::kInvalidArgument, "--draft-model is used only with --spec draft (got --spec {})",
-         spec);
+    fail(ErrorCode::kInvalidArgument,
+         "--draft-model is used only with --spec draft (got --spec {})", spec);
   }
   if (spec_tokens == "auto") {
     o.spec.tokens = -1;
@@ -131,16 +152,28 @@ void add_sampling_flags(CLI::App& command, SamplingFlags& flags) {
   p.top_p = 0.95f;
   p.min_p = 0.05f;
   p.max_tokens = 256;
-  command.add_option("--temp,--temperature", p.temperature, "temperature (0 = greedy)")->capture_default_str();
-  command.add_option("--top-k", p.top_k, "keep the k most likely tokens (0 = off)")->capture_default_str();
-  command.add_option("--top-p", p.top_p, "nucleus sampling threshold (1 = off)")->capture_default_str();
-  command.add_option("--min-p", p.min_p, "drop tokens below min-p x the best (0 = off)")->capture_default_str();
-  command.add_option("--repeat-penalty", p.repetition_penalty, "repetition penalty (1 = off)")->capture_default_str();
-  command.add_option("--repeat-last-n", p.penalty_last_n, "penalty window (-1 = whole history)")->capture_default_str();
-  command.add_option("--presence-penalty", p.presence_penalty, "OpenAI presence penalty")->capture_default_str();
-  command.add_option("--frequency-penalty", p.frequency_penalty, "OpenAI frequency penalty")->capture_default_str();
+  command.add_option("--temp,--temperature", p.temperature, "temperature (0 = greedy)")
+      ->capture_default_str();
+  command.add_option("--top-k", p.top_k, "keep the k most likely tokens (0 = off)")
+      ->capture_default_str();
+  command.add_option("--top-p", p.top_p, "nucleus sampling threshold (1 = off)")
+      ->capture_default_str();
+  command.add_option("--min-p", p.min_p, "drop tokens below min-p x the best (0 = off)")
+      ->capture_default_str();
+  command.add_option("--repeat-penalty", p.repetition_penalty, "repetition penalty (1 = off)")
+      ->capture_default_str();
+  command.add_option("--repeat-last-n", p.penalty_last_n, "penalty window (-1 = whole history)")
+      ->capture_default_str();
+  command.add_option("--presence-penalty", p.presence_penalty, "OpenAI presence penalty")
+      ->capture_default_str();
+  command.add_option("--frequency-penalty", p.frequency_penalty, "OpenAI frequency penalty")
+      ->capture_default_str();
   command.add_option("-s,--seed", flags.seed, "RNG seed (-1 = random)")->capture_default_str();
-  command.add_option("-n,--max-tokens", p.max_tokens, "tokens to generate")->capture_default_str();
+  command
+      .add_option("-n,--max-tokens,--n-predict", p.max_tokens,
+                  "tokens to generate (-1 = until end-of-generation or the context's end)")
+      ->check(CLI::Range(-1, std::numeric_limits<int32_t>::max()))
+      ->capture_default_str();
   command.add_option("--min-tokens", p.min_tokens, "tokens before end-of-generation is allowed");
   command.add_flag("--ignore-eos", p.ignore_eos, "never stop at end-of-generation tokens");
   command.add_option("--stop", p.stop, "stop string (repeatable)");
@@ -149,9 +182,17 @@ void add_sampling_flags(CLI::App& command, SamplingFlags& flags) {
   command.add_option("--top-logprobs", p.top_logprobs, "alternatives to report per token");
 }
 
+void add_jinja_flag(CLI::App& command) {
+  command.add_flag("--jinja")->description(
+      "llama.cpp's switch, accepted: chat templates are always rendered as Jinja (the model's, "
+      "or --chat-template's)");
+}
+
 SamplingParams SamplingFlags::resolve() const {
   SamplingParams p = params;
   p.seed = seed >= 0 ? static_cast<uint64_t>(seed) : std::random_device{}();
+  // llama.cpp's -n -1: no limit but the context (the engine caps every sequence at its end).
+  if (p.max_tokens == -1) p.max_tokens = std::numeric_limits<int32_t>::max();
   for (const std::string& entry : logit_bias) {
     const size_t eq = entry.find('=');
     if (eq == std::string::npos) {

@@ -11,9 +11,11 @@
 
 namespace rapide::cli {
 
-// --max-batch-tokens, --max-seqs, --prefill-chunk, --ctx-size, --batching, --kv-layout,
+// --max-batch-tokens, --max-seqs (vLLM: --max-num-seqs), --prefill-chunk, --ctx-size, --batching,
+// --kv-layout,
 // --kv-block-size, --kv-memory, --kv-type, --prefix-cache, --kv-offload-ram,
-// --kv-offload-dir, --kv-offload-size, --kv-offload-codec. Parsed values land in `options`
+// --kv-offload-dir, --kv-offload-size, --kv-offload-codec, and llama.cpp's --flash-attn
+// (accepted: rapide's attention is always fused). Parsed values land in `options`
 // after parse().
 struct EngineFlags {
   EngineOptions options;
@@ -34,7 +36,8 @@ struct EngineFlags {
 void add_engine_flags(CLI::App& command, EngineFlags& flags);
 
 // --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n, --presence-penalty,
-// --frequency-penalty, --seed, -n/--max-tokens, --min-tokens, --ignore-eos, --stop,
+// --frequency-penalty, --seed, -n/--max-tokens/--n-predict (-1: to the context's end),
+// --min-tokens, --ignore-eos, --stop,
 // --logit-bias, --top-logprobs.
 struct SamplingFlags {
   SamplingParams params;
@@ -43,5 +46,9 @@ struct SamplingFlags {
   SamplingParams resolve() const;
 };
 void add_sampling_flags(CLI::App& command, SamplingFlags& flags);
+
+// llama.cpp's --jinja on the commands that apply chat templates (serve, chat, batch): rapide
+// always renders the model's Jinja template (or --chat-template's), so it is accepted as is.
+void add_jinja_flag(CLI::App& command);
 
 }  // namespace rapide::cli

@@ -1,6 +1,13 @@
 #include "apps/rapide/model_options.h"
 
+#include <sys/mman.h>
+#include <sys/resource.h>
+
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
 
 #include "base/clock.h"
 #include "base/cpu_features.h"
@@ -42,6 +49,9 @@ void add_model_options(CLI::App& command, ModelOptions& options) {
                      "most weight memory one process (one rank under --tp / --pp) may hold, e.g. "
                      "512MiB or 0.5 of free RAM; a larger model is refused: split it with --pp N "
                      "or --tp N over more ranks");
+  command.add_flag("--mlock", options.mlock,
+                   "lock the loaded model in RAM (mlockall) so it is never swapped out; fails, "
+                   "naming RLIMIT_MEMLOCK, when the limit is too low (ulimit -l)");
 }
 
 namespace {
@@ -56,6 +66,16 @@ uint64_t parse_memory_limit(const std::string& text) {
     fail(ErrorCode::kInvalidArgument, "--memory-limit takes the sizes --kv-memory takes: {}",
          e.what());
   }
+}
+
+// VmLck of /proc/self/status: what this process has locked (0 when unreadable).
+uint64_t locked_bytes() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmLck:", 0) == 0) return std::strtoull(line.c_str() + 6, nullptr, 10) * 1024;
+  }
+  return 0;
 }
 
 // --memory-limit: each rank checks its own share, so a model too large for one process
@@ -86,11 +106,12 @@ LoadedModel load_for_inference(const ModelOptions& options) {
     loaded.parallel = join_parallel_job(options.tp, options.pp, options.pp_micro_batches);
   }
   ParallelJob* job = loaded.parallel.get();
-  loaded.model = std::make_unique<Model>(
-      loaded.file, act_quant_from_name(options.act_quant),
-      job ? job->tensor_parallel() : nullptr, job ? job->pipeline_parallel() : nullptr);
+  loaded.model = std::make_unique<Model>(loaded.file, act_quant_from_name(options.act_quant),
+                                         job ? job->tensor_parallel() : nullptr,
+                                         job ? job->pipeline_parallel() : nullptr);
   check_weights_fit(*loaded.model, memory_limit, job ? job->rank() : 0);
   loaded.tokenizer = Tokenizer::create(loaded.file->tokenizer);
+  if (options.mlock) lock_model_in_ram();
   const int threads = options.threads > 0 ? options.threads : physical_core_count();
   loaded.pool = std::make_unique<ThreadPool>(threads);
   if (job != nullptr && !job->leader()) {
@@ -109,6 +130,27 @@ LoadedModel load_for_inference(const ModelOptions& options) {
                seconds_between(start, Clock::now()) * 1e3);
   spdlog::info("{} threads, kernels: {}", threads, isa_level_name(active_isa_level()));
   return loaded;
+}
+
+// --mlock: every page the process holds once the model is loaded (the mapped file and the
+// repacked weights alike) is locked and faulted in; the KV cache allocated later is not.
+// llama.cpp locks its mapped weights the same way. Without CAP_IPC_LOCK the lock is bounded by
+// RLIMIT_MEMLOCK, the usual reason it fails.
+void lock_model_in_ram() {
+  if (::mlockall(MCL_CURRENT) != 0) {
+    const int error = errno;
+    rlimit limit{};
+    ::getrlimit(RLIMIT_MEMLOCK, &limit);
+    const std::string allowed = limit.rlim_cur == RLIM_INFINITY
+                                    ? std::string("unlimited")
+                                    : format_bytes(static_cast<uint64_t>(limit.rlim_cur));
+    fail(ErrorCode::kResourceExhausted,
+         "--mlock: could not lock the model in RAM ({}): RLIMIT_MEMLOCK allows {}; raise it "
+         "(ulimit -l unlimited, LimitMEMLOCK=infinity in a systemd unit, --ulimit memlock=-1 "
+         "for docker) or run without --mlock",
+         std::strerror(error), allowed);
+  }
+  spdlog::info("--mlock: {} locked in RAM", format_bytes(locked_bytes()));
 }
 
 bool is_follower_rank(const ModelOptions& options) {

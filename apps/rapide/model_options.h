@@ -1,6 +1,5 @@
-// Options every model-using subcommand shares (-m, --tokenizer, --threads, --act-quant),
-// and loading
-// a model with its tokenizer from them.
+// Options every model-using subcommand shares (-m, --tokenizer, --threads, --act-quant,
+// --mlock, ...), and loading a model with its tokenizer from them.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -25,6 +24,7 @@ struct ModelOptions {
   int pp = 1;                      // --pp: pipeline stages (mpirun -np N)
   int pp_micro_batches = 0;        // --pp-micro-batches (0: one per stage)
   std::string memory_limit;        // --memory-limit: weights one rank may hold (empty: any)
+  bool mlock = false;              // --mlock: lock the loaded weights in RAM
 };
 
 void add_model_options(CLI::App& command, ModelOptions& options);
@@ -46,6 +46,11 @@ LoadedModel load_for_inference(const ModelOptions& options);
 // True on the ranks of a --tp / --pp job other than 0: they call load_for_inference (which
 // does not return there) before anything a front end would start, such as a listener.
 bool is_follower_rank(const ModelOptions& options);
+
+// --mlock (load_for_inference calls it; a model built in memory, such as serve's demo, calls
+// it itself): locks every page the process holds in RAM, the weights among them. Throws
+// Error(kResourceExhausted) naming RLIMIT_MEMLOCK when the kernel refuses.
+void lock_model_in_ram();
 
 // --draft-model, loaded when given: the Engine's draft argument points into it.
 struct LoadedDraft {

@@ -90,6 +90,9 @@ ApiError generation_failed(const std::string& engine_error, ErrorCode code) {
   if (code == ErrorCode::kExceedsCapacity) {
     return ApiError(400, "generation failed: " + engine_error, {}, "exceeds_limit");
   }
+  if (code == ErrorCode::kUnsupported) {
+    return ApiError(400, "generation failed: " + engine_error, {}, "unsupported");
+  }
   return ApiError(500, "generation failed: " + engine_error, {}, "engine_error");
 }
 

@@ -58,7 +58,9 @@ ApiError api_error_from(const Error& error, const std::string& param = {});
 // 500 engine_error (a batch reports the same error for the line); with kUnavailable (the
 // server's state, e.g. a prefill rank that did not answer) 503 unavailable with Retry-After;
 // with kExceedsCapacity (the request asked for more work than a limit allows, e.g. a grammar
-// over its per-token limit) 400 exceeds_limit: the same request would fail again.
+// over its per-token limit) 400 exceeds_limit: the same request would fail again; with
+// kUnsupported (the request asked for what the model cannot do, e.g. a grammar its vocabulary
+// cannot spell) 400 unsupported.
 ApiError generation_failed(const std::string& engine_error, ErrorCode code = ErrorCode::kInternal);
 
 }  // namespace rapide::api

@@ -1,6 +1,7 @@
 #include "api/engine_requests.h"
 
 #include <algorithm>
+#include <string_view>
 
 #include "api/api_error.h"
 #include "base/error.h"
@@ -68,7 +69,10 @@ std::vector<RequestId> submit_choices(
   } catch (const Error& e) {
     // All or nothing: a request the client sees refused must not keep generating.
     for (const RequestId id : ids) engine.abort(id);
-    throw api_error_from(e, prompt_param(spec.endpoint));
+    // The engine's grammar errors ("grammar: ...") are about the constraint's field.
+    const bool about_grammar =
+        spec.sampling.constraint && std::string_view(e.what()).starts_with("grammar:");
+    throw api_error_from(e, about_grammar ? spec.constraint_param : prompt_param(spec.endpoint));
   }
   return ids;
 }

@@ -62,6 +62,47 @@ float read_float(const json& body, const char* key, float fallback) {
   return v->get<float>();
 }
 
+// A number OpenAI bounds tighter than the sampler does (temperature 0..2 where the CLI's
+// sampler takes up to 100): the API's limit, checked here once; the sampler's own ranges
+// (penalties, min_p) are checked by SamplingParams::validate.
+float read_float_in(const json& body, const char* key, float fallback, float min, float max) {
+  const float x = read_float(body, key, fallback);
+  if (!(x >= min && x <= max)) {
+    bad(key, fmt::format("'{}' must be in [{}, {}], got {}", key, min, max, body[key].dump()),
+        "invalid_value");
+  }
+  return x;
+}
+
+// The generation limit: max_tokens (chat: max_completion_tokens wins), or llama-server's
+// n_predict, where -1 means no limit but the context's end. Both given and different is a
+// 400: which one the client meant cannot be guessed.
+int32_t read_max_tokens(const json& body, Endpoint endpoint) {
+  constexpr int64_t kIntMax = std::numeric_limits<int32_t>::max();
+  // OpenAI's defaults: 16 for completions, "until the context is full" for chat.
+  const int64_t default_max = endpoint == Endpoint::kCompletions ? 16 : kIntMax;
+  const char* openai_key = "max_tokens";
+  int64_t max_tokens = read_int(body, "max_tokens", default_max, 1, kIntMax);
+  if (endpoint == Endpoint::kChat && field(body, "max_completion_tokens")) {
+    openai_key = "max_completion_tokens";
+    max_tokens = read_int(body, "max_completion_tokens", max_tokens, 1, kIntMax);
+  }
+  const json* n_predict = field(body, "n_predict");
+  if (!n_predict) return static_cast<int32_t>(max_tokens);
+  int64_t limit = read_int(body, "n_predict", -1, -1, kIntMax);
+  if (limit == 0) {
+    bad("n_predict", "'n_predict' must be -1 (no limit) or at least 1, got 0", "invalid_value");
+  }
+  if (limit == -1) limit = kIntMax;
+  if (field(body, openai_key) && limit != max_tokens) {
+    bad("n_predict",
+        fmt::format("'n_predict' ({}) and '{}' ({}) disagree; give one of them", n_predict->dump(),
+                    openai_key, body[openai_key].dump()),
+        "invalid_value");
+  }
+  return static_cast<int32_t>(limit);
+}
+
 void reject_if(bool condition, const char* param, const char* what) {
   if (condition) throw ApiError(400, what, param, "unsupported");
 }
@@ -137,8 +178,7 @@ std::vector<TokenBias> read_logit_bias(const json& body, int vocab_size) {
   return biases;
 }
 
-// Fields both endpoints share. `max_tokens_default` is OpenAI's: 16 for completions,
-// "until the context is full" for chat.
+// Fields both endpoints share.
 GenerationSpec parse_common(const json& body, const Tokenizer& tokenizer, Endpoint endpoint) {
   if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object");
   GenerationSpec spec;
@@ -153,15 +193,10 @@ GenerationSpec parse_common(const json& body, const Tokenizer& tokenizer, Endpoi
   }
   SamplingParams& p = spec.sampling;
   constexpr int64_t kIntMax = std::numeric_limits<int32_t>::max();
-  const int64_t default_max = endpoint == Endpoint::kCompletions ? 16 : kIntMax;
-  int64_t max_tokens = read_int(body, "max_tokens", default_max, 1, kIntMax);
-  if (endpoint == Endpoint::kChat) {
-    max_tokens = read_int(body, "max_completion_tokens", max_tokens, 1, kIntMax);
-  }
-  p.max_tokens = static_cast<int32_t>(max_tokens);
+  p.max_tokens = read_max_tokens(body, endpoint);
   p.min_tokens = static_cast<int32_t>(read_int(body, "min_tokens", 0, 0, kIntMax));
-  p.temperature = read_float(body, "temperature", 1.0f);
-  p.top_p = read_float(body, "top_p", 1.0f);
+  p.temperature = read_float_in(body, "temperature", 1.0f, 0.0f, 2.0f);
+  p.top_p = read_float_in(body, "top_p", 1.0f, 0.0f, 1.0f);
   // vLLM spells "off" as -1 for top_k.
   const int64_t top_k = read_int(body, "top_k", 0, -1, kIntMax);
   p.top_k = top_k < 0 ? 0 : static_cast<int32_t>(top_k);
@@ -195,7 +230,25 @@ GenerationSpec parse_common(const json& body, const Tokenizer& tokenizer, Endpoi
   const int64_t best_of = read_int(body, "best_of", spec.n, 1, kMaxChoices);
   reject_if(best_of != spec.n, "best_of", "best_of other than n is not supported");
   p.constraint = read_constraint(body);
+  if (p.constraint) {
+    for (const char* key : {"response_format", "grammar", "guided_regex", "guided_choice"}) {
+      if (field(body, key)) spec.constraint_param = key;  // read_constraint allows one
+    }
+  }
   return spec;
+}
+
+// The roles OpenAI's chat API takes ("function" is its deprecated spelling of "tool"); any
+// other is a 400 naming messages[i].role, as OpenAI answers, rather than text a template
+// renders in some way of its own.
+void check_role(const std::string& role, const std::string& where) {
+  static constexpr std::string_view kRoles[] = {"system",    "developer", "user",
+                                                "assistant", "tool",      "function"};
+  if (std::find(std::begin(kRoles), std::end(kRoles), role) != std::end(kRoles)) return;
+  bad(where + ".role",
+      fmt::format("{}.role '{}' is not one of system, developer, user, assistant, tool, function",
+                  where, role),
+      "invalid_value");
 }
 
 // tools, tool_choice and parallel_tool_calls (OpenAI's shapes).
@@ -347,6 +400,7 @@ GenerationSpec parse_chat_request(const json& body, const Tokenizer& tokenizer) 
     if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
       bad(where, where + " must be an object with a string 'role'");
     }
+    check_role(m["role"].get_ref<const std::string&>(), where);
     // Content as a string, or the list-of-parts form with text parts only.
     json normalized = m;
     const json* content = field(m, "content");

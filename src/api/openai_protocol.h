@@ -32,6 +32,9 @@ struct GenerationSpec {
   nlohmann::json messages;                    // chat only
   nlohmann::json tools;                       // chat only, handed to the template
   SamplingParams sampling;                    // seed already chosen
+  // The field sampling.constraint came from (response_format, grammar, guided_regex,
+  // guided_choice): the param of an error the engine finds in it.
+  std::string constraint_param;
   bool seed_given = false;
   int n = 1;
   bool stream = false;

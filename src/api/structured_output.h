@@ -6,7 +6,9 @@
 //     (vLLM's extensions)
 // At most one of them per request. A grammar that does not parse, a schema with an
 // unsupported keyword or a bad regex is a 400 naming the field and, for schemas, the keyword;
-// so is a grammar over the cost model's limits (grammar/cost.h), naming the construct.
+// so is a grammar over the cost model's limits (grammar/cost.h), naming the construct. One the
+// model's vocabulary cannot start is refused by the engine at admission (400 naming the
+// field: GenerationSpec::constraint_param).
 // Compiled constraints are kept by grammar text (a small LRU), so requests with the same
 // schema share one grammar and its mask cache.
 #pragma once

@@ -276,6 +276,20 @@ Engine::Incoming Engine::prepare(Request request) {
       // A grammar problem, not the KV budget that kExceedsCapacity means to a front end.
       fail(ErrorCode::kInvalidArgument, "{}", e.what());
     }
+    // A vocabulary without a token that can start the required text (a schema's "{" in a
+    // vocabulary that has no "{" and no byte fallback) would fail at the first step: refuse
+    // the request now, as the request's fault. The mask is cached for the first step.
+    bool startable = true;
+    try {
+      startable = in.output.grammar->mask().allowed > 0;
+    } catch (const Error& e) {
+      fail(ErrorCode::kInvalidArgument, "{}", e.what());
+    }
+    if (!startable) {
+      fail(ErrorCode::kUnsupported,
+           "grammar: no token of the model's vocabulary can start the output the grammar "
+           "requires (the vocabulary cannot spell it)");
+    }
     s->constrained = true;
   }
   s->spec = request.speculative;

@@ -95,7 +95,12 @@ void OutputProcessor::process_row(const Row& row, std::vector<float>& scratch, S
       }
       if (allowed == 0) {
         out.finish = FinishReason::kError;
-        out.error = "grammar: no token of the vocabulary can continue the output";
+        // The request's constraint asks for text the model's vocabulary cannot spell: a
+        // problem of the request (and model), not of the server.
+        out.error =
+            "grammar: no token of the model's vocabulary can continue the output the grammar "
+            "requires";
+        out.error_code = ErrorCode::kUnsupported;
         return;
       }
     }

@@ -35,5 +35,23 @@ TEST(ApiError, OpenAIShapeWithParamFromTheMessage) {
   EXPECT_EQ(nlohmann::json::parse(ApiError(404, "no").to_json())["error"]["param"], nullptr);
 }
 
+// Issue 51: a grammar the model's vocabulary cannot continue failed the request with 500
+// server_error; it is the request's problem, so 400, like the rest of the grammar errors.
+TEST(ApiError, AGrammarTheVocabularyCannotSpellIsA400) {
+  const ApiError dead_end =
+      generation_failed("grammar: no token of the model's vocabulary can continue the output",
+                        ErrorCode::kUnsupported);
+  EXPECT_EQ(dead_end.status(), 400);
+  EXPECT_STREQ(dead_end.type(), "invalid_request_error");
+  EXPECT_EQ(dead_end.code(), "unsupported");
+  EXPECT_EQ(generation_failed("bug").status(), 500);
+  // Refused at admission: the error names the constraint's field.
+  const ApiError start = api_error_from(
+      Error(ErrorCode::kUnsupported, "grammar: no token of the model's vocabulary can start it"),
+      "response_format");
+  EXPECT_EQ(start.status(), 400);
+  EXPECT_EQ(start.param(), "response_format");
+}
+
 }  // namespace
 }  // namespace rapide::api

@@ -140,6 +140,85 @@ TEST_F(ProtocolTest, ErrorsNameTheField) {
   EXPECT_EQ(refused_param({{"messages", m}, {"top_logprobs", 2}}, true), "top_logprobs");
 }
 
+// Issue 51: OpenAI refuses these; rapide accepted temperature 5 and a role "wizard". The
+// limits are OpenAI's documented ones, and the error names the field as OpenAI does.
+TEST_F(ProtocolTest, OpenAILimitsAreOpenAIs) {
+  const json m = json::array({{{"role", "user"}, {"content", "hi"}}});
+  for (const auto& [key, value] :
+       std::vector<std::pair<std::string, json>>{{"temperature", 5},
+                                                 {"temperature", 2.01},
+                                                 {"temperature", -0.1},
+                                                 {"top_p", 1.01},
+                                                 {"top_p", -0.5},
+                                                 {"presence_penalty", 2.5},
+                                                 {"frequency_penalty", -3},
+                                                 {"n", 0},
+                                                 {"top_logprobs", 21}}) {
+    json body = {{"messages", m}, {"logprobs", true}};
+    body[key] = value;
+    try {
+      parse_chat_request(body, *tokenizer_);
+      ADD_FAILURE() << "accepted " << key << " " << value.dump();
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.status(), 400) << e.what();
+      EXPECT_EQ(e.param(), key) << e.what();
+      EXPECT_EQ(e.code(), "invalid_value") << key << ": " << e.what();
+      EXPECT_STREQ(e.type(), "invalid_request_error");
+    }
+  }
+  // The edges are allowed.
+  json edges = {{"messages", m},          {"temperature", 2},       {"top_p", 1},
+                {"presence_penalty", -2}, {"frequency_penalty", 2}, {"logprobs", true},
+                {"top_logprobs", 20}};
+  EXPECT_FLOAT_EQ(parse_chat_request(edges, *tokenizer_).sampling.temperature, 2.0f);
+  edges["temperature"] = 0;
+  EXPECT_FLOAT_EQ(parse_chat_request(edges, *tokenizer_).sampling.temperature, 0.0f);
+  EXPECT_EQ(refused_param({{"prompt", "x"}, {"temperature", 3}}), "temperature");
+
+  for (const char* role : {"system", "developer", "user", "assistant", "tool", "function"}) {
+    const json ok = json::array({{{"role", role}, {"content", "x"}}});
+    EXPECT_NO_THROW(parse_chat_request({{"messages", ok}}, *tokenizer_)) << role;
+  }
+  const json wizard =
+      json::array({{{"role", "user"}, {"content", "hi"}}, {{"role", "wizard"}, {"content", "hi"}}});
+  try {
+    parse_chat_request({{"messages", wizard}}, *tokenizer_);
+    ADD_FAILURE() << "accepted the role wizard";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 400);
+    EXPECT_EQ(e.param(), "messages[1].role");
+    EXPECT_NE(std::string(e.what()).find("'wizard'"), std::string::npos) << e.what();
+    const json shape = json::parse(e.to_json());
+    EXPECT_EQ(shape["error"]["type"], "invalid_request_error");
+    EXPECT_EQ(shape["error"]["param"], "messages[1].role");
+    EXPECT_EQ(shape["error"]["code"], "invalid_value");
+  }
+}
+
+// llama-server's n_predict is max_tokens (-1: no limit but the context), on both routes.
+TEST_F(ProtocolTest, NPredictIsMaxTokens) {
+  const json m = json::array({{{"role", "user"}, {"content", "hi"}}});
+  EXPECT_EQ(parse_completion_request({{"prompt", "x"}, {"n_predict", 3}}, *tokenizer_)
+                .sampling.max_tokens,
+            3);
+  EXPECT_EQ(
+      parse_chat_request({{"messages", m}, {"n_predict", 7}}, *tokenizer_).sampling.max_tokens, 7);
+  EXPECT_EQ(parse_completion_request({{"prompt", "x"}, {"n_predict", -1}}, *tokenizer_)
+                .sampling.max_tokens,
+            std::numeric_limits<int32_t>::max());
+  // Both, agreeing, are fine; disagreeing, a 400 naming n_predict.
+  EXPECT_EQ(
+      parse_completion_request({{"prompt", "x"}, {"n_predict", 4}, {"max_tokens", 4}}, *tokenizer_)
+          .sampling.max_tokens,
+      4);
+  EXPECT_EQ(refused_param({{"prompt", "x"}, {"n_predict", 4}, {"max_tokens", 5}}), "n_predict");
+  EXPECT_EQ(refused_param({{"messages", m}, {"n_predict", 4}, {"max_completion_tokens", 5}}, true),
+            "n_predict");
+  EXPECT_EQ(refused_param({{"prompt", "x"}, {"n_predict", 0}}), "n_predict");
+  EXPECT_EQ(refused_param({{"prompt", "x"}, {"n_predict", -2}}), "n_predict");
+  EXPECT_EQ(refused_param({{"prompt", "x"}, {"n_predict", "3"}}), "n_predict");
+}
+
 // The "speculative" extension: its shape is parsed on both routes (what the server can
 // honour is the engine's check, tests/unit/engine/speculative_test.cpp).
 TEST_F(ProtocolTest, SpeculativeExtension) {
@@ -227,7 +306,10 @@ TEST_F(ProtocolTest, StructuredOutputFieldsBecomeOneConstraint) {
                             json{{"response_format", {{"type", "json_object"}}}}}) {
     json body = extra;
     body["prompt"] = "x";
-    EXPECT_TRUE(parse_completion_request(body, *tokenizer_).sampling.constraint) << extra.dump();
+    const GenerationSpec parsed = parse_completion_request(body, *tokenizer_);
+    EXPECT_TRUE(parsed.sampling.constraint) << extra.dump();
+    // The engine's errors about the constraint name this field.
+    EXPECT_EQ(parsed.constraint_param, extra.begin().key()) << extra.dump();
   }
   EXPECT_EQ(refused_param({{"prompt", "x"}, {"grammar", "root ::= undefined"}}), "grammar");
   // A code point beyond U+10FFFF has no UTF-8 encoding (red-team N6).

@@ -86,6 +86,105 @@ TEST(CliConventions, LlamaCppAndVllmSpellingsAreAccepted) {
   }
 }
 
+// Issue 51: llama.cpp's spellings misfired. -hf was read as "-h -f" (help, exit 0); -fa as
+// "-f a" ("give exactly one of -p/--prompt and -f/--file"); --n-predict, --jinja, --mlock
+// and vLLM's --max-num-seqs were unknown flags.
+TEST(CliConventions, DownloadFlagsAreRefusedByName) {
+  for (const std::string& args :
+       {std::string("run -hf org/model -p hi"), std::string("serve --hf-repo org/model"),
+        std::string("run -m x.gguf -p hi -hff model-q4_0.gguf"),
+        std::string("chat --hf-file=model.gguf")}) {
+    const CliResult r = run_rapide(args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.out;
+    EXPECT_EQ(r.out.find("error: -"), 0u) << r.out;
+    EXPECT_NE(r.out.find("rapide makes no downloads: give a local file with --model PATH"),
+              std::string::npos)
+        << r.out;
+    EXPECT_EQ(r.out.find('\n'), r.out.size() - 1) << "one line: " << r.out;
+  }
+}
+
+TEST(CliConventions, LlamaCppGenerationFlagsWork) {
+  RAPIDE_REQUIRE_SHARED("models/stories260K/stories260K.gguf");
+  // -fa with no value, with one, and the long spelling; rapide's attention is always fused.
+  for (const std::string& flags : {std::string("-fa"), std::string("-fa on"),
+                                   std::string("--flash-attn off"), std::string("-fa=auto")}) {
+    const CliResult r = quick_run(flags);
+    EXPECT_EQ(r.exit_code, 0) << flags << "\n" << r.out;
+  }
+  const CliResult bad_fa = quick_run("-fa maybe");
+  EXPECT_EQ(bad_fa.exit_code, 2) << bad_fa.out;
+  EXPECT_NE(bad_fa.out.find("--flash-attn"), std::string::npos) << bad_fa.out;
+  EXPECT_NE(run_rapide("run --help").out.find("fused"), std::string::npos);
+
+  // --n-predict is -n; -1 generates until the context's end.
+  const auto run_without_n = [](const std::string& flags) {
+    return run_rapide("run -m " + model() + " -p 'Once upon a time' --temp 0 " + flags);
+  };
+  const CliResult three = run_without_n("--n-predict 3 --ignore-eos");
+  ASSERT_EQ(three.exit_code, 0) << three.out;
+  EXPECT_NE(three.out.find("generated: 3 (length)"), std::string::npos) << three.out;
+  const CliResult unlimited = run_without_n("-n -1 --ignore-eos --ctx-size 24");
+  ASSERT_EQ(unlimited.exit_code, 0) << unlimited.out;
+  int prompt = 0, generated = 0;
+  ASSERT_EQ(std::sscanf(unlimited.out.substr(unlimited.out.find("prompt tokens:")).c_str(),
+                        "prompt tokens: %d", &prompt),
+            1)
+      << unlimited.out;
+  ASSERT_EQ(std::sscanf(unlimited.out.substr(unlimited.out.find("generated:")).c_str(),
+                        "generated: %d", &generated),
+            1)
+      << unlimited.out;
+  EXPECT_EQ(prompt + generated, 24) << unlimited.out;
+
+  // vLLM's --max-num-seqs is --max-seqs.
+  const CliResult seqs = quick_run("--max-num-seqs 3");
+  ASSERT_EQ(seqs.exit_code, 0) << seqs.out;
+  EXPECT_NE(seqs.out.find("/ 3 sequences per step"), std::string::npos) << seqs.out;
+  // --jinja where chat templates apply; bench's output length is -n / --n-predict too.
+  for (const char* command : {"serve", "chat", "batch"}) {
+    EXPECT_NE(run_rapide(std::string(command) + " --help").out.find("--jinja"), std::string::npos)
+        << command;
+  }
+  EXPECT_NE(run_rapide("bench --help").out.find("--n-predict"), std::string::npos);
+}
+
+TEST(CliConventions, MlockLocksTheModelOrNamesTheLimit) {
+  RAPIDE_REQUIRE_SHARED("models/stories260K/stories260K.gguf");
+  // Where the process may lock (CAP_IPC_LOCK, or a high enough RLIMIT_MEMLOCK) the model is
+  // locked and the amount logged; elsewhere the run fails naming the limit.
+  const CliResult locked = quick_run("--mlock");
+  if (locked.exit_code == 0) {
+    EXPECT_NE(locked.out.find("locked in RAM"), std::string::npos) << locked.out;
+    EXPECT_EQ(locked.out.find("--mlock: 0 B locked"), std::string::npos) << locked.out;
+  } else {
+    EXPECT_EQ(locked.exit_code, 1) << locked.out;
+    EXPECT_NE(locked.out.find("RLIMIT_MEMLOCK"), std::string::npos) << locked.out;
+  }
+  // Without CAP_IPC_LOCK (root drops it with setpriv) and with RLIMIT_MEMLOCK 0, it fails.
+  const CliResult refused =
+      quick_run("--mlock",
+                "X=1 $(test \"$(id -u)\" = 0 && echo setpriv --bounding-set -ipc_lock "
+                "--inh-caps -ipc_lock) prlimit --memlock=0:0");
+  EXPECT_EQ(refused.exit_code, 1) << refused.out;
+  EXPECT_NE(refused.out.find("RLIMIT_MEMLOCK"), std::string::npos) << refused.out;
+}
+
+TEST(CliConventions, AnUnknownSubcommandListsTheSubcommands) {
+  const CliResult r = run_rapide("frobnicate -m x");
+  EXPECT_EQ(r.exit_code, 2) << r.out;
+  EXPECT_NE(r.out.find("unknown subcommand 'frobnicate'"), std::string::npos) << r.out;
+  for (const char* name : {"run", "serve", "chat", "bench", "batch", "quantize"}) {
+    EXPECT_NE(r.out.find(std::string(" ") + name + ","), std::string::npos) << name << r.out;
+  }
+  EXPECT_EQ(r.out.find('\n'), r.out.size() - 1) << "one line: " << r.out;
+  const CliResult typo = run_rapide("srve");
+  EXPECT_EQ(typo.exit_code, 2) << typo.out;
+  EXPECT_NE(typo.out.find("did you mean serve?"), std::string::npos) << typo.out;
+  const CliResult none = run_rapide("");
+  EXPECT_NE(none.out.find("serve"), std::string::npos) << none.out;
+}
+
 TEST(CliConventions, FlagsComeFromTheEnvironmentAndAConfigFile) {
   RAPIDE_REQUIRE_SHARED("models/stories260K/stories260K.gguf");
   const CliResult env = quick_run("", "RAPIDE_CTX_SIZE=80");
