@@ -15,6 +15,10 @@ namespace {
 constexpr size_t kRecentSteps = 256;
 constexpr size_t kRecentMisses = 32;
 constexpr size_t kRecentRequests = 256;
+// Matcher steps the admission check may spend on a grammar's first mask on the submitting
+// thread (~20-40 ms of a 32000-token vocabulary's walk): realistic schemas' first masks take
+// 70-200 k (constraint.h), so they are checked at admission; costlier ones at the first step.
+constexpr uint64_t kAdmissionMaskWork = 250'000;
 // How often an idle engine looks for remote K/V: short next to a prefill, long enough that
 // the waiting engine leaves the core to the prefill rank on a small machine.
 constexpr auto kRemotePollInterval = std::chrono::microseconds(200);
@@ -278,12 +282,20 @@ Engine::Incoming Engine::prepare(Request request) {
     }
     // A vocabulary without a token that can start the required text (a schema's "{" in a
     // vocabulary that has no "{" and no byte fallback) would fail at the first step: refuse
-    // the request now, as the request's fault. The mask is cached for the first step.
+    // the request now, as the request's fault. This runs on the submitting thread, where a
+    // walk cannot be aborted, so it gets a small budget of its own: a first mask that costs
+    // more is left to the first step, which enforces the real limit and honours aborts.
+    // The mask lands in the constraint's cache, so the first step reuses it.
     bool startable = true;
     try {
-      startable = in.output.grammar->mask().allowed > 0;
+      grammar::GrammarState probe(
+          request.sampling.constraint, *token_trie_,
+          grammar::GrammarLimits{.work_per_token = std::min(work, kAdmissionMaskWork)},
+          in.cancelled);
+      startable = probe.mask().allowed > 0;
     } catch (const Error& e) {
-      fail(ErrorCode::kInvalidArgument, "{}", e.what());
+      if (e.code() != ErrorCode::kExceedsCapacity)
+        fail(ErrorCode::kInvalidArgument, "{}", e.what());
     }
     if (!startable) {
       fail(ErrorCode::kUnsupported,

@@ -312,6 +312,9 @@ TEST(CliConventions, ServeConfigRoundTripsEveryFlag) {
       {"spec-ngram-min", {"2", ""}},
       {"spec-ngram-max", {"5", ""}},
       {"max-queue", {"99", ""}},
+      {"flash-attn", {"\"on\"", ""}},
+      {"jinja", {"true", ""}},
+      {"mlock", {"true", ""}},
   };
   std::set<std::string> keys;
   for (const auto& [key, value] : listed.values) keys.insert(key);
