@@ -21,6 +21,17 @@ if(RAPIDE_MPI)
   list(APPEND rapide_components mpi)
 endif()
 
+# CMake writes the list of files an install copied to <build>/install_manifest.txt (or
+# install_manifest_<component>.txt, as cpack does), at a path fixed in the generated
+# cmake_install.cmake and with no option to turn it off (CMake 3.25 through 4.x). So that an
+# install (a `sudo cmake --install build` above all) leaves the build tree as it was, those
+# names are links to /dev/null, made here at configure time: the install writes through them
+# and nothing in the build tree changes. The files an install copies are the few named above
+# (and in the README's "Install").
+foreach(manifest install_manifest.txt install_manifest_rapide.txt install_manifest_mpi.txt)
+  file(CREATE_LINK /dev/null ${CMAKE_BINARY_DIR}/${manifest} SYMBOLIC)
+endforeach()
+
 set(CPACK_PACKAGE_NAME rapide)
 set(CPACK_PACKAGE_VENDOR "the rapide authors")
 set(CPACK_PACKAGE_CONTACT "rapide maintainers <rapide@localhost>")
