@@ -2,12 +2,12 @@
 # Issue 21: tensor and pipeline parallelism over Open MPI on this machine, and the calibrated
 # on-paper model for N nodes (bench/distributed_model.py, docs/distributed.md).
 #
-#   1. synth100m Q8_0, one process with 2 threads vs mpirun -np 2 ... --tp 2 (1 thread per
-#      rank) vs --pp 2 (1 thread per rank), total cores held equal: prefill and decode tok/s,
-#      seconds in MPI calls, idle (bubble) fraction, weights resident per rank. Greedy, the
-#      same prompt; a batch of 8 sequences decoding together (rapide bench in-process is not
-#      MPI-aware, so `rapide run` measures one sequence and bench/engine_workload is not
-#      used).
+#   1. synth100m Q8_0, one process with 2 threads vs mpirun -np 2 rapide-mpi ... --tp 2 (1
+#      thread per rank) vs --pp 2 (1 thread per rank), total cores held equal: prefill and
+#      decode tok/s, seconds in MPI calls, idle (bubble) fraction, weights resident per
+#      rank. Greedy, the same prompt; a batch of 8 sequences decoding together (rapide bench
+#      in-process is not MPI-aware, so `rapide run` measures one sequence and
+#      bench/engine_workload is not used).
 #   2. MPI latency, bandwidth and all-reduce time on loopback (bench_mpi_link).
 #   3. The model's predictions for 1-8 nodes at loopback / 10 / 100 / 400 Gb/s, from those.
 #
@@ -17,7 +17,10 @@
 # SECTIONS (all, or disagg for section 4 alone), DISAGG_* (section 4).
 set -euo pipefail
 source "$(dirname "$0")/common.sh"
-bench_build rapide bench_mpi_link
+# Every run uses rapide-mpi, the binary linked with Open MPI (rapide has no ranks): alone it
+# is one process, under mpirun one rank each, so the comparisons are of one binary.
+rapide="$build/apps/rapide/rapide-mpi"
+bench_build rapide-mpi bench_mpi_link
 model="${MODEL:-$(synth_model q8_0)}"
 tokens="${TOKENS:-128}"
 repeat="${REPEAT:-3}"
@@ -111,7 +114,7 @@ print(f\"{'$label':<34} chat TPOT p50 {r['chat_tpot_p50_ms']:6.1f} ms  p99 {r['c
 print(f\"{'':<34} long prompts ({r['long_prompt_tokens']:.0f} tokens, {r['long_prompts']}): TTFT p50 \"
       f\"{r['long_ttft_p50_ms']:.0f} ms  max {r['long_ttft_max_ms']:.0f} ms;  {r['tokens_per_s']:.1f} tok/s in all;  \"
       f\"KV moved {r['kv_bytes_moved'] / 1048576:.1f} MiB\")"
-  echo "    + ${server_launcher[*]:-} rapide serve -m $model $*"
+  echo "    + ${server_launcher[*]:-} rapide-mpi serve -m $model $*"
   last_interference=$result
 }
 server_launcher=()

@@ -256,10 +256,11 @@ void register_serve(CLI::App& app) {
                   "seconds between the engine lines logged while busy (0 = none)")
       ->check(CLI::Range(0.0, 86400.0))
       ->capture_default_str();
-  cmd->add_flag("--disaggregate", o->disaggregate,
-                "prefill/decode disaggregation under mpirun -np N+1: rank 0 serves HTTP and "
-                "decodes, ranks 1..N compute the prompts' KV (each prompt to the least loaded) "
-                "and send it to rank 0");
+  cmd->add_flag(
+      "--disaggregate", o->disaggregate,
+      "prefill/decode disaggregation (rapide-mpi under mpirun -np N+1): rank 0 serves HTTP and "
+      "decodes, ranks 1..N compute the prompts' KV (each prompt to the least loaded) "
+      "and send it to rank 0");
   cmd->add_option("--role", o->role,
                   "this rank's part with --disaggregate: auto (rank 0 router + decode, the "
                   "others prefill), router or decode (rank 0), prefill (ranks 1..N); any but auto "

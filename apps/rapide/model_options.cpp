@@ -33,13 +33,14 @@ void add_model_options(CLI::App& command, ModelOptions& options) {
                   "runs F16 weights as BF16 (about 2x prefill with AVX512-BF16, bf16 rounding)")
       ->check(CLI::IsMember({"int8", "off", "bf16"}));
   command
-      .add_option("--tp", options.tp,
-                  "tensor parallelism over N MPI ranks: launch as mpirun -np N rapide ... --tp N")
+      .add_option(
+          "--tp", options.tp,
+          "tensor parallelism over N MPI ranks: launch as mpirun -np N rapide-mpi ... --tp N")
       ->check(CLI::Range(1, 4096));
   command
       .add_option("--pp", options.pp,
                   "pipeline parallelism over N MPI ranks (layers split in N stages): launch as "
-                  "mpirun -np N rapide ... --pp N")
+                  "mpirun -np N rapide-mpi ... --pp N")
       ->check(CLI::Range(1, 4096));
   command
       .add_option("--pp-micro-batches", options.pp_micro_batches,
@@ -87,7 +88,7 @@ void check_weights_fit(const Model& model, uint64_t limit, int rank) {
   const int first = model.first_layer();
   fail(ErrorCode::kInvalidArgument,
        "rank {}'s weights (layers {}..{}) take {}, over --memory-limit {}: split the model over "
-       "more processes with mpirun -np N rapide ... --pp N (or --tp N)",
+       "more processes with mpirun -np N rapide-mpi ... --pp N (or --tp N)",
        rank, first, first + model.config().n_layers - 1, format_bytes(model.weight_bytes()),
        format_bytes(limit));
 }

@@ -703,7 +703,7 @@ Finding contention(const EngineState& s, const WorkloadFacts& w) {
         fmt::format("streams stall while {}-token prompt chunks run", s.config.prefill_chunk);
     f.lever =
         "smaller prefill chunks; beyond that prefill/decode disaggregation (mpirun -np 2 "
-        "rapide serve --disaggregate)";
+        "rapide-mpi serve --disaggregate)";
     f.flags = {{"--prefill-chunk", std::to_string(chunk)}};
     // A p99 for a p99: the recent decode steps' p99 plus what a chunk of C tokens adds.
     predict(f, Metric::kItlP99, w.itl_p99, after);
@@ -724,7 +724,7 @@ Finding contention(const EngineState& s, const WorkloadFacts& w) {
         ms(overhead));
     // Named, not applied: it needs a second rank (mpirun), which --verify cannot start.
     f.lever =
-        "prefill/decode disaggregation: mpirun -np 2 rapide serve --disaggregate "
+        "prefill/decode disaggregation: mpirun -np 2 rapide-mpi serve --disaggregate "
         "(docs/distributed.md)";
     f.cost =
         "a second rank's cores for prefill; KV blocks sent between ranks; long prompts' "
@@ -750,8 +750,8 @@ Finding fits_one_machine(const EngineState& s) {
                                      format_bytes(s.machine.memory_total)));
     f.verdict = "the weights do not fit this machine";
     f.lever =
-        "tensor or pipeline parallelism across machines: mpirun -np N --hostfile H rapide serve "
-        "--tp N (or --pp N) (docs/distributed.md)";
+        "tensor or pipeline parallelism across machines: mpirun -np N --hostfile H rapide-mpi "
+        "serve --tp N (or --pp N) (docs/distributed.md)";
     f.cost = "network: activations cross machines every layer (TP) or stage (PP)";
     return f;
   }

@@ -203,7 +203,8 @@ DisaggRole join_disaggregated_job(const std::string& role) {
   if (ranks < 2) {
     fail(ErrorCode::kInvalidArgument,
          "--disaggregate needs at least 2 MPI ranks (rank 0: router + decode, ranks 1..N: "
-         "prefill), this job has {} (launch with mpirun -np 2, or -np N+1 for N prefill ranks)",
+         "prefill), this job has {} (launch with mpirun -np 2 rapide-mpi ..., or -np N+1 for N "
+         "prefill ranks)",
          ranks);
   }
   // Every rank checks every rank's --role, so a mismatch on one fails all of them alike (a

@@ -1,7 +1,7 @@
 // Prefill/decode disaggregation over Open MPI (issue 21):
 //
-//   mpirun -np 2 rapide serve -m model.gguf --disaggregate -t 1   # one prefill rank
-//   mpirun -np 4 rapide serve -m model.gguf --disaggregate -t 1   # three
+//   mpirun -np 2 rapide-mpi serve -m model.gguf --disaggregate -t 1   # one prefill rank
+//   mpirun -np 4 rapide-mpi serve -m model.gguf --disaggregate -t 1   # three
 //
 // Rank 0 is the router and the decode engine: the HTTP front end (the OpenAI API unchanged),
 // the scheduler and the token streams. Ranks 1..N are prefill ranks: each computes the K/V of
@@ -18,7 +18,8 @@
 // Error(kUnavailable); a rank that dies is reported by mpirun, which ends the job; a prefill
 // rank that stops answering makes rank 0's requests fail after --disagg-timeout-ms.
 //
-// Builds without MPI keep the interface and refuse with kUnsupported.
+// The one-process runtime, linked into `rapide` (src/dist/CMakeLists.txt), keeps the
+// interface and refuses with kUnsupported, naming rapide-mpi.
 #pragma once
 
 #include <exception>

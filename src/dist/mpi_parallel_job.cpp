@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <deque>
+#include <string>
 #include <thread>
 
 #include "base/clock.h"
@@ -267,6 +268,16 @@ int parallel_job_size() {
   return size;
 }
 
+std::string parallel_runtime() {
+  // Allowed before MPI_Init: --version starts no MPI. Open MPI's line goes on with the
+  // package and repository; the name and version are what identify the library.
+  char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int length = 0;
+  MPI_Get_library_version(text, &length);
+  const std::string version(text, static_cast<size_t>(std::max(length, 0)));
+  return version.substr(0, version.find_first_of(",\n"));
+}
+
 std::unique_ptr<ParallelJob> join_parallel_job(int tp, int pp, int micro_batches) {
   if (tp > 1 && pp > 1) {
     fail(ErrorCode::kInvalidArgument, "--tp and --pp together are not supported yet");
@@ -278,8 +289,9 @@ std::unique_ptr<ParallelJob> join_parallel_job(int tp, int pp, int micro_batches
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
   if (ranks != size) {  // before the job exists: no rank waits for a stop message
     fail(ErrorCode::kInvalidArgument,
-         "{} {} needs exactly {} MPI ranks, this job has {} (launch with mpirun -np {})", flag,
-         size, size, ranks, size);
+         "{} {} needs exactly {} MPI ranks, this job has {} (launch with mpirun -np {} rapide-mpi "
+         "...)",
+         flag, size, size, ranks, size);
   }
   return std::make_unique<MpiJob>(pp > 1, micro_batches);
 }

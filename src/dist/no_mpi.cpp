@@ -1,14 +1,19 @@
-// join_parallel_job in a build without MPI (RAPIDE_MPI off).
+// The one-process runtime of dist/parallel_job.h, linked into `rapide` (the binary without
+// MPI): a job of one rank. --tp / --pp > 1 are refused with the command that runs them, since
+// the ranks live in the other binary, `rapide-mpi` (package rapide-mpi), started by mpirun.
 #include "base/error.h"
 #include "dist/parallel_job.h"
 
 namespace rapide {
 
 std::unique_ptr<ParallelJob> join_parallel_job(int tp, int pp, int) {
+  const char* flag = pp > 1 ? "--pp" : "--tp";
+  const int ranks = pp > 1 ? pp : tp;
   fail(ErrorCode::kUnsupported,
-       "--tp {} --pp {}: this rapide was built without MPI (install libopenmpi-dev and rebuild "
-       "with -DRAPIDE_MPI=ON)",
-       tp, pp);
+       "{} {}: this rapide runs one process; tensor and pipeline parallelism run in rapide-mpi "
+       "(package rapide-mpi, or build/apps/rapide/rapide-mpi), one process per rank: launch "
+       "the same command as mpirun -np {} rapide-mpi serve ... {} {}",
+       flag, ranks, ranks, flag, ranks);
 }
 
 int parallel_job_rank() {
@@ -17,6 +22,10 @@ int parallel_job_rank() {
 
 int parallel_job_size() {
   return 1;
+}
+
+std::string parallel_runtime() {
+  return "none: one process (--tp, --pp and --disaggregate run in rapide-mpi)";
 }
 
 }  // namespace rapide

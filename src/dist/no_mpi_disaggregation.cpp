@@ -1,4 +1,6 @@
-// Prefill/decode disaggregation in a build without MPI (RAPIDE_MPI off): refused.
+// The one-process runtime of dist/disaggregation.h, linked into `rapide` (the binary without
+// MPI): prefill ranks are other processes, so --disaggregate and --role are refused with the
+// command that runs them in `rapide-mpi` (package rapide-mpi) under mpirun.
 #include "base/error.h"
 #include "dist/disaggregation.h"
 
@@ -7,8 +9,9 @@ namespace rapide {
 namespace {
 [[noreturn]] void refuse() {
   fail(ErrorCode::kUnsupported,
-       "--disaggregate: this rapide was built without MPI (install libopenmpi-dev and rebuild "
-       "with -DRAPIDE_MPI=ON)");
+       "--disaggregate: this rapide runs one process; prefill/decode disaggregation runs in "
+       "rapide-mpi (package rapide-mpi, or build/apps/rapide/rapide-mpi), one process per rank: "
+       "launch the same command as mpirun -np 2 rapide-mpi serve ... --disaggregate");
 }
 }  // namespace
 

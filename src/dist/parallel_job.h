@@ -1,5 +1,5 @@
 // A tensor- or pipeline-parallel job: this process's place in
-// `mpirun -np N rapide ... --tp N` (or --pp N).
+// `mpirun -np N rapide-mpi ... --tp N` (or --pp N).
 //
 // Rank 0 (the leader) runs the command as usual (scheduler, HTTP front end, sampling); its
 // model calls the job's collectives inside every forward pass and, first, publishes the
@@ -10,11 +10,13 @@
 // MPI_Isend / MPI_Recv of each micro-batch's activations between neighbouring stages and of
 // the last stage's outputs back to stage 0.
 //
-// Builds without MPI (RAPIDE_MPI off) keep the interface: join_parallel_job() refuses
-// --tp / --pp > 1 with kUnsupported.
+// Two runtimes implement the functions below and each executable links one
+// (src/dist/CMakeLists.txt): Open MPI's in `rapide-mpi`, and in `rapide` a one-process one
+// whose join_parallel_job() refuses --tp / --pp > 1 with kUnsupported, naming rapide-mpi.
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "base/thread_pool.h"
 #include "model/model.h"
@@ -46,13 +48,17 @@ class ParallelJob {
 };
 
 // Initialises MPI (once per process) and checks that the job has exactly tp x pp ranks (one
-// of them 1). Throws Error(kInvalidArgument) when it does not, kUnsupported in a build without
-// MPI. `micro_batches`: how many micro-batches a pipelined pass is cut into (0: pp).
+// of them 1). Throws Error(kInvalidArgument) when it does not, kUnsupported in the one-process
+// runtime. `micro_batches`: how many micro-batches a pipelined pass is cut into (0: pp).
 std::unique_ptr<ParallelJob> join_parallel_job(int tp, int pp, int micro_batches = 0);
 
-// This process's rank in the MPI job (initialising MPI); 0 in a build without MPI.
+// This process's rank in the MPI job (initialising MPI); 0 in the one-process runtime.
 int parallel_job_rank();
-// How many ranks the MPI job has (initialising MPI); 1 in a build without MPI.
+// How many ranks the MPI job has (initialising MPI); 1 in the one-process runtime.
 int parallel_job_size();
+
+// What runs the ranks, for `--version`: the MPI library's own name and version (without
+// initialising MPI) in rapide-mpi; "none: ..." in the one-process rapide.
+std::string parallel_runtime();
 
 }  // namespace rapide

@@ -1,5 +1,5 @@
 """Prefill/decode disaggregation over Open MPI, end to end (issue 21):
-`mpirun -np 2 rapide serve ... --disaggregate`, rank 0 routing and decoding, rank 1 computing
+`mpirun -np 2 rapide-mpi serve ... --disaggregate`, rank 0 routing and decoding, rank 1 computing
 the prompts' K/V; and with `-np 3`, two prefill ranks sharing the prompts (issue 49).
 
 * On stories260K and TinyStories-656K F16, a disaggregated pair answers chat completions and
@@ -15,7 +15,7 @@ the prompts' K/V; and with `-np 3`, two prefill ranks sharing the prompts (issue
   dies (SIGKILL) ends the job with mpirun's error naming it, within a timeout: no hang.
 
 Needs mpirun (openmpi-bin): without it the test fails under CI and skips elsewhere.
-usage: mpi_disaggregation_test.py RAPIDE_BINARY SHARED_DIR
+usage: mpi_disaggregation_test.py RAPIDE_MPI_BINARY SHARED_DIR
 """
 import json
 import os

@@ -1,11 +1,11 @@
 """Tensor and pipeline parallelism over Open MPI, end to end (issue 21):
-`mpirun -np 2 rapide ... --tp 2` and `--pp 2`.
+`mpirun -np 2 rapide-mpi ... --tp 2` and `--pp 2` (the binary linked with Open MPI).
 
-* `rapide run --tp 2` and `--pp 2` give the same greedy text as one process on the shared
+* `rapide-mpi run --tp 2` and `--pp 2` give the same greedy text as one process on the shared
   models (f32, f16 and Q8_0 weights), and on stories260K the text llama2.c's run.c produced
   (the shared reference). The logits tolerance is checked in-process by
   dist_tensor_parallel_test.
-* `rapide serve --tp 2` answers a chat completion with the one-process server's greedy text.
+* `rapide-mpi serve --tp 2` answers a chat completion with the one-process server's greedy text.
 * Prefix caching works under `--tp 2` and `--pp 2` (issue 49): requests that share a system
   prompt hit the cache (/metrics counts the hit tokens) and answer exactly what one process
   with the cache off answers. The block copies a hit makes ride on the step's plan
@@ -18,7 +18,7 @@
 
 Needs mpirun (openmpi-bin): without it the test fails under CI and skips elsewhere
 (tests/require_shared.py's rule). Runs as root with --allow-run-as-root --oversubscribe.
-usage: mpi_tensor_parallel_test.py RAPIDE_BINARY SHARED_DIR
+usage: mpi_tensor_parallel_test.py RAPIDE_MPI_BINARY SHARED_DIR
 """
 import json
 import os
