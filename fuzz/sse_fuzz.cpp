@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "base/error.h"
-#include "bench/sse_parser.h"
+#include "loadgen/sse_parser.h"
 
 namespace {
 
@@ -19,7 +19,7 @@ namespace {
 std::optional<std::vector<std::string>> parse(std::string_view bytes, size_t chunk) {
   std::vector<std::string> events;
   const auto on_event = [&](const std::string& data) { events.push_back(data); };
-  rapide::bench::SseParser parser;
+  rapide::loadgen::SseParser parser;
   try {
     for (size_t pos = 0; pos < bytes.size(); pos += chunk) {
       parser.feed(bytes.substr(pos, chunk), on_event);

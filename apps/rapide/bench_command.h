@@ -10,7 +10,7 @@
 #include "advise/engine_state.h"
 #include "apps/rapide/engine_flags.h"
 #include "apps/rapide/model_options.h"
-#include "bench/bench_report.h"
+#include "loadgen/bench_report.h"
 
 namespace rapide::cli {
 
@@ -56,7 +56,7 @@ struct BenchOptions {
 void add_bench_options(CLI::App* cmd, BenchOptions* o);
 
 struct BenchOutcome {
-  bench::BenchReport report;
+  loadgen::BenchReport report;
   std::optional<advise::EngineState> state;  // with --engine
   std::vector<advise::RunVolume> volumes;    // per run: tokens, time, prefill share
 };

@@ -29,8 +29,8 @@
 #include "apps/rapide/perplexity_command.h"
 #include "base/error.h"
 #include "base/logging.h"
-#include "bench/http_client.h"
 #include "formats/model_file.h"
+#include "loadgen/http_client.h"
 #include "tokenizer/tokenizer.h"
 
 namespace rapide::cli {
@@ -80,8 +80,8 @@ void lint(const AdviseOptions& o) {
 }
 
 advise::EngineState fetch_state(const std::string& url, const std::string& api_key) {
-  const auto reply =
-      bench::http_get(bench::parse_url(url), "/v1/engine/state", api_key, std::chrono::seconds(30));
+  const auto reply = loadgen::http_get(loadgen::parse_url(url), "/v1/engine/state", api_key,
+                                       std::chrono::seconds(30));
   if (!reply) fail(ErrorCode::kUnavailable, "{} does not answer GET /v1/engine/state", url);
   if (reply->status != 200) {
     fail(ErrorCode::kUnavailable, "GET {}/v1/engine/state: HTTP {}: {}", url, reply->status,
@@ -371,7 +371,7 @@ void run_advise(AdviseOptions& o) {
     return;
   }
   advise::EngineState state;
-  std::optional<bench::BenchReport> report;
+  std::optional<loadgen::BenchReport> report;
   if (!o.state_file.empty()) {
     state = advise::read_state_file(o.state_file);
   } else if (o.url_given) {
@@ -394,7 +394,7 @@ void run_advise(AdviseOptions& o) {
   }
   if (report_no_traffic(state, o)) return;
   if (!o.bench_file.empty()) {
-    report = bench::read_report_file(o.bench_file);
+    report = loadgen::read_report_file(o.bench_file);
     if (report->runs.empty()) fail(ErrorCode::kInvalidArgument, "{} has no runs", o.bench_file);
   }
   advise::AdviseInput input;

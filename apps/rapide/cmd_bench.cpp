@@ -17,14 +17,14 @@
 #include "base/error.h"
 #include "base/logging.h"
 #include "base/mapped_file.h"
-#include "bench/bench_report.h"
-#include "bench/compare.h"
-#include "bench/engine_backend.h"
-#include "bench/html_report.h"
-#include "bench/http_backend.h"
-#include "bench/progress.h"
-#include "bench/table_report.h"
 #include "engine/engine.h"
+#include "loadgen/bench_report.h"
+#include "loadgen/compare.h"
+#include "loadgen/engine_backend.h"
+#include "loadgen/html_report.h"
+#include "loadgen/http_backend.h"
+#include "loadgen/progress.h"
+#include "loadgen/table_report.h"
 
 namespace rapide::cli {
 
@@ -44,7 +44,7 @@ std::string describe_speculation(const SpecStats& before, const SpecStats& after
       after.off_decisions - before.off_decisions, after.last_k);
 }
 
-using namespace rapide::bench;
+using namespace rapide::loadgen;
 
 std::vector<ArrivalPattern> arrival_patterns(const BenchOptions& o) {
   std::vector<ArrivalPattern> out;

@@ -11,8 +11,8 @@
 #include "apps/rapide/model_options.h"
 #include "base/error.h"
 #include "base/logging.h"
-#include "bench/http_client.h"
 #include "engine/engine.h"
+#include "loadgen/http_client.h"
 #include "template/named_templates.h"
 
 namespace rapide::cli {
@@ -72,7 +72,7 @@ class EngineChat final : public ChatBackend {
 // Replies streamed from a server's /v1/chat/completions (the bench HTTP client).
 class HttpChat final : public ChatBackend {
  public:
-  HttpChat(const ChatOptions& o) : target_(bench::parse_url(o.url)), options_(o) {}
+  HttpChat(const ChatOptions& o) : target_(loadgen::parse_url(o.url)), options_(o) {}
 
   ChatReplyStats reply(const json& messages, const SamplingParams& sampling,
                        const std::function<void(const std::string&)>& on_text,
@@ -87,15 +87,15 @@ class HttpChat final : public ChatBackend {
                  {"max_tokens", sampling.max_tokens},
                  {"seed", sampling.seed}};
     if (!options_.served_model.empty()) body["model"] = options_.served_model;
-    bench::HttpPost post;
+    loadgen::HttpPost post;
     post.path = "/v1/chat/completions";
     post.body = body.dump();
     post.api_key = options_.api_key;
     post.on_text = on_text;
     boost::asio::io_context io;
-    bench::RequestRecord result;
-    bench::post_streaming(io, target_, std::move(post), Clock::now(), bench::RequestRecord{},
-                          [&result](bench::RequestRecord&& r) { result = std::move(r); });
+    loadgen::RequestRecord result;
+    loadgen::post_streaming(io, target_, std::move(post), Clock::now(), loadgen::RequestRecord{},
+                            [&result](loadgen::RequestRecord&& r) { result = std::move(r); });
     io.run();
     if (!result.ok()) fail(ErrorCode::kUnavailable, "{}: {}", options_.url, result.error_message);
     reply = result.output_text;
@@ -109,7 +109,7 @@ class HttpChat final : public ChatBackend {
   }
 
  private:
-  bench::HttpTarget target_;
+  loadgen::HttpTarget target_;
   const ChatOptions& options_;
 };
 

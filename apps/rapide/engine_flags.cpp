@@ -7,7 +7,7 @@
 
 #include "base/error.h"
 #include "kernels/kv_rows.h"
-#include "model/kv_store.h"
+#include "kv/kv_store.h"
 
 namespace rapide::cli {
 

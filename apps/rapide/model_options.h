@@ -7,7 +7,7 @@
 #include <string>
 
 #include "base/thread_pool.h"
-#include "dist/parallel_job.h"
+#include "distributed/parallel_job.h"
 #include "engine/proposer.h"
 #include "formats/model_file.h"
 #include "model/model.h"

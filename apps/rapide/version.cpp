@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 
 #include "base/cpu_features.h"
-#include "dist/parallel_job.h"
+#include "distributed/parallel_job.h"
 #include "rapide_git_commit.h"  // generated at every build by cmake/git_commit.cmake
 
 namespace rapide::cli {

@@ -2,12 +2,12 @@
 
 #include <fmt/format.h>
 
-#include "bench/svg_chart.h"
+#include "loadgen/svg_chart.h"
 
 namespace rapide::advise {
 
 std::string render_advice_html(const Advice& advice) {
-  using bench::xml_escape;
+  using loadgen::xml_escape;
   std::string out = "<h2>rapide advise</h2>\n";
   out += fmt::format("<p>{}</p>\n", xml_escape(advice.subject));
   out += fmt::format("<p><b>{}</b></p>\n", xml_escape(headline_text(advice)));

@@ -112,7 +112,7 @@ Finding model_size(const EngineState& s, const WorkloadFacts& w) {
     // help. Pruning and distillation change the model, so --verify cannot A/B them by a flag.
     f.lever = b >= 1.9 ? "quantize the weights to Q8_0 (rapide quantize --type q8_0)"
                        : "a smaller model: rapide prune --ffn F --heal-steps N, or rapide "
-                         "distill a student (docs/compression.md)";
+                         "distill a student (docs/pruning-distillation.md)";
     f.cost = "accuracy: Q8_0 raises perplexity by well under 1 % (measure with rapide perplexity)";
     return f;
   }

@@ -31,7 +31,7 @@
 
 #include "advise/engine_state.h"
 #include "advise/workload_facts.h"
-#include "bench/runner.h"
+#include "loadgen/runner.h"
 
 namespace rapide::advise {
 
@@ -83,8 +83,8 @@ struct Advice {
 
 struct AdviseInput {
   const EngineState* state = nullptr;
-  const bench::RunResult* run = nullptr;  // optional: the workload's client-side figures
-  std::string draft_model;                // a draft model the user could use (question 5)
+  const loadgen::RunResult* run = nullptr;  // optional: the workload's client-side figures
+  std::string draft_model;                  // a draft model the user could use (question 5)
 };
 
 Advice advise(const AdviseInput& input);

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "bench/slo.h"
 #include "kv/memory_budget.h"
+#include "loadgen/slo.h"
 
 namespace rapide::advise {
 
@@ -155,17 +155,17 @@ StepTotals step_totals_between(const StepTotals& before, const StepTotals& after
   return d;
 }
 
-RunVolume run_volume(const bench::RunResult& run, const StepTotals* totals) {
+RunVolume run_volume(const loadgen::RunResult& run, const StepTotals* totals) {
   RunVolume v;
-  const bench::RunSummary& s = run.summary;
+  const loadgen::RunSummary& s = run.summary;
   v.seconds = s.duration;
   v.input_tokens = static_cast<double>(s.prompt_tokens);
   v.output_tokens = static_cast<double>(s.output_tokens);
   v.completed_requests = s.completed;
   double ttft = 0.0, e2e = 0.0;
-  for (const bench::RequestRecord& r : run.records) {
+  for (const loadgen::RequestRecord& r : run.records) {
     if (!r.ok()) continue;
-    if (bench::meets_slo(r, s.slo)) {
+    if (loadgen::meets_slo(r, s.slo)) {
       v.good_output_tokens += r.output_tokens;
       ++v.good_requests;
     }

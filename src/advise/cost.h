@@ -30,8 +30,8 @@
 
 #include "advise/advisor.h"
 #include "advise/engine_state.h"
-#include "bench/runner.h"
 #include "engine/step_totals.h"
+#include "loadgen/runner.h"
 
 namespace rapide::advise {
 
@@ -71,7 +71,7 @@ std::optional<double> prefill_share(const StepTotals& totals);
 StepTotals step_totals_between(const StepTotals& before, const StepTotals& after);
 // A run's volume; the prefill share from `totals` when given (and it has steps), else from
 // the requests' TTFT over their end-to-end time.
-RunVolume run_volume(const bench::RunResult& run, const StepTotals* totals);
+RunVolume run_volume(const loadgen::RunResult& run, const StepTotals* totals);
 
 struct TokenCost {
   double usd_per_hour = 0.0;

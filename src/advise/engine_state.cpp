@@ -10,8 +10,8 @@
 #include "base/thread_pool.h"
 #include "kernels/bandwidth.h"
 #include "kernels/kv_rows.h"
+#include "kv/kv_store.h"
 #include "kv/memory_budget.h"
-#include "model/kv_store.h"
 
 // Field lists for the JSON form (nlohmann's macros: missing fields keep their defaults, so a
 // state written by an older rapide still reads).

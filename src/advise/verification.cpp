@@ -10,7 +10,7 @@ namespace {
 constexpr double kVerifyBand = 0.35;  // the ±35 % band docs/advise.md holds predictions to
 }  // namespace
 
-double measure(Metric metric, const bench::RunSummary& summary, const EngineState& state) {
+double measure(Metric metric, const loadgen::RunSummary& summary, const EngineState& state) {
   switch (metric) {
     case Metric::kTpotP50:
       return summary.tpot.p50;

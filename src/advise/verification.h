@@ -15,12 +15,12 @@
 
 #include "advise/advisor.h"
 #include "advise/engine_state.h"
-#include "bench/metrics.h"
+#include "loadgen/metrics.h"
 
 namespace rapide::advise {
 
 // The metric as `rapide bench` (and, for preemptions, the engine) measured it.
-double measure(Metric metric, const bench::RunSummary& summary, const EngineState& state);
+double measure(Metric metric, const loadgen::RunSummary& summary, const EngineState& state);
 
 enum class VerifyVerdict { kVerified, kRightSign, kNotVerified };
 const char* verify_verdict_name(VerifyVerdict verdict);

@@ -83,12 +83,12 @@ PrefillCost fit_prefill_cost(const EngineState& state, const StepCost& decode) {
   return c;
 }
 
-WorkloadFacts workload_facts(const EngineState& state, const bench::RunResult* run) {
+WorkloadFacts workload_facts(const EngineState& state, const loadgen::RunResult* run) {
   WorkloadFacts f;
   std::vector<double> outputs, prompts;
   if (run != nullptr) {
     f.from_bench = true;
-    const bench::RunSummary& s = run->summary;
+    const loadgen::RunSummary& s = run->summary;
     f.requests = static_cast<int>(s.completed);
     f.ttft_mean = s.ttft.mean;
     f.ttft_p50 = s.ttft.p50;
@@ -97,11 +97,11 @@ WorkloadFacts workload_facts(const EngineState& state, const bench::RunResult* r
     f.itl_p99 = s.itl.p99;
     f.output_throughput = s.output_throughput;
     f.duration = s.duration;
-    const bench::ArrivalPattern& a = run->arrival;
+    const loadgen::ArrivalPattern& a = run->arrival;
     f.all_at_once = a.rate > 0 && std::isinf(a.rate);
     f.users = a.rate <= 0 ? a.concurrency : 0;
     f.latency_target = !s.slo.empty() || !f.all_at_once;
-    for (const bench::RequestRecord& r : run->records) {
+    for (const loadgen::RequestRecord& r : run->records) {
       if (!r.ok()) continue;
       outputs.push_back(r.output_tokens);
       prompts.push_back(r.prompt_tokens);

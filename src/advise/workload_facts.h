@@ -7,7 +7,7 @@
 #include <optional>
 
 #include "advise/engine_state.h"
-#include "bench/runner.h"
+#include "loadgen/runner.h"
 
 namespace rapide::advise {
 
@@ -69,6 +69,6 @@ struct WorkloadFacts {
   double roofline_step = 0;
 };
 
-WorkloadFacts workload_facts(const EngineState& state, const bench::RunResult* run);
+WorkloadFacts workload_facts(const EngineState& state, const loadgen::RunResult* run);
 
 }  // namespace rapide::advise

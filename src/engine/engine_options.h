@@ -6,8 +6,8 @@
 #include <string>
 
 #include "kv/kv_layout_mode.h"
+#include "kv/kv_store.h"
 #include "kv/offload_codec.h"
-#include "model/kv_store.h"
 
 namespace rapide {
 

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "model/kv_store.h"
+#include "kv/kv_store.h"
 #include "model/model.h"
 
 namespace rapide {

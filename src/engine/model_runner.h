@@ -10,8 +10,8 @@
 
 #include "base/thread_pool.h"
 #include "engine/step.h"
+#include "kv/kv_store.h"
 #include "model/batch.h"
-#include "model/kv_store.h"
 #include "model/model.h"
 
 namespace rapide {

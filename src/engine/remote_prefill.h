@@ -5,7 +5,7 @@
 // partial block is computed here. A prefix hit computes what a miss computes, so the tokens
 // equal a colocated engine's.
 //
-// The engine knows nothing of MPI: src/dist/disaggregation.cpp implements RemotePrefill over
+// The engine knows nothing of MPI: src/distributed/disaggregation.cpp implements RemotePrefill over
 // MPI point-to-point, and tests implement it in one process. PrefilledKv is plain data, the
 // payload of the wire frame (dist/kv_transfer_wire.h).
 #pragma once

@@ -3,7 +3,7 @@
 // Contract: the caller (model/attention.h plans the jobs over a batch and its block tables)
 // hands a kernel one AttentionJob at a time: up to kMaxJobQueries queries of one KV head, each
 // with its positions' block table. A kernel reads K/V through job.kv (the header-only
-// model/kv_store.h interface) and writes only job.out[j] and the job's scores scratch, whose
+// kv/kv_store.h interface) and writes only job.out[j] and the job's scores scratch, whose
 // rows (scores_stride floats) must cover max_positions rounded up to 16 lanes plus one more
 // 16-lane tile, because the SIMD kernels store whole tiles. A query's result does not depend
 // on the other queries of its job, and every SIMD kernel follows the scalar reference's
@@ -13,7 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "model/kv_store.h"
+#include "kv/kv_store.h"
 
 namespace rapide {
 

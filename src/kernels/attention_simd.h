@@ -12,7 +12,7 @@
 // A query's arithmetic does not depend on the other queries of its job (its sums run in the
 // same order whatever NQ is), which keeps batch invariance.
 //
-// Quantized caches (q8_0 / q4_0, layouts in model/kv_store.h): pass 1 quantizes each query
+// Quantized caches (q8_0 / q4_0, layouts in kv/kv_store.h): pass 1 quantizes each query
 // per group and scores a tile with integer dot products (S::dot_group: vpdpbusd on
 // AVX-512 VNNI, exact 16-bit multiply-adds on AVX2), then per group one conversion and one
 // FMA with the two scales, in the scalar reference's order; pass 3 quantizes each query's
@@ -63,7 +63,7 @@ inline typename S::V load_cache(const uint8_t* part, size_t index, int count) {
   }
 }
 
-// A quantized part's geometry (model/kv_store.h), computed once per job: the layout's
+// A quantized part's geometry (kv/kv_store.h), computed once per job: the layout's
 // accessors divide, which the inner loops cannot afford.
 struct QuantGeometry {
   int group = 0;

@@ -1,7 +1,7 @@
 // Integer P·V over a quantized (q8_0 / q4_0) KV cache: how the softmax probabilities are
 // quantized so that they can multiply the value codes in integer dot products.
 //
-// A value is d[pos, g] * (code[pos, i] - offset) (model/kv_store.h), so the weight of
+// A value is d[pos, g] * (code[pos, i] - offset) (kv/kv_store.h), so the weight of
 // position pos in group g is w = p[pos] * d[pos, g]: the per-position scale folds into the
 // probability, and the sum over positions becomes, per chunk of positions (below) and per
 // group,

@@ -142,7 +142,7 @@ void store_kv_row(const KvLayout& layout, uint8_t* part, bool is_value, int slot
     }
     case KvType::kQ8_0: {
       // Every group's codes and scale at once (on AVX-512 CPUs by the twin: the same bytes),
-      // then each code to its place (model/kv_store.h): a key's 4 dimensions of a slot are
+      // then each code to its place (kv/kv_store.h): a key's 4 dimensions of a slot are
       // one 4-byte word, block_size words apart; a value's dimensions are bytes 4 apart in
       // its quad. A 32-row decode step writes 64 K/V rows per layer, and the per-element
       // address arithmetic and scalar rounding were 2.5 % of it.

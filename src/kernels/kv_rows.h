@@ -1,5 +1,5 @@
 // Reading and writing one position's K/V in a KvStore block part, for every KvType
-// (model/kv_store.h defines the byte layouts), and the query side of quantized attention.
+// (kv/kv_store.h defines the byte layouts), and the query side of quantized attention.
 //
 // Quantized types use ggml's Q8_0 / Q4_0 rules (quantize_row in kernels/matmul.h, so the
 // values equal what llama.cpp's quantized KV cache would hold) applied to each group of
@@ -11,7 +11,7 @@
 #include <string_view>
 
 #include "kernels/attention.h"
-#include "model/kv_store.h"
+#include "kv/kv_store.h"
 
 namespace rapide {
 

@@ -10,9 +10,9 @@
 
 #include <span>
 
+#include "kv/kv_store.h"
 #include "kv/offload_tier.h"
 #include "model/kv_ops.h"
-#include "model/kv_store.h"
 
 namespace rapide {
 

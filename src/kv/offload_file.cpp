@@ -16,7 +16,7 @@ namespace rapide {
 namespace {
 
 constexpr char kMagic[8] = {'R', 'P', 'K', 'V', 'B', 'L', 'K', '1'};
-// 2: the q8_0 / q4_0 V layout interleaves quads of positions (model/kv_store.h); version 1
+// 2: the q8_0 / q4_0 V layout interleaves quads of positions (kv/kv_store.h); version 1
 // files of those types hold the old layout, the f16 / f32 ones are still valid.
 constexpr uint32_t kVersion = 2;
 

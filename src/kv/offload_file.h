@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "kv/kv_store.h"
 #include "kv/offload_codec.h"
-#include "model/kv_store.h"
 
 namespace rapide {
 

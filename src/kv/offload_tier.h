@@ -43,9 +43,9 @@
 #include <unordered_set>
 #include <vector>
 
+#include "kv/kv_store.h"
 #include "kv/offload_codec.h"
 #include "kv/offload_file.h"
-#include "model/kv_store.h"
 
 namespace rapide {
 

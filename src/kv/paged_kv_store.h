@@ -33,8 +33,8 @@
 
 #include "kv/block_pool.h"
 #include "kv/kv_layout_mode.h"
+#include "kv/kv_store.h"
 #include "model/kv_ops.h"
-#include "model/kv_store.h"
 
 namespace rapide {
 
@@ -127,7 +127,7 @@ class PagedKvStore final : public KvStore {
   uint64_t wasted_bytes(int32_t seq_id) const;
   KvUsage usage() const;
 
-  // Block contents as bytes (layout().block_bytes() long, layout in model/kv_store.h), for
+  // Block contents as bytes (layout().block_bytes() long, layout in kv/kv_store.h), for
   // the offload tier and prefill -> decode transfer. Any block may be exported, including an
   // evictable cached one from inside the pool's eviction listener.
   std::vector<uint8_t> export_block(int32_t block) const;

@@ -15,7 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "model/kv_store.h"
+#include "kv/kv_store.h"
 
 namespace rapide {
 

@@ -14,8 +14,8 @@
 
 #include "base/thread_pool.h"
 #include "kernels/attention.h"
+#include "kv/kv_store.h"
 #include "model/batch.h"
-#include "model/kv_store.h"
 
 namespace rapide {
 

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "base/huge_pages.h"
-#include "model/kv_store.h"
+#include "kv/kv_store.h"
 
 namespace rapide {
 

@@ -40,9 +40,9 @@
 #include "base/thread_pool.h"
 #include "formats/model_file.h"
 #include "kernels/matmul.h"
+#include "kv/kv_store.h"
 #include "model/attention.h"
 #include "model/batch.h"
-#include "model/kv_store.h"
 
 namespace rapide {
 

@@ -1,6 +1,6 @@
 // Pipeline parallelism as the model sees it: this rank's stage (a contiguous range of
 // layers) and the point-to-point moves between stages. As with tensor parallelism
-// (model/tensor_parallel.h) the model knows nothing of MPI; src/dist implements it.
+// (model/tensor_parallel.h) the model knows nothing of MPI; src/distributed implements it.
 //
 // Stage s of S holds layers slice_range(n_layers, S, s) and only those layers' KV; stage 0
 // also holds the token embedding (and is the leader: scheduler, sampling), the last stage

@@ -1,6 +1,6 @@
 // Tensor parallelism as the model sees it (Megatron-LM's sharding): which slice of every
 // weight this rank holds, and the collectives the forward pass calls. The model knows
-// nothing of MPI; src/dist implements the collectives over Open MPI, and tests can run the
+// nothing of MPI; src/distributed implements the collectives over Open MPI, and tests can run the
 // same sharded model against an in-process group.
 //
 // With `size` ranks, rank r holds:

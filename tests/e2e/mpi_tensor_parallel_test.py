@@ -4,7 +4,7 @@
 * `rapide-mpi run --tp 2` and `--pp 2` give the same greedy text as one process on the shared
   models (f32, f16 and Q8_0 weights), and on stories260K the text llama2.c's run.c produced
   (the shared reference). The logits tolerance is checked in-process by
-  dist_tensor_parallel_test.
+  distributed_tensor_parallel_test.
 * `rapide-mpi serve --tp 2` answers a chat completion with the one-process server's greedy text.
 * Prefix caching works under `--tp 2` and `--pp 2` (issue 49): requests that share a system
   prompt hit the cache (/metrics counts the hit tokens) and answer exactly what one process

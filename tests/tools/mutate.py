@@ -174,7 +174,7 @@ MUTATIONS = [
       tests="Cost\\."),
     m("cost-goodput-counts-every-request", "the cost at the SLO divides by the output of every "
       "request, met or missed",
-      [("src/advise/cost.cpp", "if (bench::meets_slo(r, s.slo)) {", "if (true) {")],
+      [("src/advise/cost.cpp", "if (loadgen::meets_slo(r, s.slo)) {", "if (true) {")],
       tests="Cost\\."),
     m("config-extras-ignored", "a --config file's unknown key is silently ignored",
       [("apps/rapide/cli_conventions.cpp",

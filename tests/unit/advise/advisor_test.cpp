@@ -68,7 +68,7 @@ Finding headline(const Advice& a) {
   return a.findings.at(static_cast<size_t>(std::max(0, a.headline)));
 }
 
-Advice run(const EngineState& s, const bench::RunResult* r = nullptr, std::string draft = {}) {
+Advice run(const EngineState& s, const loadgen::RunResult* r = nullptr, std::string draft = {}) {
   AdviseInput in;
   in.state = &s;
   in.run = r;
@@ -358,12 +358,12 @@ TEST(Advisor, ContiguousKvWithManyUsersAndMemoryLeftIsPaged) {
     r.kv_reserved_positions = 2048 * r.sequences;
     r.kv_used_positions = 384 * r.sequences;
   }
-  bench::RunResult run16;
+  loadgen::RunResult run16;
   run16.arrival.concurrency = 16;
   run16.summary.output_throughput = 150;
   run16.summary.completed = 40;
   for (int i = 0; i < 40; ++i) {
-    bench::RequestRecord r;
+    loadgen::RequestRecord r;
     r.prompt_tokens = 256;
     r.output_tokens = 128;
     run16.records.push_back(r);
@@ -553,7 +553,7 @@ TEST(Advisor, ExhaustedKvWithPreemptionsGetsMoreKvQuantizedKvOrOffload) {
 
 TEST(Advisor, OfflineWorkloadGoesToRapideBatch) {
   EngineState s = healthy();
-  bench::RunResult r;
+  loadgen::RunResult r;
   r.arrival.rate = std::numeric_limits<double>::infinity();
   r.summary.completed = 40;
   const Finding& f = headline(run(s, &r));

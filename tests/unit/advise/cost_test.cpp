@@ -85,13 +85,13 @@ TEST(Cost, PrefillShareSplitsMixedStepsAtThePureStepsPerTokenPrices) {
 }
 
 TEST(Cost, RunVolumeCountsGoodTokensAndFallsBackToTimeToFirstToken) {
-  bench::RunResult run;
+  loadgen::RunResult run;
   run.summary.duration = 4.0;
   run.summary.prompt_tokens = 30;
   run.summary.output_tokens = 5;
   run.summary.completed = 2;
   run.summary.slo.ttft = 0.8;
-  bench::RequestRecord slow, fast;
+  loadgen::RequestRecord slow, fast;
   slow.token_times = {1.0, 2.0, 3.0};  // TTFT 1.0 s: misses the 0.8 s SLO
   slow.end_time = 3.0;
   slow.output_tokens = 3;

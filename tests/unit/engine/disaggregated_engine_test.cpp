@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "dist/kv_transfer_wire.h"
+#include "distributed/kv_transfer_wire.h"
 #include "engine/engine.h"
 #include "engine/prefill_worker.h"
 #include "engine_outcome.h"

@@ -1,0 +1,299 @@
+// ParallelJob over Open MPI (dist/parallel_job.h): tensor or pipeline
+// parallelism over MPI_COMM_WORLD.
+//
+// Errors: MPI_COMM_WORLD's handler is MPI_ERRORS_RETURN, so a failed call becomes an
+// Error(kUnavailable) naming the call instead of an abort deep inside the library; a rank
+// that dies is reported by mpirun, which then ends the whole job.
+//
+// Idle followers wait for the next pass with MPI_Ibcast + MPI_Test and a growing sleep
+// (up to 1 ms): a blocking MPI_Bcast busy-polls a core, which on a machine whose cores are
+// all ranks would steal the leader's CPU while the server is idle.
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <deque>
+#include <string>
+#include <thread>
+
+#include "base/clock.h"
+#include "base/error.h"
+#include "base/logging.h"
+#include "distributed/follower_kv_store.h"
+#include "distributed/mpi_error.h"
+#include "distributed/parallel_job.h"
+#include "distributed/step_wire.h"
+
+namespace rapide {
+
+namespace {
+
+void check(int rc, const char* call) {
+  check_mpi(rc, "MPI job", call);
+}
+
+// The size of the next pass (0: the job ends). Followers wait for it with MPI_Ibcast, and a
+// non-blocking collective only matches a non-blocking one, so the leader sends it the same way.
+int broadcast_pass_size(int32_t words) {
+  MPI_Request request;
+  int rc = MPI_Ibcast(&words, 1, MPI_INT32_T, 0, MPI_COMM_WORLD, &request);
+  if (rc == MPI_SUCCESS) rc = MPI_Wait(&request, MPI_STATUS_IGNORE);
+  return rc;
+}
+
+// The leader's end of a job: an empty pass tells the followers to leave their loop. Sent by
+// the job's destructor, or at exit when the command left without unwinding (exit()).
+void release_followers() {
+  broadcast_pass_size(0);
+}
+const void* live_leader = nullptr;
+
+// MPI_Init_thread once per process, MPI_Finalize at exit. SERIALIZED: the leader calls MPI
+// from its engine thread while the main thread waits, never two threads at once.
+class MpiRuntime {
+ public:
+  static MpiRuntime& get() {
+    static MpiRuntime runtime;
+    return runtime;
+  }
+  ~MpiRuntime() {
+    if (live_leader != nullptr) release_followers();
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Finalize();
+  }
+
+ private:
+  MpiRuntime() {
+    int provided = 0;
+    check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
+    if (provided < MPI_THREAD_SERIALIZED) {
+      fail(ErrorCode::kUnsupported,
+           "tensor parallelism: this MPI library does not allow calls from the engine thread "
+           "(MPI_THREAD_SERIALIZED)");
+    }
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  }
+};
+
+class MpiJob : public ParallelJob, public TensorParallel, public PipelineParallel {
+ public:
+  MpiJob(bool pipeline, int micro_batches) : pipeline_(pipeline), micro_batches_(micro_batches) {
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    if (rank_ == 0) live_leader = this;
+  }
+  ~MpiJob() override {
+    if (rank_ == 0) {
+      release_followers();
+      live_leader = nullptr;
+    }
+  }
+
+  TensorParallel* tensor_parallel() override { return pipeline_ ? nullptr : this; }
+  PipelineParallel* pipeline_parallel() override { return pipeline_ ? this : nullptr; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  int stage() const override { return rank_; }
+  int stages() const override { return size_; }
+  uint64_t passes() const override { return passes_; }
+  double communication_seconds() const override { return comm_seconds_; }
+  double idle_fraction() const override {
+    return pass_seconds_ > 0.0 ? wait_seconds_ / pass_seconds_ : 0.0;
+  }
+
+  void begin_forward(const Batch& batch, const KvStore& kv, bool hidden_only) override {
+    pass_start_ = Clock::now();
+    if (rank_ != 0) return;
+    const TimePoint start = Clock::now();
+    PassMessage message = make_pass_message(batch, kv, hidden_only);
+    message.kv_ops = std::move(staged_ops_);
+    staged_ops_.clear();
+    std::vector<int32_t> words = encode_pass(message);
+    const int32_t count = static_cast<int32_t>(words.size());
+    check(broadcast_pass_size(count), "MPI_Ibcast (pass size)");
+    check(MPI_Bcast(words.data(), count, MPI_INT32_T, 0, MPI_COMM_WORLD), "MPI_Bcast (pass)");
+    ++passes_;
+    comm_seconds_ += seconds_between(start, Clock::now());
+  }
+
+  void stage_kv_ops(std::span<const KvOp> ops) override {
+    staged_ops_.insert(staged_ops_.end(), ops.begin(), ops.end());
+  }
+
+  void all_reduce_sum(float* data, size_t count) override {
+    const TimePoint start = Clock::now();
+    check(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM,
+                        MPI_COMM_WORLD),
+          "MPI_Allreduce");
+    comm_seconds_ += seconds_between(start, Clock::now());
+  }
+
+  void gather_columns(const float* local, int rows, int64_t total, float* out) override {
+    const TimePoint start = Clock::now();
+    std::vector<int> counts(size_), offsets(size_);
+    for (int r = 0; r < size_; ++r) {
+      const SliceRange s = slice_range(total, size_, r);
+      counts[r] = static_cast<int>(rows * s.size());
+      offsets[r] = static_cast<int>(rows * s.begin);
+    }
+    // Rank-major on arrival ([rank][row][its columns]), then interleaved into whole rows.
+    if (rank_ == 0) gathered_.resize(static_cast<size_t>(rows) * total);
+    check(MPI_Gatherv(local, counts[rank_], MPI_FLOAT, gathered_.data(), counts.data(),
+                      offsets.data(), MPI_FLOAT, 0, MPI_COMM_WORLD),
+          "MPI_Gatherv");
+    if (rank_ == 0) {
+      for (int r = 0; r < size_; ++r) {
+        const SliceRange s = slice_range(total, size_, r);
+        for (int row = 0; row < rows; ++row) {
+          std::copy_n(gathered_.data() + offsets[r] + row * s.size(), s.size(),
+                      out + row * total + s.begin);
+        }
+      }
+    }
+    comm_seconds_ += seconds_between(start, Clock::now());
+  }
+
+  int micro_batches(int n_tokens) const override {
+    return std::min(n_tokens, micro_batches_ > 0 ? micro_batches_ : size_);
+  }
+  void send_next(const float* data, size_t count) override { send(data, count, rank_ + 1, 1); }
+  void receive_previous(float* data, size_t count) override { receive(data, count, rank_ - 1, 1); }
+  void send_output(const float* data, size_t count) override { send(data, count, 0, 2); }
+  void receive_output(float* data, size_t count) override { receive(data, count, size_ - 1, 2); }
+  void end_forward() override {
+    const TimePoint start = Clock::now();
+    if (!sends_.empty()) {
+      check(MPI_Waitall(static_cast<int>(sends_.size()), sends_.data(), MPI_STATUSES_IGNORE),
+            "MPI_Waitall");
+    }
+    sends_.clear();
+    send_buffers_.clear();
+    const TimePoint end = Clock::now();
+    comm_seconds_ += seconds_between(start, end);
+    wait_seconds_ += seconds_between(start, end);
+    pass_seconds_ += seconds_between(pass_start_, end);
+  }
+
+  void serve_followers(Model& model, ThreadPool& pool) override {
+    FollowerKvStore kv;
+    std::vector<int32_t> words;
+    for (;;) {
+      const int32_t count = wait_for_pass_size();
+      if (count == 0) break;
+      words.resize(static_cast<size_t>(count));
+      check(MPI_Bcast(words.data(), count, MPI_INT32_T, 0, MPI_COMM_WORLD), "MPI_Bcast (pass)");
+      PassMessage pass = decode_pass(words);
+      // A pipeline stage's KV holds its own layers, which may be fewer than the leader's.
+      pass.layout.n_layers = model.config().n_layers;
+      kv.apply(pass);
+      if (pass.hidden_only) {
+        model.forward_hidden(pass.batch, kv, pool);
+      } else {
+        model.forward(pass.batch, kv, pool);
+      }
+      ++passes_;
+    }
+    spdlog::info(
+        "{} rank {}: {} passes, {:.3f} s in MPI calls, idle {:.1f} % of pass time, {:.1f} MiB "
+        "of KV held",
+        pipeline_ ? "pipeline" : "tensor-parallel", rank_, passes_, comm_seconds_,
+        100.0 * idle_fraction(), kv.resident_bytes() / 1048576.0);
+  }
+
+ private:
+  // Non-blocking: the copy stays in send_buffers_ until end_forward() has waited for it, so
+  // a stage goes on with its next micro-batch while the data travels.
+  void send(const float* data, size_t count, int to, int tag) {
+    const TimePoint start = Clock::now();
+    send_buffers_.emplace_back(data, data + count);
+    sends_.emplace_back();
+    check(MPI_Isend(send_buffers_.back().data(), static_cast<int>(count), MPI_FLOAT, to, tag,
+                    MPI_COMM_WORLD, &sends_.back()),
+          "MPI_Isend");
+    comm_seconds_ += seconds_between(start, Clock::now());
+  }
+  void receive(float* data, size_t count, int from, int tag) {
+    const TimePoint start = Clock::now();
+    check(MPI_Recv(data, static_cast<int>(count), MPI_FLOAT, from, tag, MPI_COMM_WORLD,
+                   MPI_STATUS_IGNORE),
+          "MPI_Recv");
+    const double waited = seconds_between(start, Clock::now());
+    comm_seconds_ += waited;
+    wait_seconds_ += waited;
+  }
+
+  int32_t wait_for_pass_size() {
+    int32_t count = 0;
+    MPI_Request request;
+    check(MPI_Ibcast(&count, 1, MPI_INT32_T, 0, MPI_COMM_WORLD, &request), "MPI_Ibcast");
+    auto pause = std::chrono::microseconds(1);
+    for (;;) {
+      int done = 0;
+      check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+      if (done) return count;
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::microseconds(1000));
+    }
+  }
+
+  bool pipeline_ = false;
+  int micro_batches_ = 0;
+  int rank_ = 0;
+  int size_ = 1;
+  std::deque<std::vector<float>> send_buffers_;
+  std::vector<MPI_Request> sends_;
+  TimePoint pass_start_;
+  double wait_seconds_ = 0.0;
+  double pass_seconds_ = 0.0;
+  uint64_t passes_ = 0;
+  double comm_seconds_ = 0.0;
+  std::vector<float> gathered_;
+  std::vector<KvOp> staged_ops_;  // the leader's next pass carries them
+};
+
+}  // namespace
+
+int parallel_job_rank() {
+  MpiRuntime::get();
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  return rank;
+}
+
+int parallel_job_size() {
+  MpiRuntime::get();
+  int size = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  return size;
+}
+
+std::string parallel_runtime() {
+  // Allowed before MPI_Init: --version starts no MPI. Open MPI's line goes on with the
+  // package and repository; the name and version are what identify the library.
+  char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int length = 0;
+  MPI_Get_library_version(text, &length);
+  const std::string version(text, static_cast<size_t>(std::max(length, 0)));
+  return version.substr(0, version.find_first_of(",\n"));
+}
+
+std::unique_ptr<ParallelJob> join_parallel_job(int tp, int pp, int micro_batches) {
+  if (tp > 1 && pp > 1) {
+    fail(ErrorCode::kInvalidArgument, "--tp and --pp together are not supported yet");
+  }
+  MpiRuntime::get();
+  const int size = std::max(tp, pp);
+  const char* flag = pp > 1 ? "--pp" : "--tp";
+  int ranks = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  if (ranks != size) {  // before the job exists: no rank waits for a stop message
+    fail(ErrorCode::kInvalidArgument,
+         "{} {} needs exactly {} MPI ranks, this job has {} (launch with mpirun -np {} rapide-mpi "
+         "...)",
+         flag, size, size, ranks, size);
+  }
+  return std::make_unique<MpiJob>(pp > 1, micro_batches);
+}
+
+}  // namespace rapide
