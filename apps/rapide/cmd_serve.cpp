@@ -39,7 +39,7 @@ struct ServeOptions {
   double drain_timeout_s = 30.0;
   int header_timeout_s = 10;
   uint64_t demo_seed = 1;
-  // Prefill/decode disaggregation (dist/disaggregation.h): on with --disaggregate or any
+  // Prefill/decode disaggregation (distributed/disaggregation.h): on with --disaggregate or any
   // --role but auto.
   bool disaggregate = false;
   std::string role = "auto";

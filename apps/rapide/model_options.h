@@ -40,7 +40,7 @@ struct LoadedModel {
 
 // Loads and prepares the model, logging what was loaded and how long it took. With --tp N or
 // --pp N (rapide-mpi under mpirun -np N) only rank 0 returns: the other ranks load their shard or
-// stage, serve the leader's forward passes (dist/parallel_job.h) and exit when it
+// stage, serve the leader's forward passes (distributed/parallel_job.h) and exit when it
 // is done.
 LoadedModel load_for_inference(const ModelOptions& options);
 // True on the ranks of a --tp / --pp job other than 0: they call load_for_inference (which

@@ -1,4 +1,4 @@
-// Prefill/decode disaggregation over MPI (dist/disaggregation.h).
+// Prefill/decode disaggregation over MPI (distributed/disaggregation.h).
 //
 // Idle ranks wait with MPI_Iprobe and a growing sleep (up to 1 ms), as tensor-parallel
 // followers do: a blocking probe busy-polls a core the other rank may need.

@@ -9,7 +9,7 @@
 // rank 0's engine adopts them into its prefix cache (engine/remote_prefill.h). Rank 0 sends
 // each prompt to the prefill rank with the fewest prompt tokens outstanding
 // (engine/prefill_router.h). Messages
-// (dist/kv_transfer_wire.h) move with MPI point-to-point: MPI_Isend of the prompt's tokens,
+// (distributed/kv_transfer_wire.h) move with MPI point-to-point: MPI_Isend of the prompt's tokens,
 // MPI_Isend of the KV frame (the prefill rank goes on with the next prompt while it travels),
 // and on rank 0, from the engine loop, MPI_Iprobe, then MPI_Recv of a frame whose envelope
 // is there. Nothing goes through files.

@@ -1,4 +1,4 @@
-// ParallelJob over Open MPI (dist/parallel_job.h): tensor or pipeline
+// ParallelJob over Open MPI (distributed/parallel_job.h): tensor or pipeline
 // parallelism over MPI_COMM_WORLD.
 //
 // Errors: MPI_COMM_WORLD's handler is MPI_ERRORS_RETURN, so a failed call becomes an

@@ -1,4 +1,4 @@
-// The one-process runtime of dist/parallel_job.h, linked into `rapide` (the binary without
+// The one-process runtime of distributed/parallel_job.h, linked into `rapide` (the binary without
 // MPI): a job of one rank. --tp / --pp > 1 are refused with the command that runs them, since
 // the ranks live in the other binary, `rapide-mpi` (package rapide-mpi), started by mpirun.
 #include "base/error.h"

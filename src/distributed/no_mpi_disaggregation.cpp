@@ -1,4 +1,4 @@
-// The one-process runtime of dist/disaggregation.h, linked into `rapide` (the binary without
+// The one-process runtime of distributed/disaggregation.h, linked into `rapide` (the binary without
 // MPI): prefill ranks are other processes, so --disaggregate and --role are refused with the
 // command that runs them in `rapide-mpi` (package rapide-mpi) under mpirun.
 #include "base/error.h"

@@ -1,5 +1,5 @@
 // Which prefill rank computes the next prompt (disaggregation with several prefill ranks,
-// dist/disaggregation.h). Plain bookkeeping, no MPI: the link calls route() when it sends a
+// distributed/disaggregation.h). Plain bookkeeping, no MPI: the link calls route() when it sends a
 // prompt and answered() when that prompt's K/V frame comes back.
 //
 // The rule: the rank with the fewest prompt tokens outstanding (sent, not yet answered),

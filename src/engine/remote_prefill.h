@@ -7,7 +7,7 @@
 //
 // The engine knows nothing of MPI: src/distributed/disaggregation.cpp implements RemotePrefill over
 // MPI point-to-point, and tests implement it in one process. PrefilledKv is plain data, the
-// payload of the wire frame (dist/kv_transfer_wire.h).
+// payload of the wire frame (distributed/kv_transfer_wire.h).
 #pragma once
 
 #include <cstdint>

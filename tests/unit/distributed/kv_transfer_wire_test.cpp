@@ -1,4 +1,4 @@
-// The disaggregation wire (dist/kv_transfer_wire.h): a KV frame and a prefill request
+// The disaggregation wire (distributed/kv_transfer_wire.h): a KV frame and a prefill request
 // survive the round trip bit for bit, and a frame that is truncated, padded, of another
 // version or byte order, or damaged anywhere is refused rather than adopted as K/V.
 #include <gtest/gtest.h>

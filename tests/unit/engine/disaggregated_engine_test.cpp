@@ -1,6 +1,6 @@
 // Prefill/decode disaggregation in one process (engine/remote_prefill.h): a RemotePrefill
 // whose "prefill rank" is a PrefillWorker on its own copy of the model, its answers passed
-// through the wire format (dist/kv_transfer_wire.h). The decode engine must produce exactly
+// through the wire format (distributed/kv_transfer_wire.h). The decode engine must produce exactly
 // a colocated engine's greedy tokens, computing only the prompts' last partial blocks, and
 // report what moved; a prefill side that never answers fails requests with kUnavailable
 // after the timeout instead of leaving them waiting. (The MPI transport itself is tested by
