@@ -39,7 +39,7 @@ other rows name the test that covers a finding a live server cannot be sent.
 | 18.5 | resume by line number | ResumePlan.*, BatchRunnerTest.ResumeMatchesAnsweredRequestsByCustomIdWhereverTheyMoved, BatchRunnerTest.DuplicateCustomIdsStopTheBatchBeforeAnythingRuns, batch_files |
 | 18.6 | forged offload block size (90 GB) | OffloadTest.AForgedHugeStoredSizeIsCorruptNotAnAllocation; bench/soak.sh tampering |
 | 18.7 | FIFOs as offload blocks, model file, HF config | OffloadTest.AFifoInPlaceOfABlockIsCorruptNotAHang, LoadModel.RefusesAFifoWithoutBlocking; bench/soak.sh |
-| 18.8 | a 3.9 MB prompt (past the context) parsed and tokenized | here: 400, /health answers meanwhile; e2e_serve_limits (4 MiB) |
+| 18.8 | a 3.9 MB prompt (past the context) parsed and tokenized | here: 400, /health answers within 2 s meanwhile; e2e_serve_limits (4 MiB) |
 | 18.9 | n=16 with 250,000 stop strings; 65 stops; a 1025-byte stop; 1025 stop ids; n x max_tokens x logprobs; n, max_tokens, logprobs far out of range | here: 400 naming the cap; SamplingParamsTest.* |
 | 18.10 | a streaming client that never reads (n=8, logprobs 5) | here: aborted past --max-pending-bytes, 499 |
 | 18.11 | 500 idle connections; a head dribbled a byte at a time (slowloris) | here: /health answers; the dribbler is dropped after --header-timeout; e2e_serve_connections (the cap, eviction, the descriptor limit) |
@@ -519,8 +519,11 @@ def h8_long_prompt(h):
     answers, all_ok, slowest = health_while(h, thread)
     thread.join()
     ok, detail = is_400(result["r"], code="context_length_exceeded")
-    return [(ok, detail), (answers >= 1 and all_ok and slowest < 1.0,
-                           f"/health answered {answers} times meanwhile, slowest {slowest:.3f} s")]
+    # 2 s: up to 0.47 s measured on a loaded 2-core machine; before the fix /health answered
+    # once, after 3.8 s (e2e_serve_limits checks it too, alone, with a 4 MiB prompt).
+    return [(ok, detail), (answers >= 1 and all_ok and slowest < 2.0,
+                           f"/health answered {answers} times meanwhile, slowest {slowest:.3f} s "
+                           f"(bound 2 s)")]
 
 
 def h9_caps(h):
