@@ -15,8 +15,21 @@ std::string leading_identifier(const std::string& message) {
          (std::islower(static_cast<unsigned char>(message[end])) || message[end] == '_')) {
     ++end;
   }
-  if (end == 0 || end >= message.size() || message[end] != ' ') return {};
+  if (end == 0 || end >= message.size()) return {};
   const std::string word = message.substr(0, end);
+  // An element of a list field ("stop[3] must be ...") names the field.
+  if (message[end] == '[') {
+    size_t close = end + 1;
+    while (close < message.size() && std::isdigit(static_cast<unsigned char>(message[close]))) {
+      ++close;
+    }
+    if (close == end + 1 || close + 1 >= message.size() || message[close] != ']' ||
+        message[close + 1] != ' ') {
+      return {};
+    }
+    return word;
+  }
+  if (message[end] != ' ') return {};
   // Ordinary leading words of engine messages are not parameters.
   if (word == "the" || word == "a" || word == "an") return {};
   return word;

@@ -119,13 +119,15 @@ bool Router::llama_server_route(HttpRequest& request, const std::string& path,
   // POST /apply-template: the chat request's checks, then the template's text.
   label = "apply_template";
   require_method(request, http::verb::post, path);
+  const size_t body_bytes = request.body().size();
   answer_json_from_worker(
       exchange, "POST " + path, label,
       [this, body = std::make_shared<const std::string>(std::move(request.body()))] {
         const json parsed = api::parse_json_body(*body);
         const api::GenerationSpec spec = api::parse_chat_request(parsed, engine_->tokenizer());
         return api::dump_json({{"prompt", chat_->render(spec.messages, spec.tools)}});
-      });
+      },
+      {}, body_bytes);
   return true;
 }
 
@@ -190,8 +192,9 @@ void Router::native_completion(HttpRequest& request, bool infill,
     throw api::ApiError(503, "the server is shutting down", {}, "draining").with_retry_after(5);
   }
   std::string what = std::string(request.method_string()) + " " + std::string(request.target());
-  boost::asio::post(workers_, [this, body = std::move(request.body()), infill, exchange, label,
-                               what = std::move(what)]() mutable {
+  boost::asio::thread_pool& pool = pool_for(request.body().size());
+  boost::asio::post(pool, [this, body = std::move(request.body()), infill, exchange, label,
+                           what = std::move(what)]() mutable {
     // On a worker: parsing and tokenizing cost time proportional to the body.
     std::exception_ptr failure;
     std::shared_ptr<llama::NativeCompletion> parsed_request;

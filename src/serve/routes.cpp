@@ -272,9 +272,12 @@ void Router::dashboard(const HttpRequest& request, const std::string& path,
 
 void Router::answer_json_from_worker(const std::shared_ptr<HttpExchange>& exchange,
                                      std::string what, std::string label,
-                                     std::function<std::string()> make_body, HeaderList headers) {
-  boost::asio::post(workers_, [this, exchange, what = std::move(what), label = std::move(label),
-                               make_body = std::move(make_body), headers = std::move(headers)] {
+                                     std::function<std::string()> make_body, HeaderList headers,
+                                     size_t body_bytes) {
+  boost::asio::post(pool_for(body_bytes), [this, exchange, what = std::move(what),
+                                           label = std::move(label),
+                                           make_body = std::move(make_body),
+                                           headers = std::move(headers)] {
     std::string body;
     std::exception_ptr failure;
     try {
@@ -325,6 +328,7 @@ void Router::tokenizer_route(HttpRequest& request, const std::string& path,
   // On a worker, as generation requests are parsed: a body of --max-body (4 MiB by default)
   // takes seconds to tokenize, and every other connection of this io thread would wait.
   const bool tokenize = path == "/tokenize";
+  const size_t body_bytes = request.body().size();
   answer_json_from_worker(
       exchange, "POST " + path, path.substr(1),
       [this, tokenize, body = std::make_shared<const std::string>(std::move(request.body()))] {
@@ -332,7 +336,8 @@ void Router::tokenizer_route(HttpRequest& request, const std::string& path,
         return api::dump_json(tokenize ? tokenize_response(parsed, engine_->tokenizer(), *chat_,
                                                            engine_->max_context())
                                        : detokenize_response(parsed, engine_->tokenizer()));
-      });
+      },
+      {}, body_bytes);
 }
 
 void Router::embeddings(HttpRequest& request, const std::shared_ptr<LoggedExchange>& exchange) {
@@ -346,7 +351,8 @@ void Router::embeddings(HttpRequest& request, const std::shared_ptr<LoggedExchan
     cancelled->store(true);
     metrics_.observe_status("embeddings", 499);
   });
-  boost::asio::post(workers_, [this, exchange, cancelled, body = std::move(request.body())] {
+  boost::asio::thread_pool& pool = pool_for(request.body().size());
+  boost::asio::post(pool, [this, exchange, cancelled, body = std::move(request.body())] {
     // On a worker: parsing and tokenizing cost time proportional to the body, and building
     // the model (the first request) seconds.
     try {
@@ -520,8 +526,9 @@ void Router::generate(HttpRequest& request, api::Endpoint endpoint,
     throw api::ApiError(503, "the server is shutting down", {}, "draining").with_retry_after(5);
   }
   std::string what = std::string(request.method_string()) + " " + std::string(request.target());
-  boost::asio::post(workers_, [this, body = std::move(request.body()), endpoint, exchange, label,
-                               anthropic, what = std::move(what)]() mutable {
+  boost::asio::thread_pool& pool = pool_for(request.body().size());
+  boost::asio::post(pool, [this, body = std::move(request.body()), endpoint, exchange, label,
+                           anthropic, what = std::move(what)]() mutable {
     // On a worker: everything here costs time proportional to the body.
     std::exception_ptr failure;
     std::shared_ptr<api::GenerationSpec> spec;

@@ -110,7 +110,10 @@ class Router {
   void handle(HttpRequest&& request, std::shared_ptr<HttpExchange> exchange);
   // Waits for the request parsing in progress; call after the io threads stopped, while
   // the engine (its tokenizer) is still alive. Idempotent.
-  void stop_workers() { workers_.join(); }
+  void stop_workers() {
+    workers_.join();
+    large_workers_.join();
+  }
 
  private:
   void dispatch(HttpRequest& request, const std::string& path,
@@ -143,9 +146,18 @@ class Router {
   // Runs make_body on the worker pool (work too slow for an io thread), then answers 200 with
   // its JSON on the exchange's strand, or the failure it threw; `what` names it in the log,
   // `label` in the metrics. Any thread may call it.
+  // `body_bytes`, the size of the request body make_body reads, chooses the pool (pool_for).
   void answer_json_from_worker(const std::shared_ptr<HttpExchange>& exchange, std::string what,
                                std::string label, std::function<std::string()> make_body,
-                               HeaderList headers = {});
+                               HeaderList headers = {}, size_t body_bytes = 0);
+  // The pool that parses and tokenizes a request body of `body_bytes`: a large body (3.6 MB
+  // take ~10 s to tokenize on a 32000-token vocabulary) runs on a pool of its own, so large
+  // requests queue behind each other and cannot hold every worker while small ones wait
+  // (e2e_adversarial: two 3.6 MB /tokenize requests delayed a 4-token completion 10 s).
+  static constexpr size_t kLargeBody = 64 * 1024;
+  boost::asio::thread_pool& pool_for(size_t body_bytes) {
+    return body_bytes > kLargeBody ? large_workers_ : workers_;
+  }
   // Parsed on a worker; the passes run between engine steps, stopped when the client goes.
   void embeddings(HttpRequest& request, const std::shared_ptr<LoggedExchange>& exchange);
   void engine_state(const std::shared_ptr<HttpExchange>& exchange);
@@ -184,7 +196,8 @@ class Router {
   DashboardAdvice advice_;            // the dashboard's findings, refreshed every few seconds
   TimePoint started_ = Clock::now();  // the dashboard's clock
   // Last: destroyed (joined) first, so no parse in progress outlives the members it uses.
-  boost::asio::thread_pool workers_{2};  // request parsing off the io threads
+  boost::asio::thread_pool large_workers_{1};  // bodies above kLargeBody, one at a time
+  boost::asio::thread_pool workers_{2};        // request parsing off the io threads
 };
 
 }  // namespace rapide::serve

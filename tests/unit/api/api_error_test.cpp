@@ -33,6 +33,13 @@ TEST(ApiError, OpenAIShapeWithParamFromTheMessage) {
       api_error_from(Error(ErrorCode::kOutOfRange, "the prompt has 600 tokens"), "prompt");
   EXPECT_EQ(p.param(), "prompt");
   EXPECT_EQ(nlohmann::json::parse(ApiError(404, "no").to_json())["error"]["param"], nullptr);
+  // An element of a list names the list (e2e_adversarial: a 1025-byte stop string's 400 had
+  // no param, while 65 stop strings named 'stop').
+  EXPECT_EQ(api_error_from(Error(ErrorCode::kInvalidArgument, "stop[0] must be at most 1024 bytes"))
+                .param(),
+            "stop");
+  EXPECT_EQ(api_error_from(Error(ErrorCode::kInvalidArgument, "stop[] is odd"), "x").param(), "x");
+  EXPECT_EQ(api_error_from(Error(ErrorCode::kInvalidArgument, "stop[1]x"), "x").param(), "x");
 }
 
 // Issue 51: a grammar the model's vocabulary cannot continue failed the request with 500
