@@ -34,8 +34,9 @@ void add_engine_flags(CLI::App& command, EngineFlags& flags) {
       ->capture_default_str();
   command
       .add_option("--kv-memory", o.kv_memory,
-                  "KV budget: auto (every sequence at full context, at most 1GiB, within "
-                  "free RAM; logged at start-up), 2GiB, 512MiB, or a fraction of free RAM (0.5)")
+                  "KV budget: auto (every sequence at full context, at most 1GiB (batch: "
+                  "2GiB) and 3/4 of free RAM; logged at start-up), 2GiB, 512MiB, or a fraction "
+                  "of free RAM (0.5)")
       ->capture_default_str();
   command.add_option("--kv-type", flags.kv_type, "f16 | f32 | q8_0 | q4_0")->capture_default_str();
   command

@@ -70,7 +70,7 @@ KvBudgetChoice default_kv_budget(const KvDemand& d, const MachineMemory& machine
          "kv memory auto: one sequence at full context needs {} of KV cache (context {} x {}/"
          "token), but this machine can give the KV cache only {} (three quarters of {}); give "
          "--kv-memory SIZE (a budget below one context serves shorter requests), a shorter "
-         "--ctx-size, or --kv-type q8_0",
+         "--ctx-size, or a smaller --kv-type (q8_0, q4_0)",
          format_bytes(need), d.context, per_token, format_bytes(usable), available_text(machine));
   }
 
