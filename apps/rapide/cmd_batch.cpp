@@ -25,13 +25,14 @@ struct BatchCommandOptions {
 
 // Nobody waits on a batch, so the engine is sized for throughput, not latency: many
 // sequences decode together (one pass over the weights serves them all) and large steps
-// amortize each forward pass; the server keeps 64 / 512 to bound TPOT.
+// amortize each forward pass; the server keeps 64 / 512 to bound TPOT. --kv-memory auto
+// provides for the 256 sequences at full context, up to 2 GiB (the server's cap is 1 GiB).
 void set_throughput_defaults(EngineOptions& o) {
   o.max_seqs = 256;
   o.max_batch_tokens = 4096;
   o.prefill_chunk = 1024;
   o.max_queue = 1 << 16;
-  o.kv_memory = "2GiB";
+  o.kv_auto_cap = uint64_t{2} << 30;
 }
 
 std::string model_id_for(const BatchCommandOptions& o) {

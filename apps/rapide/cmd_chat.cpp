@@ -131,8 +131,7 @@ void chat_main(const ChatOptions& o) {
   const std::string template_source =
       o.chat_template.empty() ? std::string() : resolve_chat_template(o.chat_template);
   LoadedModel loaded = load_for_inference(o.model);
-  const EngineOptions engine_options =
-      o.engine.resolve_for_one_sequence(loaded.pool->size(), loaded.model->config());
+  const EngineOptions engine_options = o.engine.resolve_for_one_sequence(loaded.pool->size());
   loaded.pool.reset();  // the engine builds its own pool
   Engine engine(*loaded.model, *loaded.tokenizer, engine_options);
   EngineChat backend(engine, template_source);

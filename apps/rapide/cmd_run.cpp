@@ -45,8 +45,7 @@ void run(const RunOptions& options) {
   const Tokenizer& tokenizer = *loaded.tokenizer;
   std::vector<int32_t> tokens = tokenizer.encode(prompt, !options.no_bos, options.special);
 
-  const EngineOptions engine_options =
-      options.engine.resolve_for_one_sequence(loaded.pool->size(), loaded.model->config());
+  const EngineOptions engine_options = options.engine.resolve_for_one_sequence(loaded.pool->size());
   loaded.pool.reset();  // the engine builds its own pool
   const auto draft = load_draft_model(options.engine.draft_model);
   Engine engine(*loaded.model, tokenizer, engine_options, draft ? draft->ref.get() : nullptr);

@@ -7,7 +7,6 @@
 
 #include "base/error.h"
 #include "kernels/kv_rows.h"
-#include "kv/kv_store.h"
 
 namespace rapide::cli {
 
@@ -35,7 +34,9 @@ void add_engine_flags(CLI::App& command, EngineFlags& flags) {
       ->capture_default_str();
   command
       .add_option("--kv-memory", o.kv_memory,
-                  "KV budget: 2GiB, 512MiB, or a fraction of free RAM (0.5)")
+                  "KV budget: auto (every sequence at full context, at most 1GiB (batch: "
+                  "2GiB) and 3/4 of free RAM; logged at start-up), 2GiB, 512MiB, or a fraction "
+                  "of free RAM (0.5)")
       ->capture_default_str();
   command.add_option("--kv-type", flags.kv_type, "f16 | f32 | q8_0 | q4_0")->capture_default_str();
   command
@@ -133,14 +134,9 @@ EngineOptions EngineFlags::resolve(int threads) const {
   return o;
 }
 
-EngineOptions EngineFlags::resolve_for_one_sequence(int threads, const ModelConfig& c) const {
+EngineOptions EngineFlags::resolve_for_one_sequence(int threads) const {
   EngineOptions o = resolve(threads);
-  const int context = o.max_context > 0 ? o.max_context : c.max_context;
-  const KvLayout layout = KvLayout::for_model(c, o.kv_block_size, o.kv_type);
-  const uint64_t blocks = (context + layout.block_size - 1) / layout.block_size;
-  if (options.kv_memory == EngineOptions{}.kv_memory) {
-    o.kv_memory = std::to_string(blocks * layout.block_bytes());
-  }
+  o.kv_auto_sequences = 1;  // --kv-memory auto: exactly one full context
   return o;
 }
 

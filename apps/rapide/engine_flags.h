@@ -6,7 +6,6 @@
 #include <string>
 
 #include "engine/engine_options.h"
-#include "formats/model_config.h"
 #include "sampling/sampling_params.h"
 
 namespace rapide::cli {
@@ -30,8 +29,8 @@ struct EngineFlags {
   // Converts the string-valued flags; throws Error(kInvalidArgument) for unknown values.
   EngineOptions resolve(int threads) const;
   // resolve() for one interactive sequence (run, chat): unless --kv-memory was given, a KV
-  // budget of exactly one full context instead of the server default.
-  EngineOptions resolve_for_one_sequence(int threads, const ModelConfig& config) const;
+  // budget of exactly one full context instead of the server's --max-seqs of them.
+  EngineOptions resolve_for_one_sequence(int threads) const;
 };
 void add_engine_flags(CLI::App& command, EngineFlags& flags);
 

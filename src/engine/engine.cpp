@@ -10,6 +10,7 @@
 #include "base/error.h"
 #include "base/logging.h"
 #include "engine/model_identity.h"
+#include "kv/default_kv_budget.h"
 #include "kv/memory_budget.h"
 
 namespace rapide {
@@ -40,10 +41,15 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, const EngineOptions& op
   const int threads = options_.threads > 0 ? options_.threads : physical_core_count();
   pool_ = std::make_unique<ThreadPool>(threads);
   const KvLayout layout = KvLayout::for_model(c, options_.kv_block_size, options_.kv_type);
-  const uint64_t kv_budget = parse_memory_budget(options_.kv_memory);
-  // At once, rather than after a long stall in the allocator and then bad_alloc.
-  check_budget_fits(kv_budget, memory_limit_bytes());
-  kv_ = PagedKvStore::with_budget(layout, kv_budget, max_context_, options_.kv_layout);
+  // Checked against the machine at once (an explicit size too), rather than after a long
+  // stall in the allocator and then bad_alloc.
+  const KvDemand demand{
+      layout.block_bytes(), layout.block_size, max_context_,
+      options_.kv_auto_sequences > 0 ? options_.kv_auto_sequences : options_.max_seqs};
+  const KvBudgetChoice kv_budget =
+      choose_kv_budget(options_.kv_memory, demand, read_machine_memory(), options_.kv_auto_cap);
+  if (kv_budget.automatic) spdlog::info("engine: kv memory auto: {}", kv_budget.explanation);
+  kv_ = PagedKvStore::with_budget(layout, kv_budget.bytes, max_context_, options_.kv_layout);
   if (c.every_layer_window() > 0 && options_.batching == BatchingMode::kContinuous) {
     // One step adds a prefill chunk, or a decode token and its guesses, to a sequence.
     const int guesses = std::max(options_.spec.tokens, options_.spec.max_tokens);

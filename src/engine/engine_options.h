@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "kv/default_kv_budget.h"
 #include "kv/kv_layout_mode.h"
 #include "kv/kv_store.h"
 #include "kv/offload_codec.h"
@@ -60,7 +61,13 @@ struct EngineOptions {
   KvLayoutMode kv_layout = KvLayoutMode::kPaged;
   KvType kv_type = KvType::kF16;
   int kv_block_size = 16;
-  std::string kv_memory = "1GiB";  // see kv/memory_budget.h
+  // A size (kv/memory_budget.h), or auto: sized at start-up to the model and the machine
+  // (kv/default_kv_budget.h), providing for kv_auto_sequences at full context (0: max_seqs;
+  // run and chat hold one) and taking at most kv_auto_cap (batch: more) unless one sequence
+  // needs more.
+  std::string kv_memory = "auto";
+  int kv_auto_sequences = 0;
+  uint64_t kv_auto_cap = kAutoKvCap;
   // Automatic prefix caching (kv/prefix_cache.h): full blocks of finished requests stay
   // cached and later prompts sharing the prefix reuse them. Needs the paged layout.
   bool prefix_cache = true;

@@ -8,10 +8,10 @@
 #include <cmath>
 #include <cstdint>
 #include <fstream>
-#include <optional>
 #include <string>
 
 #include "base/error.h"
+#include "kv/machine_memory.h"
 
 namespace rapide {
 namespace {
@@ -133,40 +133,8 @@ uint64_t mem_available_bytes() {
        "/proc/meminfo has no MemAvailable line; give an absolute KV size such as --kv-memory 2GiB");
 }
 
-namespace {
-
-// A number from a cgroup file ("max" and unreadable files give nullopt).
-std::optional<uint64_t> read_cgroup_number(const char* path) {
-  std::ifstream in(path);
-  std::string text;
-  if (!(in >> text) || text == "max") return std::nullopt;
-  uint64_t value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc()) return std::nullopt;
-  return value;
-}
-
-}  // namespace
-
 uint64_t memory_limit_bytes() {
-  uint64_t limit = UINT64_MAX;
-  try {
-    limit = mem_available_bytes();
-  } catch (const Error&) {
-    // Not Linux, or no MemAvailable: nothing to check against (the cgroup may still say).
-  }
-  const std::pair<const char*, const char*> cgroups[] = {
-      {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"},
-      {"/sys/fs/cgroup/memory/memory.limit_in_bytes",
-       "/sys/fs/cgroup/memory/memory.usage_in_bytes"},
-  };
-  for (const auto& [max_path, current_path] : cgroups) {
-    const std::optional<uint64_t> max = read_cgroup_number(max_path);
-    if (!max) continue;  // v1 says "no limit" with a huge number, which min() ignores
-    const uint64_t used = read_cgroup_number(current_path).value_or(0);
-    limit = std::min(limit, *max > used ? *max - used : 0);
-  }
-  return limit;
+  return read_machine_memory().can_give().value_or(UINT64_MAX);
 }
 
 void check_budget_fits(uint64_t budget, uint64_t limit) {

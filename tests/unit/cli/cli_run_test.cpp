@@ -72,6 +72,24 @@ TEST(CliRun, ReportsTtftAndTpot) {
   }
 }
 
+// Issue 51: without --kv-memory, run sizes its KV cache for its one sequence at full context
+// (--kv-memory auto) and says so; an explicit size is used as given, with no such line.
+TEST(CliRun, KvMemoryAutoHoldsOneFullContextAndIsLogged) {
+  RAPIDE_REQUIRE_SHARED("models/stories260K/stories260K.gguf");
+  const CliResult r = run_rapide("run -m " + model() + " -p hi -n 2 -t 1 -c 256");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  // 256 positions x 640 bytes (5 layers x 4 KV heads x 8 dims x K and V x f16).
+  EXPECT_NE(r.out.find("engine: kv memory auto: 160.0 KiB (context 256 x 1 sequence x 640 "
+                       "B/token; "),
+            std::string::npos)
+      << r.out;
+  const CliResult given = run_rapide("run -m " + model() + " -p hi -n 2 -t 1 --kv-memory 160KiB");
+  ASSERT_EQ(given.exit_code, 0) << given.out;
+  EXPECT_EQ(given.out.find("kv memory auto"), std::string::npos) << given.out;
+  EXPECT_NE(given.out.find("paged layout, 160.0 KiB), context 2048"), std::string::npos)
+      << given.out;
+}
+
 struct BadInput {
   std::string args;
   std::string message;
@@ -94,7 +112,8 @@ TEST(CliRun, BadInputGivesAClearErrorAndNoCrash) {
       {"run -m " + model() + " -p hi --kv-type q5", "must be f16, f32, q8_0 or q4_0"},
       {"run -m " + model() + " -p hi --kv-type q4_0", "multiple of 16"},
       {"run -m /nonexistent.gguf -p hi", "does not exist", 1},
-      {"run -m " + shared_path("reference/text/stories-eval.txt") + " -p hi", "not a model file", 1},
+      {"run -m " + shared_path("reference/text/stories-eval.txt") + " -p hi", "not a model file",
+       1},
       {"perplexity -m " + model() + " -f " + shared_path("reference/text/stories-eval.txt") +
            " --ctx 100000",
        "exceeds the model's trained context"},
