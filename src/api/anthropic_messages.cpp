@@ -177,10 +177,20 @@ std::string tool_use_id(const std::string& call_id) {
   return call_id.starts_with("call_") ? "toolu_" + call_id.substr(5) : call_id;
 }
 
-const char* stop_reason(const json& finish_reason) {
-  if (finish_reason == "length") return "max_tokens";
-  if (finish_reason == "tool_calls") return "tool_use";
+// Anthropic's stop_reason from a chat choice: a stop string that matched (vLLM's
+// "stop_reason" beside finish_reason "stop") is "stop_sequence".
+const char* stop_reason(const json& choice) {
+  const json finish = choice.value("finish_reason", json());
+  if (finish == "length") return "max_tokens";
+  if (finish == "tool_calls") return "tool_use";
+  if (finish == "stop" && choice.value("stop_reason", json()).is_string()) return "stop_sequence";
   return "end_turn";
+}
+
+// The stop_sequence field: the matched string, null otherwise.
+json stop_sequence(const json& choice) {
+  const json matched = choice.value("stop_reason", json());
+  return choice.value("finish_reason", json()) == "stop" && matched.is_string() ? matched : json();
 }
 
 json tool_input(const json& call) {
@@ -255,8 +265,8 @@ json anthropic_message(const json& chat) {
           {"role", "assistant"},
           {"model", chat.value("model", std::string())},
           {"content", std::move(content)},
-          {"stop_reason", stop_reason(choice.value("finish_reason", json()))},
-          {"stop_sequence", nullptr},
+          {"stop_reason", stop_reason(choice)},
+          {"stop_sequence", stop_sequence(choice)},
           {"usage",
            {{"input_tokens", usage.value("prompt_tokens", 0)},
             {"output_tokens", usage.value("completion_tokens", 0)}}}};
@@ -357,8 +367,9 @@ std::string AnthropicStream::chunk(const json& c) {
       out += event({{"type", "content_block_stop"}, {"index", index}});
     }
   }
-  if (const json* reason = field(choice, "finish_reason")) {
-    stop_reason_ = stop_reason(*reason);
+  if (const json* reason = field(choice, "finish_reason"); reason && !reason->is_null()) {
+    stop_reason_ = stop_reason(choice);
+    stop_sequence_ = stop_sequence(choice);
     out += close_block();
   }
   return out;
@@ -382,7 +393,7 @@ std::string AnthropicStream::finish() {
   finished_ = true;
   std::string out = close_block();
   out += event({{"type", "message_delta"},
-                {"delta", {{"stop_reason", stop_reason_}, {"stop_sequence", nullptr}}},
+                {"delta", {{"stop_reason", stop_reason_}, {"stop_sequence", stop_sequence_}}},
                 {"usage", {{"input_tokens", input_tokens_}, {"output_tokens", output_tokens_}}}});
   out += event({{"type", "message_stop"}});
   return out;

@@ -11,9 +11,9 @@
 //   name, disable_parallel_tool_use}).
 // Other content blocks (image, document, thinking ...) and server tools are a 400.
 //
-// Differences from Anthropic's service (docs/anthropic-api.md): stop_reason is "end_turn"
-// both for the model's end of turn and for a stop sequence (the engine does not report which
-// stop string matched), so stop_sequence is always null; cache_* usage fields are absent.
+// Differences from Anthropic's service (docs/anthropic-api.md): cache_* usage fields are
+// absent; tool inputs stream as one delta per call. A stop sequence that matched comes back
+// as stop_reason "stop_sequence" with its string, read from the chat choice's "stop_reason".
 #pragma once
 
 #include <cstdint>
@@ -58,10 +58,11 @@ class AnthropicStream {
   int64_t input_tokens_;
   int64_t output_tokens_ = 0;
   std::string stop_reason_ = "end_turn";
-  int blocks_ = 0;           // content blocks opened so far
-  bool block_open_ = false;  // a text block is open
-  bool started_ = false;     // message_start sent
-  bool finished_ = false;    // message_stop (or an error) sent
+  nlohmann::json stop_sequence_;  // the stop string that matched, or null
+  int blocks_ = 0;                // content blocks opened so far
+  bool block_open_ = false;       // a text block is open
+  bool started_ = false;          // message_start sent
+  bool finished_ = false;         // message_stop (or an error) sent
 };
 
 }  // namespace rapide::api

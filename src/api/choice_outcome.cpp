@@ -21,6 +21,7 @@ void ChoiceOutcome::add(TokenEvent&& event, bool want_logprobs) {
   if (event.finished) {
     done = true;
     reason = event.finish_reason;
+    stop_string = std::move(event.stop_string);
     error = std::move(event.error);
     prompt_tokens = event.prompt_tokens;
     completion_tokens = event.completion_tokens;
@@ -83,6 +84,7 @@ nlohmann::json response_body(const GenerationSpec& spec, const ResponseHeader& h
     r.index = static_cast<int>(i);
     r.text = c.text;
     r.finish_reason = finish_reason_name(c.reason);
+    r.stop_string = c.stop_string;
     if (spec.parse_tool_calls) {
       ParsedToolCalls parsed = parse_tool_calls(spec.tool_format, c.text);
       if (!parsed.calls.empty()) {

@@ -25,6 +25,7 @@ struct ChoiceOutcome {
   bool done = false;
   std::string text;
   FinishReason reason = FinishReason::kLength;
+  std::string stop_string;  // the stop string that ended it (TokenEvent::stop_string)
   std::string error;
   // Every entry (non-streamed), or those not yet sent (the server's streams clear it).
   std::vector<LogprobEntry> logprobs;

@@ -11,6 +11,12 @@ using nlohmann::json;
 
 namespace {
 
+// vLLM's "stop_reason" beside finish_reason: the stop string that ended the choice, or null
+// (end of generation, a stop token, a length limit). OpenAI's clients ignore the field.
+json stop_reason_json(const std::string& stop_string) {
+  return stop_string.empty() ? json() : json(stop_string);
+}
+
 const char* object_name(Endpoint endpoint, bool chunk) {
   if (endpoint == Endpoint::kCompletions) return "text_completion";
   return chunk ? "chat.completion.chunk" : "chat.completion";
@@ -105,8 +111,10 @@ json full_response(const ResponseHeader& header, const std::vector<ChoiceResult>
   json body = envelope(header, false);
   json list = json::array();
   for (const ChoiceResult& c : choices) {
-    json choice = {
-        {"index", c.index}, {"logprobs", c.logprobs}, {"finish_reason", c.finish_reason}};
+    json choice = {{"index", c.index},
+                   {"logprobs", c.logprobs},
+                   {"finish_reason", c.finish_reason},
+                   {"stop_reason", stop_reason_json(c.stop_string)}};
     if (header.endpoint == Endpoint::kChat) {
       choice["message"] = {{"role", "assistant"}, {"content", c.text}};
       if (!c.tool_calls.is_null()) {
@@ -127,11 +135,13 @@ json full_response(const ResponseHeader& header, const std::vector<ChoiceResult>
 }
 
 json stream_chunk(const ResponseHeader& header, int index, const std::string& text,
-                  const json& logprobs, const char* finish_reason, bool first, bool include_usage) {
+                  const json& logprobs, const char* finish_reason, bool first, bool include_usage,
+                  const std::string& stop_string) {
   json body = envelope(header, true);
   json choice = {{"index", index},
                  {"logprobs", logprobs},
                  {"finish_reason", finish_reason ? json(finish_reason) : json()}};
+  if (finish_reason != nullptr) choice["stop_reason"] = stop_reason_json(stop_string);
   if (header.endpoint == Endpoint::kChat) {
     json delta = json::object();
     if (first) delta["role"] = "assistant";

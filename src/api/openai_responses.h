@@ -55,6 +55,7 @@ struct ChoiceResult {
   int index = 0;
   std::string text;
   const char* finish_reason = "stop";
+  std::string stop_string;    // "stop_reason" (vLLM's field): the stop string that matched
   nlohmann::json logprobs;    // null when not requested
   nlohmann::json tool_calls;  // chat: OpenAI's tool_calls list, null when none
 };
@@ -65,10 +66,11 @@ nlohmann::json full_response(const ResponseHeader& header, const std::vector<Cho
 
 // One stream chunk for one choice. For chat, `first` adds the assistant role to the delta.
 // finish_reason null while the choice runs. include_usage adds "usage": null, as OpenAI
-// does on every chunk but the last.
+// does on every chunk but the last. The chunk with a finish_reason also carries vLLM's
+// "stop_reason": `stop_string`, or null when no stop string ended the choice.
 nlohmann::json stream_chunk(const ResponseHeader& header, int index, const std::string& text,
                             const nlohmann::json& logprobs, const char* finish_reason, bool first,
-                            bool include_usage);
+                            bool include_usage, const std::string& stop_string = {});
 // A chat stream chunk carrying whole tool calls as one delta (OpenAI's shape: each call
 // with its index, id, type and function name + arguments).
 nlohmann::json tool_calls_chunk(const ResponseHeader& header, int index,

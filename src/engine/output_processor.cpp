@@ -222,6 +222,9 @@ void OutputProcessor::send_final(RequestOutputState& state, TokenEvent& event,
   }
   event.finished = true;
   event.finish_reason = f.reason;
+  if (f.reason == FinishReason::kStop && state.stop_checker) {
+    event.stop_string = state.stop_checker->matched();
+  }
   event.error = f.error;
   event.error_code = f.error_code;
   event.kv_transfer = f.kv_transfer;

@@ -68,6 +68,9 @@ struct TokenEvent {
   TimePoint time;  // when the token was sampled
   bool finished = false;
   FinishReason finish_reason = FinishReason::kLength;
+  // With kStop on the final event: the stop string that ended the output (empty when an
+  // end-of-generation or stop token, or a completed grammar, ended it).
+  std::string stop_string;
   std::string error;  // set with FinishReason::kError
   // kUnavailable when the error is the server's state, not the request (a prefill rank that
   // did not answer in time): the front end answers 503 instead of 500.

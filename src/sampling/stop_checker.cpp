@@ -52,6 +52,7 @@ StopOutput StopChecker::push(std::string_view piece) {
   if (first != std::string::npos) {
     out.text = pending_.substr(0, first);
     out.stopped = stopped_ = true;
+    matched_ = stops_[static_cast<size_t>(out.stop_index)];
     pending_.clear();
     return out;
   }

@@ -35,6 +35,9 @@ class StopChecker {
   std::string flush();
 
   bool stopped() const { return stopped_; }
+  // The stop string that matched (empty until one did): vLLM's `stop_reason`, Anthropic's
+  // `stop_sequence`, llama-server's `stopping_word`.
+  const std::string& matched() const { return matched_; }
   // Bytes currently held back.
   size_t held_bytes() const { return pending_.size(); }
 
@@ -46,6 +49,7 @@ class StopChecker {
   size_t longest_stop_ = 0;
   std::string pending_;
   bool stopped_ = false;
+  std::string matched_;
 };
 
 }  // namespace rapide

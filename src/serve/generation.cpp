@@ -107,7 +107,8 @@ void GenerationJob::on_event(size_t index, TokenEvent&& event) {
     }
     state.last_token = event.time;
   }
-  // add() takes only the event's logprob alternatives and error; the rest is read below.
+  // add() takes only the event's logprob alternatives, error and stop string; the rest is
+  // read below.
   outcomes_[index].add(std::move(event), spec_.logprobs);
   if (event.finished) {
     const RequestMetrics& m = event.metrics;
@@ -186,8 +187,9 @@ void GenerationJob::stream_event(size_t index, const std::string& text, bool fin
     c.logprobs.clear();  // sent: the next chunk carries only its own tokens
   }
   state.streamed_text_bytes += shown.size();
-  exchange_->stream(sse_event(api::dump_json(api::stream_chunk(
-      header_, static_cast<int>(index), shown, logprobs, reason, false, spec_.include_usage))));
+  exchange_->stream(sse_event(
+      api::dump_json(api::stream_chunk(header_, static_cast<int>(index), shown, logprobs, reason,
+                                       false, spec_.include_usage, c.stop_string))));
 }
 
 void GenerationJob::finish() {

@@ -354,25 +354,9 @@ json completion_json(const NativeCompletion& request, size_t index, const Finish
   std::string stop_type = "limit";
   std::string stopping_word;
   if (c.reason == FinishReason::kStop) {
-    stop_type = "eos";
-    const int32_t last = done.tokens.empty() ? -1 : done.tokens.back();
-    const auto& stop_ids = request.spec.sampling.stop_token_ids;
-    const bool eos_token =
-        last >= 0 && (tokenizer.is_end_of_generation(last) ||
-                      std::find(stop_ids.begin(), stop_ids.end(), last) != stop_ids.end());
-    if (!eos_token) {
-      // The content ends where the stop string began: the raw text names the string.
-      const std::string raw = tokenizer.decode(done.tokens);
-      for (const std::string& s : request.spec.sampling.stop) {
-        if (raw.size() >= c.text.size() + s.size() &&
-            raw.compare(c.text.size(), s.size(), s) == 0) {
-          stopping_word = s;
-          stop_type = "word";
-          break;
-        }
-      }
-      if (stopping_word.empty() && !request.spec.sampling.stop.empty()) stop_type = "word";
-    }
+    // The engine names the stop string that matched (TokenEvent::stop_string).
+    stopping_word = c.stop_string;
+    stop_type = stopping_word.empty() ? "eos" : "word";
   }
   const int32_t predicted = c.completion_tokens;
   const int32_t evaluated = c.prompt_tokens;

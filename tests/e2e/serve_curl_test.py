@@ -114,12 +114,18 @@ def test_basics(s):
           "bytes" in content[0], "chat logprobs shape")
     status, _, body = s.curl("/v1/completions", dict(greedy, stop=[" girl"]), key=KEY)
     c = json.loads(body)["choices"][0]
-    check(c["text"] == ", there was a little" and c["finish_reason"] == "stop",
-          f"stop string: {c}")
+    # vLLM's stop_reason names the string that matched; null when none did.
+    check(c["text"] == ", there was a little" and c["finish_reason"] == "stop" and
+          c["stop_reason"] == " girl", f"stop string: {c}")
     status, _, body = s.curl("/v1/completions", dict(greedy, stop="Lily", stream=True), key=KEY)
     events, _ = sse_events(body)
     check(stream_text(events, False).get(0) == ", there was a little girl named ",
           "stop string while streaming")
+    last = [e["choices"][0] for e in events if e["choices"] and e["choices"][0]["finish_reason"]]
+    check(len(last) == 1 and last[0]["stop_reason"] == "Lily", f"streamed stop_reason: {last}")
+    status, _, body = s.curl("/v1/completions", dict(greedy, max_tokens=3), key=KEY)
+    c = json.loads(body)["choices"][0]
+    check(c["finish_reason"] == "length" and c["stop_reason"] is None, f"no stop_reason: {c}")
 
 
 def test_errors(s):

@@ -66,6 +66,23 @@ check(seen[0] === "message_start" && seen.at(-1) === "message_stop" &&
       "message_start,content_block_start,content_block_delta,content_block_stop,message_delta," +
       "message_stop", `event order: ${order}`);
 
+// stop_sequences: a word of the greedy text ends the message before it, and the message says
+// which sequence matched (stop_reason "stop_sequence"), whole and streamed.
+const words = textOf(whole).split(/\s+/).filter((w) => w.length > 2);
+const word = words[Math.min(2, words.length - 1)];
+const cutAt = textOf(whole).indexOf(word);
+const stopped = await client.messages.create({ model, max_tokens: 30, system, messages,
+                                               temperature: 0, stop_sequences: ["zzzq", word] });
+check(stopped.stop_reason === "stop_sequence" && stopped.stop_sequence === word &&
+      textOf(stopped) === textOf(whole).slice(0, cutAt),
+      `stop_sequences [${JSON.stringify(word)}]: ${stopped.stop_reason} ` +
+      `${JSON.stringify(stopped.stop_sequence)} ${JSON.stringify(textOf(stopped))}`);
+const stoppedStream = await client.messages.stream({ model, max_tokens: 30, system, messages,
+                                                     temperature: 0, stop_sequences: [word] })
+                                           .finalMessage();
+check(stoppedStream.stop_reason === "stop_sequence" && stoppedStream.stop_sequence === word &&
+      textOf(stoppedStream) === textOf(stopped), "streamed stop_sequence");
+
 // The wire format: "event: TYPE" lines, a ping after message_start (the SDK skips pings).
 const wire = await (await fetch(`${root}/v1/messages`, {
   method: "POST", headers: { "Content-Type": "application/json", "x-api-key": key },

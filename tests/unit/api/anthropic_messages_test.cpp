@@ -146,6 +146,13 @@ TEST(AnthropicResponseTest, ChatCompletionBecomesAMessage) {
     "usage": {"prompt_tokens": 1, "completion_tokens": 1}})"));
   EXPECT_EQ(empty["content"], json::array());
   EXPECT_EQ(empty["stop_reason"], "end_turn");
+  EXPECT_EQ(empty["stop_sequence"], nullptr);
+  // A stop string that matched (vLLM's "stop_reason" beside finish_reason "stop").
+  const json stopped = anthropic_message(json::parse(R"({"id": "chatcmpl-3", "model": "m",
+    "choices": [{"finish_reason": "stop", "stop_reason": "END", "message": {"content": "a"}}],
+    "usage": {"prompt_tokens": 1, "completion_tokens": 2}})"));
+  EXPECT_EQ(stopped["stop_reason"], "stop_sequence");
+  EXPECT_EQ(stopped["stop_sequence"], "END");
   EXPECT_EQ(cut["content"], json::parse(R"([{"type": "text", "text": "Once"}])"));
 }
 
@@ -252,6 +259,21 @@ TEST(AnthropicStreamTest, ToolCallsBecomeToolUseBlocksWithInputJsonDeltas) {
   EXPECT_EQ(events[6], json::parse(R"({"type": "content_block_delta", "index": 1, "delta":
       {"type": "input_json_delta", "partial_json": "{\"a\":1,\"b\":2}"}})"));
   EXPECT_EQ(events[8]["delta"]["stop_reason"], "tool_use");
+}
+
+TEST(AnthropicStreamTest, AMatchedStopStringIsTheStopSequence) {
+  AnthropicStream stream(3);
+  std::string out = stream.translate(data(R"({"id": "chatcmpl-1", "model": "m", "choices":
+      [{"index": 0, "delta": {"role": "assistant", "content": "Hi"}, "finish_reason": null}]})"));
+  out += stream.translate(data(R"({"id": "chatcmpl-1", "model": "m", "choices": [{"index": 0,
+      "delta": {"content": ""}, "finish_reason": "stop", "stop_reason": "\n\n"}]})"));
+  out += stream.translate("data: [DONE]\n\n");
+  const std::vector<json> events = events_of(out);
+  ASSERT_GE(events.size(), 2u) << out;
+  const json& delta = events[events.size() - 2];
+  EXPECT_EQ(delta["type"], "message_delta");
+  EXPECT_EQ(delta["delta"]["stop_reason"], "stop_sequence");
+  EXPECT_EQ(delta["delta"]["stop_sequence"], "\n\n");
 }
 
 TEST(AnthropicStreamTest, AnEngineFailureBecomesAnErrorEvent) {

@@ -147,5 +147,21 @@ TEST(StopCheckerTest, RejectsEmptyStopString) {
   EXPECT_THROW(StopChecker({"ok", ""}), Error);
 }
 
+// The string that matched is reported (vLLM's stop_reason, Anthropic's stop_sequence,
+// llama-server's stopping_word): the earliest occurrence, not the first listed.
+TEST(StopCheckerTest, ReportsWhichStopStringMatched) {
+  StopChecker checker({"END", "park", "x"});
+  EXPECT_EQ(checker.matched(), "");
+  EXPECT_EQ(checker.push("to the pa").text, "to the ");
+  EXPECT_EQ(checker.matched(), "");
+  const StopOutput out = checker.push("rk. END x");
+  EXPECT_TRUE(out.stopped);
+  EXPECT_EQ(checker.matched(), "park");
+  StopChecker unstopped({"END"});
+  unstopped.push("no stop here");
+  unstopped.flush();
+  EXPECT_EQ(unstopped.matched(), "");
+}
+
 }  // namespace
 }  // namespace rapide
