@@ -152,7 +152,9 @@ void add_sampling_flags(CLI::App& command, SamplingFlags& flags) {
       ->capture_default_str();
   command.add_option("--top-k", p.top_k, "keep the k most likely tokens (0 = off)")
       ->capture_default_str();
-  command.add_option("--top-p", p.top_p, "nucleus sampling threshold (1 = off)")
+  command
+      .add_option("--top-p", p.top_p,
+                  "nucleus sampling threshold (1 = off, 0 = the most likely token)")
       ->capture_default_str();
   command.add_option("--min-p", p.min_p, "drop tokens below min-p x the best (0 = off)")
       ->capture_default_str();

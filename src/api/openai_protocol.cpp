@@ -419,6 +419,10 @@ GenerationSpec parse_chat_request(const json& body, const Tokenizer& tokenizer) 
     } else if (!content) {
       normalized["content"] = "";
     }
+    // OpenAI's "developer" role is its newer name for "system" (instructions the model
+    // follows); chat templates know only "system", and would render "developer" as a
+    // speaker of its own or drop it.
+    if (normalized["role"] == "developer") normalized["role"] = "system";
     spec.messages.push_back(std::move(normalized));
   }
   read_tools(body, spec);

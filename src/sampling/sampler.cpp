@@ -148,15 +148,17 @@ int32_t Sampler::draw(std::span<const float> logits, float* logprob, int32_t dra
   // keeps a best-ranked set relative to the best token, which top-k and top-p never drop,
   // and top-p still normalizes over everything before min-p.
   size_t n = 0;
-  const bool top_k = params_.top_k > 0 && params_.top_k < stats.num_finite;
+  // top_p 0 (OpenAI accepts it) keeps the most likely token alone: top-k 1.
+  const int32_t k = params_.top_p > 0.0f ? params_.top_k : 1;
+  const bool top_k = k > 0 && k < stats.num_finite;
   if (top_k) {
-    select_top_k(logits, params_.top_k, candidates_);
-    n = static_cast<size_t>(params_.top_k);
+    select_top_k(logits, k, candidates_);
+    n = static_cast<size_t>(k);
   } else {
     n = collect_candidates(logits, min_p_threshold(max_logit, params_.min_p), candidates_);
   }
   const std::span<Candidate> all(candidates_.data(), n);
-  if (params_.top_p < 1.0f) {
+  if (params_.top_p > 0.0f && params_.top_p < 1.0f) {
     double total_weight = 0.0;
     if (top_k) {
       for (const Candidate& c : all) total_weight += fast_exp(c.logit - max_logit);

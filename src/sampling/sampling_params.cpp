@@ -29,8 +29,8 @@ void SamplingParams::validate(int vocab_size) const {
     fail(ErrorCode::kInvalidArgument, "temperature must be in [0, 100], got {}", temperature);
   }
   if (top_k < 0) fail(ErrorCode::kInvalidArgument, "top_k must be >= 0, got {}", top_k);
-  if (!(top_p > 0.0f && top_p <= 1.0f)) {
-    fail(ErrorCode::kInvalidArgument, "top_p must be in (0, 1], got {}", top_p);
+  if (!in_closed(top_p, 0.0f, 1.0f)) {
+    fail(ErrorCode::kInvalidArgument, "top_p must be in [0, 1], got {}", top_p);
   }
   if (!in_closed(min_p, 0.0f, 1.0f)) {
     fail(ErrorCode::kInvalidArgument, "min_p must be in [0, 1], got {}", min_p);

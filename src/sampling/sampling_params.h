@@ -30,7 +30,8 @@ struct SamplingParams {
   // logit_bias -> penalties -> top_k -> top_p -> min_p -> temperature -> draw.
   float temperature = 1.0f;  // 0 (< kGreedyBelow) = greedy: argmax, ties -> lowest id; <= 100
   int32_t top_k = 0;         // keep the k most likely tokens; 0 = off
-  float top_p = 1.0f;        // keep the smallest set with cumulative probability >= top_p; 1 = off
+  float top_p = 1.0f;        // keep the smallest set with cumulative probability >= top_p; 1 = off,
+                             // 0 = the most likely token alone (as OpenAI reads 0)
   float min_p = 0.0f;        // drop tokens with p < min_p * p(most likely); 0 = off
 
   // Penalties on tokens of the recent history (prompt + generated so far).

@@ -179,6 +179,14 @@ TEST_F(ProtocolTest, OpenAILimitsAreOpenAIs) {
     const json ok = json::array({{{"role", role}, {"content", "x"}}});
     EXPECT_NO_THROW(parse_chat_request({{"messages", ok}}, *tokenizer_)) << role;
   }
+  // "developer" is OpenAI's newer name for "system": the chat template sees "system".
+  const json developer = json::array(
+      {{{"role", "developer"}, {"content", "Be brief."}}, {{"role", "user"}, {"content", "x"}}});
+  EXPECT_EQ(parse_chat_request({{"messages", developer}}, *tokenizer_).messages[0]["role"],
+            "system");
+  // top_p 0 is OpenAI's edge too (the most likely token alone).
+  edges["top_p"] = 0;
+  EXPECT_FLOAT_EQ(parse_chat_request(edges, *tokenizer_).sampling.top_p, 0.0f);
   const json wizard =
       json::array({{{"role", "user"}, {"content", "hi"}}, {{"role", "wizard"}, {"content", "hi"}}});
   try {

@@ -103,7 +103,7 @@ TEST(CliRun, BadInputGivesAClearErrorAndNoCrash) {
   for (int i = 0; i < 1200; ++i) long_prompt += "hello world ";
   const std::vector<BadInput> cases = {
       {"run -m " + model() + " -p '" + long_prompt + "'", "context holds 2048", 1},
-      {"run -m " + model() + " -p hi --top-p 3", "top_p must be in (0, 1]"},
+      {"run -m " + model() + " -p hi --top-p 3", "top_p must be in [0, 1]"},
       {"run -m " + model() + " -p hi --temp -1", "temperature"},
       {"run -m " + model() + " -p hi --logit-bias 99999=1", "outside the vocabulary"},
       {"run -m " + model() + " -p hi --logit-bias nonsense", "TOKEN=BIAS"},

@@ -85,6 +85,17 @@ TEST(SamplerProcessorsTest, TopPIncludesTheTokenThatReachesP) {
                       {{0, 1.0 / 3}, {1, 1.0 / 3}, {2, 1.0 / 3}});
 }
 
+// OpenAI accepts top_p 0: the most likely token alone, whatever the temperature.
+TEST(SamplerProcessorsTest, TopPZeroKeepsOnlyTheMostLikelyToken) {
+  SamplingParams params;
+  params.top_p = 0.0f;
+  params.temperature = 1.5f;
+  EXPECT_NO_THROW(params.validate(4));
+  expect_distribution(sample_distribution(params, logs({0.125, 0.5, 0.125, 0.25})), {{1, 1.0}});
+  params.top_k = 3;  // top-k cannot widen it
+  expect_distribution(sample_distribution(params, logs({0.125, 0.5, 0.125, 0.25})), {{1, 1.0}});
+}
+
 TEST(SamplerProcessorsTest, TopPKeepsTheSmallestSufficientSet) {
   // Probabilities 0.5, 0.25, 0.125, 0.125 (given in shuffled token order).
   const std::vector<float> logits = logs({0.125, 0.5, 0.125, 0.25});
