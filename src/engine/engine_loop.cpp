@@ -64,6 +64,7 @@ void Engine::loop() {
       tasks_.clear();
       std::lock_guard<std::mutex> lock(mutex_);
       stats_.waiting = stats_.running = 0;
+      stats_.running_sequences.clear();
       stats_.background_tasks = 0;
       drained_.notify_all();
       return;
@@ -76,6 +77,7 @@ void Engine::loop() {
     stats_.background_tasks = static_cast<int>(tasks_.size());
     stats_.waiting = static_cast<int>(scheduler_->waiting_count() + awaiting_kv_.size());
     stats_.running = static_cast<int>(scheduler_->running_count());
+    stats_.running_sequences = scheduler_->running_summary();
     stats_.kv = kv_->usage();
     update_prefix_stats();
     if (incoming_.empty() && scheduler_->idle() && awaiting_kv_.empty()) drained_.notify_all();

@@ -37,6 +37,14 @@ struct StepStats {
   int draft_tokens = 0;               // speculative guesses verified this step
 };
 
+// One running sequence, as llama-server's /slots shows a busy slot: counts only, no text.
+struct RunningSequence {
+  RequestId request_id = 0;
+  int prompt_tokens = 0;
+  int generated = 0;      // tokens generated so far
+  int max_generated = 0;  // max_tokens, clipped to the context
+};
+
 struct EngineStats {
   uint64_t steps = 0;
   uint64_t requests_submitted = 0;
@@ -50,6 +58,7 @@ struct EngineStats {
   uint64_t preemptions = 0;
   int waiting = 0;
   int running = 0;
+  std::vector<RunningSequence> running_sequences;  // after the last step, in scheduling order
   int background_tasks = 0;  // between-steps tasks not yet over (engine/background_task.h)
   KvUsage kv;
   std::vector<StepStats> recent_steps;           // the last steps, oldest first

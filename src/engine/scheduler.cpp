@@ -486,6 +486,16 @@ void Scheduler::erase(Sequence* sequence) {
   fail(ErrorCode::kInternal, "scheduler asked to remove unknown request {}", sequence->id);
 }
 
+std::vector<RunningSequence> Scheduler::running_summary() const {
+  std::vector<RunningSequence> out;
+  out.reserve(running_.size());
+  for (const auto& s : running_) {
+    if (s->padding) continue;
+    out.push_back({s->id, s->prompt_length, s->generated(), s->max_generated});
+  }
+  return out;
+}
+
 const Sequence* Scheduler::get(RequestId id) const {
   const auto it = by_id_.find(id);
   return it == by_id_.end() ? nullptr : it->second;

@@ -41,6 +41,7 @@
 
 #include "base/clock.h"
 #include "engine/engine_options.h"
+#include "engine/engine_stats.h"
 #include "engine/proposer.h"
 #include "engine/sequence.h"
 #include "engine/speculation.h"
@@ -95,6 +96,8 @@ class Scheduler {
   const Sequence* get(RequestId id) const;
   size_t waiting_count() const { return waiting_.size(); }
   size_t running_count() const { return running_.size(); }
+  // The running sequences' counts, in scheduling order (EngineStats::running_sequences).
+  std::vector<RunningSequence> running_summary() const;
   bool idle() const { return waiting_.empty() && running_.empty(); }
 
  private:

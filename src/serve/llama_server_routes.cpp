@@ -160,23 +160,28 @@ json Router::props_json() const {
 
 json Router::slots_json() const {
   // The engine schedules sequences, not fixed slots: a "slot" is one of the max_seqs
-  // sequences it runs at once, the first `running` of them busy.
+  // sequences it runs at once; the busy ones, in scheduling order, show their request's
+  // counts (id_task = the engine's request id, prompt and generated tokens), never its text.
   const EngineStats stats = engine_->stats();
   const int total = total_slots();
   json slots = json::array();
   for (int i = 0; i < total; ++i) {
-    const bool busy = i < stats.running;
+    const RunningSequence* s = static_cast<size_t>(i) < stats.running_sequences.size()
+                                   ? &stats.running_sequences[static_cast<size_t>(i)]
+                                   : nullptr;
+    const bool busy = s != nullptr;
     slots.push_back({{"id", i},
-                     {"id_task", -1},
+                     {"id_task", busy ? static_cast<int64_t>(s->request_id) : -1},
                      {"n_ctx", engine_->max_context()},
+                     {"n_prompt_tokens", busy ? s->prompt_tokens : 0},
                      {"speculative", stats.spec_enabled},
                      {"is_processing", busy},
                      {"params", llama::default_params_json()},
                      {"next_token",
                       {{"has_next_token", busy},
                        {"has_new_line", false},
-                       {"n_remain", -1},
-                       {"n_decoded", 0}}}});
+                       {"n_remain", busy ? s->max_generated - s->generated : -1},
+                       {"n_decoded", busy ? s->generated : 0}}}});
   }
   return slots;
 }

@@ -301,6 +301,13 @@ def test_props_slots_version(s):
     check(len(slots) == props.get("total_slots") and all("id" in x and "params" in x for x in slots),
           f"/slots: total_slots entries (got {len(slots)})")
     check(busy_seen, "/slots shows a running request as is_processing")
+    busy = [x for x in slots if x.get("is_processing")]
+    # The busy slot carries the request's counts: its prompt, tokens decoded so far and left.
+    check(len(busy) == 1 and busy[0]["id_task"] >= 0 and busy[0]["n_prompt_tokens"] > 10
+          and busy[0]["next_token"]["n_decoded"] >= 0
+          and busy[0]["next_token"]["n_decoded"] + busy[0]["next_token"]["n_remain"]
+          == busy[0]["n_ctx"] - busy[0]["n_prompt_tokens"],
+          f"the busy slot's counts: {busy[0] if busy else None}")
     status, _, text = s.curl("/slots", key=KEY)
     check(status == 200 and not any(x["is_processing"] for x in json.loads(text)), "idle slots after")
 
