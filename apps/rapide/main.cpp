@@ -8,11 +8,12 @@
 #include "apps/rapide/version.h"
 #include "base/error.h"
 #include "base/logging.h"
+#include "distributed/parallel_job.h"
 
 int main(int argc, char** argv) {
   rapide::init_logging();
   CLI::App app{"rapide: LLM inference on CPUs that tells you why it is slow"};
-  app.name("rapide");
+  app.name(rapide::program_name());
   app.require_subcommand(1);
   app.set_version_flag("--version", rapide::cli::version_text);
   rapide::cli::register_inspect(app);

@@ -278,6 +278,10 @@ std::string parallel_runtime() {
   return version.substr(0, version.find_first_of(",\n"));
 }
 
+const char* program_name() {
+  return "rapide-mpi";
+}
+
 std::unique_ptr<ParallelJob> join_parallel_job(int tp, int pp, int micro_batches) {
   if (tp > 1 && pp > 1) {
     fail(ErrorCode::kInvalidArgument, "--tp and --pp together are not supported yet");

@@ -28,4 +28,8 @@ std::string parallel_runtime() {
   return "none: one process (--tp, --pp and --disaggregate run in rapide-mpi)";
 }
 
+const char* program_name() {
+  return "rapide";
+}
+
 }  // namespace rapide

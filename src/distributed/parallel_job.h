@@ -61,4 +61,8 @@ int parallel_job_size();
 // initialising MPI) in rapide-mpi; "none: ..." in the one-process rapide.
 std::string parallel_runtime();
 
+// The binary's name for usage and help text: "rapide-mpi" with the MPI runtime, "rapide"
+// with the one-process one.
+const char* program_name();
+
 }  // namespace rapide

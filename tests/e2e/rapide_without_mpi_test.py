@@ -59,5 +59,10 @@ if MPI_BINARY:
     version = run([MPI_BINARY, "--version"]).stdout
     check("\nmpi " in version and "\nmpi none" not in version,
           f"rapide-mpi --version names the MPI library:\n{version}")
+    # Usage text names the binary the user ran.
+    usage = run([MPI_BINARY, "--help"]).stdout
+    check("Usage: rapide-mpi " in usage, f"rapide-mpi --help names rapide-mpi: {usage[:120]!r}")
+usage = run([BINARY, "--help"]).stdout
+check("Usage: rapide [" in usage, f"rapide --help names rapide: {usage[:120]!r}")
 
 sys.exit(report())
