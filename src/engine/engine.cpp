@@ -48,7 +48,17 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, const EngineOptions& op
       options_.kv_auto_sequences > 0 ? options_.kv_auto_sequences : options_.max_seqs};
   const KvBudgetChoice kv_budget =
       choose_kv_budget(options_.kv_memory, demand, read_machine_memory(), options_.kv_auto_cap);
-  if (kv_budget.automatic) spdlog::info("engine: kv memory auto: {}", kv_budget.explanation);
+  if (kv_budget.short_of_context) {
+    if (options_.kv_layout == KvLayoutMode::kContiguous) {
+      fail(ErrorCode::kExceedsCapacity,
+           "kv memory auto: {}; the contiguous layout reserves a whole context per sequence, so "
+           "nothing would fit: give --kv-layout paged, a shorter --ctx-size or --kv-memory SIZE",
+           kv_budget.explanation);
+    }
+    spdlog::warn("engine: kv memory auto: {}", kv_budget.explanation);
+  } else if (kv_budget.automatic) {
+    spdlog::info("engine: kv memory auto: {}", kv_budget.explanation);
+  }
   kv_ = PagedKvStore::with_budget(layout, kv_budget.bytes, max_context_, options_.kv_layout);
   if (c.every_layer_window() > 0 && options_.batching == BatchingMode::kContinuous) {
     // One step adds a prefill chunk, or a decode token and its guesses, to a sequence.

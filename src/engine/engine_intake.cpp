@@ -56,7 +56,8 @@ void Engine::check_admissible(std::span<const int32_t> prompt,
     fail(ErrorCode::kExceedsCapacity,
          "the request needs {} KV blocks for {} tokens but the whole KV budget ({}) holds {}; "
          "raise --kv-memory or lower max_tokens",
-         kv_->blocks_for_new_sequence(final_length), final_length, options_.kv_memory,
+         kv_->blocks_for_new_sequence(final_length), final_length,
+         format_bytes(static_cast<uint64_t>(kv_->total_blocks()) * kv_->layout().block_bytes()),
          kv_->total_blocks());
   }
 }

@@ -65,17 +65,36 @@ KvBudgetChoice default_kv_budget(const KvDemand& d, const MachineMemory& machine
   const uint64_t bound = std::max(cap, need);  // the cap never goes below one sequence
   const std::optional<uint64_t> can_give = machine.can_give();
   const uint64_t usable = can_give ? *can_give - *can_give / kKeptBackDivisor : UINT64_MAX;
-  if (need > usable) {
-    fail(ErrorCode::kExceedsCapacity,
-         "kv memory auto: one sequence at full context needs {} of KV cache (context {} x {}/"
-         "token), but this machine can give the KV cache only {} (three quarters of {}); give "
-         "--kv-memory SIZE (a budget below one context serves shorter requests), a shorter "
-         "--ctx-size, or a smaller --kv-type (q8_0, q4_0)",
-         format_bytes(need), d.context, per_token, format_bytes(usable), available_text(machine));
-  }
-
   KvBudgetChoice choice;
   choice.automatic = true;
+  if (need > usable) {
+    // Less than one full-context sequence: serve the requests that fit (admission refuses
+    // longer ones by name) rather than refuse to start, down to kMinAutoPositions.
+    const uint64_t floor_blocks = (static_cast<uint64_t>(std::min(d.context, kMinAutoPositions)) +
+                                   static_cast<uint64_t>(d.block_size) - 1) /
+                                  static_cast<uint64_t>(d.block_size);
+    const uint64_t blocks = usable / d.block_bytes;
+    if (blocks < floor_blocks) {
+      fail(ErrorCode::kExceedsCapacity,
+           "kv memory auto: one sequence at full context needs {} of KV cache (context {} x {}/"
+           "token), and this machine can give the KV cache only {} (three quarters of {}), less "
+           "than {} positions; give --kv-memory SIZE, a shorter --ctx-size, or a smaller "
+           "--kv-type (q8_0, q4_0)",
+           format_bytes(need), d.context, per_token, format_bytes(usable), available_text(machine),
+           std::min(d.context, kMinAutoPositions));
+    }
+    choice.bytes = blocks * d.block_bytes;
+    choice.short_of_context = true;
+    const uint64_t positions = blocks * static_cast<uint64_t>(d.block_size);
+    choice.explanation = fmt::format(
+        "{} (limited by memory: one sequence at full context needs {} (context {} x {}/token), "
+        "three quarters of {} holds {} positions; requests longer than that are refused; "
+        "--ctx-size {} or a smaller --kv-type to match)",
+        format_bytes(choice.bytes), format_bytes(need), d.context, per_token,
+        available_text(machine), positions, positions);
+    return choice;
+  }
+
   // Whole blocks: what the engine allocates is what the log line says.
   choice.bytes = std::min({want, bound, usable}) / d.block_bytes * d.block_bytes;
   const std::string size = format_bytes(choice.bytes);

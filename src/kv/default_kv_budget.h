@@ -12,8 +12,11 @@
 //          usage) less a quarter of it, kept back for the server's other allocations
 //          (activations, logits, HTTP buffers, the offload tier) and for other jobs.
 //          Unknown memory (not Linux): want and cap alone decide.
-//   fails  with Error(kExceedsCapacity) naming the numbers and --kv-memory when `need` is more
-//          than the memory allows.
+//   short  when `need` is more than the memory allows: what the memory allows, flagged
+//          short_of_context (the engine warns; admission refuses requests longer than the
+//          budget holds), so a busy moment shrinks the server instead of stopping it.
+//   fails  with Error(kExceedsCapacity) naming the numbers and --kv-memory when the memory
+//          allows fewer than kMinAutoPositions positions (or the context, if shorter).
 // The result is whole blocks, so the logged size is what the engine allocates.
 //
 // The model's weights are not subtracted: the engine sizes its KV after the model is loaded,
@@ -35,6 +38,8 @@ namespace rapide {
 
 // The most `auto` takes when full concurrency would need more (the old fixed default).
 constexpr uint64_t kAutoKvCap = uint64_t{1} << 30;
+// The fewest positions auto settles for when one full-context sequence does not fit.
+constexpr int kMinAutoPositions = 2048;
 
 // "auto", case-insensitive, surrounding spaces ignored.
 bool is_auto_kv_memory(std::string_view text);
@@ -50,11 +55,12 @@ struct KvDemand {
 struct KvBudgetChoice {
   uint64_t bytes = 0;
   bool automatic = false;
-  std::string explanation;  // automatic only: "20.0 MiB (context 512 x 64 sequences x ...)"
+  bool short_of_context = false;  // automatic, and less than one sequence at full context
+  std::string explanation;        // automatic only: "20.0 MiB (context 512 x 64 sequences x ...)"
 };
 
 // The rule above. Throws Error(kInvalidArgument) for an empty demand (no block bytes, context
-// or sequences) and Error(kExceedsCapacity) when one full-context sequence does not fit.
+// or sequences) and Error(kExceedsCapacity) when not even kMinAutoPositions positions fit.
 KvBudgetChoice default_kv_budget(const KvDemand& demand, const MachineMemory& machine,
                                  uint64_t cap = kAutoKvCap);
 

@@ -274,19 +274,18 @@ void Router::answer_json_from_worker(const std::shared_ptr<HttpExchange>& exchan
                                      std::string what, std::string label,
                                      std::function<std::string()> make_body, HeaderList headers,
                                      size_t body_bytes) {
-  boost::asio::post(pool_for(body_bytes), [this, exchange, what = std::move(what),
-                                           label = std::move(label),
-                                           make_body = std::move(make_body),
-                                           headers = std::move(headers)] {
-    std::string body;
-    std::exception_ptr failure;
-    try {
-      body = make_body();
-    } catch (...) {
-      failure = std::current_exception();
-    }
-    boost::asio::post(exchange->executor(),
-                      [this, exchange, what, label, headers, failure, body = std::move(body)]() {
+  boost::asio::post(pool_for(body_bytes),
+                    [this, exchange, what = std::move(what), label = std::move(label),
+                     make_body = std::move(make_body), headers = std::move(headers)] {
+                      std::string body;
+                      std::exception_ptr failure;
+                      try {
+                        body = make_body();
+                      } catch (...) {
+                        failure = std::current_exception();
+                      }
+                      boost::asio::post(exchange->executor(), [this, exchange, what, label, headers,
+                                                               failure, body = std::move(body)]() {
                         if (failure) {
                           answer_failure(*exchange, what, label, failure);
                         } else {
@@ -294,7 +293,7 @@ void Router::answer_json_from_worker(const std::shared_ptr<HttpExchange>& exchan
                           metrics_.observe_status(label, 200);
                         }
                       });
-  });
+                    });
 }
 
 nlohmann::json Router::dashboard_snapshot() {
@@ -501,6 +500,7 @@ void Router::anthropic_messages(HttpRequest& request, const std::string& path,
     require_method(request, http::verb::post, path);
     if (!count) return generate(request, api::Endpoint::kChat, exchange, label, anthropic);
     require_ready_state();
+    const size_t body_bytes = request.body().size();  // a large body goes to its own worker
     answer_json_from_worker(
         anthropic, "POST " + path, label,
         [this, body = std::make_shared<const std::string>(std::move(request.body()))] {
@@ -509,7 +509,8 @@ void Router::anthropic_messages(HttpRequest& request, const std::string& path,
           api::check_front_end(spec, model_.id, api::FrontEnd::kServer);
           chat_->fill_prompt(spec);
           return api::dump_json(json{{"input_tokens", spec.prompts.at(0).size()}});
-        });
+        },
+        {}, body_bytes);
   } catch (...) {
     answer_failure(*anthropic, "POST " + path, label, std::current_exception());
   }

@@ -117,17 +117,33 @@ TEST(DefaultKvBudget, UnknownMemoryLeavesTheModelAndTheCap) {
   expect_contains(big.explanation, "available memory unknown");
 }
 
-TEST(DefaultKvBudget, OneSequenceThatDoesNotFitIsRefusedWithTheNumbers) {
-  // 128K x 128 KiB = 16 GiB for one sequence; 8 GiB available gives the KV cache 6 GiB.
+TEST(DefaultKvBudget, OneSequenceThatDoesNotFitGetsWhatTheMemoryAllows) {
+  // 128K x 128 KiB = 16 GiB for one sequence; 8 GiB available gives the KV cache 6 GiB:
+  // 49152 positions, and the explanation says longer requests are refused.
+  const KvBudgetChoice c = default_kv_budget(large_model(131072), machine(8 * kGiB));
+  EXPECT_EQ(c.bytes, 6 * kGiB);
+  EXPECT_TRUE(c.automatic);
+  EXPECT_TRUE(c.short_of_context);
+  expect_contains(c.explanation, "one sequence at full context needs 16.00 GiB");
+  expect_contains(c.explanation, "holds 49152 positions");
+  expect_contains(c.explanation, "--ctx-size 49152");
+  EXPECT_FALSE(default_kv_budget(large_model(131072), machine(64 * kGiB)).short_of_context);
+}
+
+TEST(DefaultKvBudget, FewerThanTheMinimumPositionsIsRefusedWithTheNumbers) {
+  // 1 GiB available gives 768 MiB: 6144 positions of 128 KiB... and 100 MiB gives 75 MiB,
+  // 600 positions, under kMinAutoPositions.
+  EXPECT_NO_THROW(default_kv_budget(large_model(131072), machine(kGiB)));
   try {
-    default_kv_budget(large_model(131072), machine(8 * kGiB));
+    default_kv_budget(large_model(131072), machine(100 * kMiB));
     ADD_FAILURE() << "expected a refusal";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kExceedsCapacity);
     const std::string m = e.what();
     expect_contains(m, "one sequence at full context needs 16.00 GiB of KV cache");
     expect_contains(m, "context 131072 x 128.0 KiB/token");
-    expect_contains(m, "only 6.00 GiB (three quarters of 8.00 GiB available)");
+    expect_contains(m, "only 75.00 MiB (three quarters of 100.0 MiB available)");
+    expect_contains(m, "less than 2048 positions");
     expect_contains(m, "--kv-memory SIZE");
     expect_contains(m, "--ctx-size");
   }
