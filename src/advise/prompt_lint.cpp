@@ -212,9 +212,14 @@ PromptDifference compare_prompts(const std::string& text, const std::string& ear
   while (p > 0 && p < text.size() && (static_cast<unsigned char>(text[p]) & 0xC0) == 0x80) --p;
   d.offset = p;
   d.after = text.size() - p;
-  // Shared text after the difference is what the difference costs: without much of it
-  // (a question at the end), the prompts simply go on differently.
-  if (p >= text.size() || p >= earlier.size() || d.after < kSharedAfter) return d;
+  // Shared text after the difference is what the difference costs: without much of it on
+  // both sides (a question at the end, or an earlier prompt that was short), the prompts
+  // simply go on differently. A short earlier prompt let any 8-character run realign: two
+  // unrelated prompts of random words were read as one prompt with a value in the middle.
+  if (p >= text.size() || p >= earlier.size() || d.after < kSharedAfter ||
+      earlier.size() - p < kSharedAfter) {
+    return d;
+  }
   const std::string_view a = std::string_view(text).substr(p, kCompareCharacters);
   const std::string_view b = std::string_view(earlier).substr(p, kCompareCharacters);
   const std::vector<int32_t> a_chars(a.begin(), a.end()), b_chars(b.begin(), b.end());

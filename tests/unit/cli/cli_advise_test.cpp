@@ -184,9 +184,12 @@ TEST_F(CliAdvise, OneUserOnCacheResidentWeightsGetsNoSpeculation) {
   EXPECT_NE(a["headline"], "speculative");
 }
 
+// Half the prompts long: their stalls are what the streams' ITL p99 measures. With 30 %
+// (and 24 requests) some random draws put too few stalls in the tail, and on a quiet machine
+// the p99 was a decode step's jitter, which smaller chunks cannot move.
 TEST_F(CliAdvise, LongPromptsWhileOthersStreamGetSmallerChunks) {
   const nlohmann::json a = advise(
-      "--workload random --input-len 8@0.7+400@0.3 --output-len 32-96 --num-requests 24 "
+      "--workload random --input-len 8@0.5+400@0.5 --output-len 32-96 --num-requests 32 "
       "--concurrency 4");
   EXPECT_EQ(a["headline"], "prefill-chunk") << a.dump(1);
   EXPECT_NE(finding(a, "prefill-chunk")["lever"].get<std::string>().find("--disaggregate"),
