@@ -84,9 +84,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from attack_bodies import anyof_tree, optional_properties, schema  # noqa: E402
 from checks import check, report  # noqa: E402
 from require_shared import require_shared, shared_dir  # noqa: E402
-from serve_fixture import RapideServer  # noqa: E402
+from serve_fixture import RapideServer, status_kib  # noqa: E402
 
 MODEL_PATH = "models/llama2-tiny-random/llama-2-tiny-random.gguf"
 KEY = "sk-adversarial"
@@ -292,28 +293,8 @@ def is_400(result, needle=None, code=None, param=None, within=None):
     return ok, f"{status} in {seconds:.2f} s: {message(body)}"
 
 
-def status_kib(pid, field):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return 0
-
-
 def completion(fields, max_tokens=30):
     return {"prompt": "x", "max_tokens": max_tokens, **fields}
-
-
-def schema(s):
-    return {"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": s}}}
-
-
-def anyof_tree(depth):
-    return {"type": "integer"} if depth == 0 else {"anyOf": [anyof_tree(depth - 1)] * 2}
-
-
-def optional_properties(n):
-    return {"type": "object", "properties": {f"p{i}": {"type": "integer"} for i in range(n)}}
 
 
 def health_while(h, busy, small=False):

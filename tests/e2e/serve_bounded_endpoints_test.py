@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from checks import check, report  # noqa: E402
 from require_shared import require_shared, shared_dir  # noqa: E402
-from serve_fixture import RapideServer  # noqa: E402
+from serve_fixture import RapideServer, status_kib  # noqa: E402
 
 BINARY, SHARED = sys.argv[1], shared_dir(sys.argv[2])
 MODEL = os.path.join(SHARED, "models/stories260K/stories260K.gguf")
@@ -48,14 +48,6 @@ TOKENIZE_GAP_SHARE = 0.25
 # work (66 MiB measured; the 1 GiB probe added ~1050 MiB). A growth, not an absolute figure:
 # under AddressSanitizer the server starts at ~560 MiB (its shadow memory) and grows 82 MiB.
 MAX_HWM_GROWTH_KIB = 256 * 1024
-
-
-def status_kib(pid, field):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    return 0
 
 
 def cpu_seconds(pid):

@@ -107,11 +107,16 @@ class RapideServer:
         return values
 
     def rss_kib(self):
-        with open(f"/proc/{self.proc.pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-        return 0
+        return status_kib(self.proc.pid, "VmRSS")
+
+
+def status_kib(pid, field):
+    """A /proc/PID/status field in KiB (VmRSS, VmHWM), 0 when absent."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    return 0
 
 
 def sse_events(payload):

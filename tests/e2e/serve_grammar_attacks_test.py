@@ -22,6 +22,7 @@ import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from attack_bodies import anyof_tree, optional_properties, schema  # noqa: E402
 from checks import check, report  # noqa: E402
 from require_shared import require_shared, shared_dir  # noqa: E402
 from serve_fixture import RapideServer  # noqa: E402
@@ -58,18 +59,6 @@ def post(port, body, timeout=120):
     except ValueError:
         parsed = text
     return status, parsed, time.monotonic() - start
-
-
-def schema(s):
-    return {"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": s}}}
-
-
-def anyof_tree(depth):
-    return {"type": "integer"} if depth == 0 else {"anyOf": [anyof_tree(depth - 1)] * 2}
-
-
-def optional_properties(n):
-    return {"type": "object", "properties": {f"p{i}": {"type": "integer"} for i in range(n)}}
 
 
 # name -> (request fields, what a refusal at admission must name; None: admitted, may fail
