@@ -71,6 +71,11 @@ that serves an admitted grammar attack may spend the per-token grammar work limi
 matcher steps here, 0.07-0.2 s), never more. Before the fixes the victim stalled 4.5 s (N4),
 1-3 s (N5), 31 s and more (N1), 271 s (N3); a small request waited 10 s behind two large
 /tokenize bodies (the request workers; fixed with this suite).
+Under AddressSanitizer (scripts/sanitize.sh runs this suite too; `rapide --version` says
+"build Sanitize") the attacks' own work runs 2-5x slower while the victim's unloaded p99 stays
+at 4-5 ms: the steps serving an admitted grammar attack then take 0.2-0.5 s each (the per-token
+work limit at ASan's speed; p99 163 ms measured beside (.+){2000}), so the p99 bound says
+nothing there and is not checked; the silence bound (no stall past 1 s) and every answer are.
 """
 import http.client
 import json
@@ -868,7 +873,9 @@ def main():
         try:
             time.sleep(3.0)  # the victim's unloaded pace
             p99, n, silence = victim.window(time.monotonic() - 2.5, time.monotonic())
-            bound = max(P99_FACTOR * p99, P99_FLOOR_S)
+            version = subprocess.run([binary, "--version"], capture_output=True, text=True).stdout
+            sanitized = "build Sanitize" in version  # see VICTIM BOUNDS
+            bound = float("inf") if sanitized else max(P99_FACTOR * p99, P99_FLOOR_S)
             check(n >= 100, f"unloaded victim: ITL p99 {p99 * 1000:.2f} ms over {n} tokens, "
                             f"longest silence {silence * 1000:.0f} ms; bound "
                             f"{bound * 1000:.1f} ms")
