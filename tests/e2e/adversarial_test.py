@@ -89,7 +89,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from attack_bodies import anyof_tree, optional_properties, schema  # noqa: E402
+from attack_bodies import anyof_tree, deep_json_chat_bodies, optional_properties, schema  # noqa: E402,E501
 from checks import check, report  # noqa: E402
 from require_shared import require_shared, shared_dir  # noqa: E402
 from serve_fixture import RapideServer, status_kib  # noqa: E402
@@ -475,22 +475,9 @@ def h1_trailers(h):
             (status_of(many) == 400, f"1 MB of trailer fields: {many[:60]!r}")]
 
 
-def nested(depth):
-    return "[" * depth + "]" * depth
-
-
 def h2_deep_json(h):
-    depth = 60000
     results = []
-    for what, raw in [
-        ("a field", '{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, '
-                    '"user_data": ' + nested(depth) + "}"),
-        ("tools", '{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, '
-                  '"tools": [{"type": "function", "function": {"name": "f", "parameters": '
-         + nested(depth) + "}}]}"),
-        ("a message", '{"messages": [{"role": "user", "content": ' + nested(depth) +
-         '}], "max_tokens": 2}'),
-    ]:
+    for what, raw in deep_json_chat_bodies(60000):
         ok, detail = is_400(h.post("/v1/chat/completions", raw=raw), code="invalid_json")
         results.append((ok, f"{what}: {detail}"))
     return results

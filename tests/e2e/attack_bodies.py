@@ -1,5 +1,6 @@
-"""Request fields of the structured-output attacks (issue 53, N1 and N2), shared by
-serve_grammar_attacks_test.py and adversarial_test.py."""
+"""Request bodies of attacks shared by the e2e tests: structured-output schemas (issue 53,
+N1 and N2: serve_grammar_attacks_test.py, adversarial_test.py) and deeply nested JSON (issue
+18: serve_hardening_test.py, adversarial_test.py)."""
 
 
 def schema(s):
@@ -15,3 +16,21 @@ def anyof_tree(depth):
 def optional_properties(n):
     """An object schema of n optional integer properties."""
     return {"type": "object", "properties": {f"p{i}": {"type": "integer"} for i in range(n)}}
+
+
+def nested(depth):
+    """JSON text: lists nested `depth` deep."""
+    return "[" * depth + "]" * depth
+
+
+def deep_json_chat_bodies(depth):
+    """(where, raw chat body) with JSON nested `depth` deep in a field, the tools, a message."""
+    deep = nested(depth)
+    head = '{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, '
+    return [
+        ("a field", head + '"user_data": ' + deep + "}"),
+        ("tools", head + '"tools": [{"type": "function", "function": {"name": "f", '
+                         '"parameters": ' + deep + "}}]}"),
+        ("a message", '{"messages": [{"role": "user", "content": ' + deep +
+                      '}], "max_tokens": 2}'),
+    ]

@@ -18,6 +18,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from checks import check, report  # noqa: E402
 from require_shared import require_shared, shared_dir  # noqa: E402
+from attack_bodies import deep_json_chat_bodies, nested  # noqa: E402
 from serve_fixture import RapideServer  # noqa: E402
 
 BINARY, SHARED = sys.argv[1], shared_dir(sys.argv[2])
@@ -77,21 +78,9 @@ def test_trailers(s):
     alive(s, "1 MB of trailer fields")
 
 
-def nested(depth):
-    return "[" * depth + "]" * depth
-
-
 def test_deep_json(s):
     depth = 60000
-    for what, body in [
-        ("a field", '{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, '
-                    '"user_data": ' + nested(depth) + "}"),
-        ("tools", '{"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, '
-                  '"tools": [{"type": "function", "function": {"name": "f", "parameters": '
-                  + nested(depth) + "}}]}"),
-        ("a message", '{"messages": [{"role": "user", "content": ' + nested(depth) +
-                      '}], "max_tokens": 2}'),
-    ]:
+    for what, body in deep_json_chat_bodies(depth):
         status, _, text = curl(s, "/v1/chat/completions", key=KEY, raw=body, timeout=30)
         check(status == 400 and "invalid_json" in text,
               f"chat with {what} nested {depth} deep -> 400 (got {status}: {text[:160]})")
