@@ -92,7 +92,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from attack_bodies import anyof_tree, deep_json_chat_bodies, optional_properties, schema  # noqa: E402,E501
 from checks import check, report  # noqa: E402
 from require_shared import require_shared, shared_dir  # noqa: E402
-from serve_fixture import RapideServer, status_kib  # noqa: E402
+from serve_fixture import RapideServer, read_all, status_kib  # noqa: E402
 
 MODEL_PATH = "models/llama2-tiny-random/llama-2-tiny-random.gguf"
 KEY = "sk-adversarial"
@@ -256,16 +256,7 @@ class Http:
                     sock.shutdown(socket.SHUT_WR)
             except (BrokenPipeError, ConnectionResetError):
                 pass  # answered and closed before taking everything: read the answer
-            answer = b""
-            try:
-                while True:
-                    piece = sock.recv(65536)
-                    if not piece:
-                        break
-                    answer += piece
-            except (ConnectionResetError, socket.timeout):
-                pass
-            return answer
+            return read_all(sock, timeout)
 
 
 def status_of(answer):

@@ -22,25 +22,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from checks import check, report  # noqa: E402
 from require_shared import require_shared, shared_dir  # noqa: E402
-from serve_fixture import RapideServer  # noqa: E402
+from serve_fixture import RapideServer, read_all  # noqa: E402
 
 BINARY, SHARED = sys.argv[1], shared_dir(sys.argv[2])
 MODEL = os.path.join(SHARED, "models/stories260K/stories260K.gguf")
-
-
-def read_all(sock, timeout=30):
-    """Everything the server sends until it closes (or `timeout` passes)."""
-    sock.settimeout(timeout)
-    data = b""
-    try:
-        while True:
-            piece = sock.recv(65536)
-            if not piece:
-                break
-            data += piece
-    except (ConnectionResetError, socket.timeout):
-        pass
-    return data
 
 
 def exchange(port, request, half_close=False, timeout=30):

@@ -8,6 +8,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -139,3 +140,18 @@ def sse_events(payload):
         assert not done, "data after [DONE]"
         events.append(json.loads(data))
     return events, done
+
+
+def read_all(sock, timeout=30):
+    """Everything the server sends until it closes (or `timeout` passes)."""
+    sock.settimeout(timeout)
+    data = b""
+    try:
+        while True:
+            piece = sock.recv(65536)
+            if not piece:
+                break
+            data += piece
+    except (ConnectionResetError, socket.timeout):
+        pass
+    return data
