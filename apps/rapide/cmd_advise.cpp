@@ -12,14 +12,17 @@
 //   a numerics-changing lever costs
 //   rapide advise --prompts requests.jsonl [--fix OUT]    prompt lint (question 2)
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "advise/advisor.h"
 #include "advise/cost.h"
+#include "advise/decode_row_sweep.h"
 #include "advise/engine_state.h"
 #include "advise/prompt_lint.h"
 #include "advise/verification.h"
@@ -29,7 +32,9 @@
 #include "apps/rapide/perplexity_command.h"
 #include "base/error.h"
 #include "base/logging.h"
+#include "base/percentile.h"
 #include "formats/model_file.h"
+#include "kernels/kv_rows.h"
 #include "loadgen/http_client.h"
 #include "tokenizer/tokenizer.h"
 
@@ -42,6 +47,7 @@ struct AdviseOptions {
   std::string state_file, bench_file;
   bool json = false;
   bool verify = false;
+  int verify_pairs = 3;  // --verify-pairs: A/B runs per lever, alternated; medians compared
   bool url_given = false;
   bool workload_given = false;  // any workload or arrival flag on the command line
   std::string prompts_file, fix_file;
@@ -253,6 +259,30 @@ std::string apply_verified(const AdviseOptions& o, const std::vector<VerifiedLev
                                applied, o.apply_file, o.apply_file);
 }
 
+// The row sweep for the state of run A (advise/decode_row_sweep.h): on A's model and threads,
+// at the context A's requests decoded at, up to the rows its demand asked for (running plus
+// waiting at the peak, at least 8 for speculation's guesses, at most --max-seqs and 64).
+void sweep_decode_rows(const BenchOptions& bench, advise::EngineState& state) {
+  if (state.requests.empty()) return;
+  double prompt = 0, output = 0;
+  for (const advise::RequestSummary& r : state.requests) {
+    prompt += r.prompt_tokens;
+    output += r.completion_tokens;
+  }
+  const double n = static_cast<double>(state.requests.size());
+  advise::DecodeSweepOptions sweep;
+  sweep.context = std::clamp(static_cast<int>(std::lround(prompt / n + output / n / 2.0)), 1,
+                             std::max(1, state.model.max_context - 2));
+  const int demand = state.step_totals.max_running + state.step_totals.max_waiting;
+  sweep.max_rows = std::clamp(demand, 8, std::clamp(state.config.max_seqs, 8, 64));
+  sweep.kv_type = parse_kv_type(state.config.kv_type);
+  sweep.block_size = std::max(1, state.config.kv_block_size);
+  spdlog::info("advise: timing decode steps of 1-{} rows at context {}", sweep.max_rows,
+               sweep.context);
+  LoadedModel loaded = load_for_inference(bench.model);
+  state.decode_curve = advise::sweep_decode_rows(*loaded.model, *loaded.pool, sweep);
+}
+
 // Runs the workload (A), advises, and with --verify reruns it once per lever that fired
 // with an available, flag-shaped change and a prediction (B).
 void advise_by_running(AdviseOptions& o) {
@@ -262,7 +292,8 @@ void advise_by_running(AdviseOptions& o) {
   o.bench.engine = true;
   o.bench.quiet_tables = o.json;
   BenchOptions baseline = o.bench;
-  const BenchOutcome a = run_bench(baseline);
+  BenchOutcome a = run_bench(baseline);
+  sweep_decode_rows(o.bench, *a.state);
   advise::AdviseInput input;
   input.state = &*a.state;
   input.run = &a.report.runs.back();
@@ -296,10 +327,29 @@ void advise_by_running(AdviseOptions& o) {
     lever.output_html.clear();
     lever.output_state.clear();
     apply_lever(lever, f.flags, scratch.string());
-    const BenchOutcome b = run_bench(lever);
-    advise::Verification v = advise::judge(
-        f, advise::measure(f.prediction->metric, a.report.runs.back().summary, *a.state),
-        advise::measure(f.prediction->metric, b.report.runs.back().summary, *b.state));
+    // Pairs alternate off and on, the first A being the run the advice came from; the
+    // medians are judged (a lever's effect is a comparison in time, and other load on the
+    // machine comes and goes).
+    const advise::Metric metric = f.prediction->metric;
+    std::vector<double> before{advise::measure(metric, a.report.runs.back().summary, *a.state)};
+    std::vector<double> after;
+    std::optional<BenchOutcome> last_b;
+    for (int pair = 0; pair < o.verify_pairs; ++pair) {
+      if (pair > 0) {
+        BenchOptions again = baseline;
+        again.output_json.clear();
+        again.output_html.clear();
+        again.output_state.clear();
+        const BenchOutcome a_again = run_bench(again);
+        before.push_back(
+            advise::measure(metric, a_again.report.runs.back().summary, *a_again.state));
+      }
+      last_b = run_bench(lever);
+      after.push_back(advise::measure(metric, last_b->report.runs.back().summary, *last_b->state));
+    }
+    const BenchOutcome& b = *last_b;
+    advise::Verification v = advise::judge(f, median(before), median(after));
+    v.pairs = o.verify_pairs;
     if (b.state->spec.enabled) {
       v.note = fmt::format("acceptance measured {:.0f} % of {} guesses",
                            b.state->spec.acceptance() * 100.0, b.state->spec.proposed);
@@ -435,6 +485,12 @@ void register_advise(CLI::App& app) {
   cmd->add_flag("--verify", o->verify,
                 "rerun the workload (in-process, -m) with each recommended lever on and report "
                 "predicted vs measured effect");
+  cmd->add_option("--verify-pairs", o->verify_pairs,
+                  "with --verify: run lever off and on this many times each, alternating "
+                  "(A B A B ...), and compare the medians: load that comes and goes on a shared "
+                  "machine then moves both sides alike")
+      ->check(CLI::Range(1, 20))
+      ->capture_default_str();
   cmd->add_option("--prompts", o->prompts_file,
                   "prompt lint: a JSONL request log ({\"prompt\"} or {\"messages\"} per line)");
   cmd->add_option("--fix", o->fix_file, "with --prompts: write the canonicalised requests here");

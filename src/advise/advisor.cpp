@@ -67,16 +67,50 @@ double mean_kv_fill(const EngineState& s) {
   return reserved ? static_cast<double>(used) / static_cast<double>(reserved) : 1.0;
 }
 
+// A decode step of `rows` rows against the `step_now` measured at `now_rows`. With a row sweep
+// (advise/decode_curve.h): the forward pass grows as the curve does and the rest of the step
+// (sampling, bookkeeping: a fixed cost that dominates a tiny model's step) stays. The forward
+// part is the share the run's own steps recorded; a state without it takes the sweep's pass
+// time, capped at the step. Without a sweep, along the step cost fitted on the run's own
+// steps (flat when rows never varied).
+double step_with_rows(const EngineState& s, const WorkloadFacts& w, double step_now,
+                      double now_rows, double rows) {
+  if (!s.decode_curve.empty()) {
+    const double forward_now = w.decode_forward_share > 0
+                                   ? step_now * w.decode_forward_share
+                                   : std::min(step_now, s.decode_curve.at(now_rows));
+    return step_now - forward_now + forward_now * s.decode_curve.ratio(now_rows, rows);
+  }
+  return step_now + w.cost.per_row * (rows - now_rows);
+}
+
+// Where step_with_rows took its figures, for the evidence.
+std::string step_cost_source(const EngineState& s, const WorkloadFacts& w, double step_now,
+                             double now_rows, double rows) {
+  if (!s.decode_curve.empty()) {
+    return fmt::format(
+        "a decode step of {:.0f} rows: {} predicted from {} at {:.1f}, {} of it the forward "
+        "pass, which the row sweep (context {}) timed at {} -> {}",
+        rows, ms(step_with_rows(s, w, step_now, now_rows, rows)), ms(step_now), now_rows,
+        w.decode_forward_share > 0 ? pct(w.decode_forward_share) : std::string("most"),
+        s.decode_curve.context, ms(s.decode_curve.at(now_rows)), ms(s.decode_curve.at(rows)));
+  }
+  return fmt::format(
+      "a decode step of {:.0f} rows: {} predicted from {} at {:.1f} (the step cost fitted on "
+      "this run: {} + {} a row; no row sweep)",
+      rows, ms(step_with_rows(s, w, step_now, now_rows, rows)), ms(step_now), now_rows,
+      ms(w.cost.fixed), ms(w.cost.per_row));
+}
+
 // Output throughput with `rows` sequences decoding instead of the `now_rows` measured: the
-// same prompt work and decode tokens, the decode steps fewer and each by the fitted step
-// cost (taken as flat when rows never varied: weights dominate).
+// same prompt work and decode tokens, the decode steps fewer and each costing what a step of
+// that many rows costs (step_with_rows).
 double throughput_with_rows(const EngineState& s, const WorkloadFacts& w, double now_rows,
                             double rows) {
   const StepKindTotals& d = s.step_totals.decode_only;
   if (now_rows <= 0 || w.output_throughput <= 0 || d.steps == 0) return w.output_throughput;
   const double prompt_work = s.step_totals.prefill_only.seconds + s.step_totals.mixed.seconds;
-  const double step_now = d.mean_seconds();
-  const double step_then = step_now + w.cost.per_row * (rows - now_rows);
+  const double step_then = step_with_rows(s, w, d.mean_seconds(), now_rows, rows);
   const double decode_then = static_cast<double>(d.decode_tokens) / rows * step_then;
   return w.output_throughput * (prompt_work + d.seconds) / (prompt_work + decode_then);
 }
@@ -481,6 +515,9 @@ Finding batching(const EngineState& s, const WorkloadFacts& w) {
 }
 
 // ---- 4. Is the KV cache fragmented or over-provisioned? ----
+// A KV-capacity lever predicted to raise output throughput by less than this does not fire.
+constexpr double kMinCapacityGain = 0.1;
+
 Finding kv_layout(const EngineState& s, const WorkloadFacts& w) {
   Finding f = question(4, "paged-kv", "Is the KV cache fragmented or over-provisioned?");
   const double fill = mean_kv_fill(s);
@@ -522,8 +559,23 @@ Finding kv_layout(const EngineState& s, const WorkloadFacts& w) {
     const double paged_rows = std::max(rows, fits(std::ceil(seq_len / 16.0) * 16.0));
     f.evidence.push_back(fmt::format("with 16-token pages {:.0f} sequences fit instead of {:.1f}",
                                      paged_rows, rows));
-    predict(f, Metric::kOutputThroughput, w.output_throughput,
-            throughput_with_rows(s, w, rows, paged_rows));
+    f.evidence.push_back(
+        step_cost_source(s, w, s.step_totals.decode_only.mean_seconds(), rows, paged_rows));
+    const double after = throughput_with_rows(s, w, rows, paged_rows);
+    // More sequences at once pay only where a step of more rows costs less per row; where
+    // decode is bound by compute the steps grow with the rows and throughput stays.
+    if (w.output_throughput > 0 && after < w.output_throughput * (1.0 + kMinCapacityGain)) {
+      f.fires = false;
+      f.verdict += fmt::format(
+          "; but more rows would not raise throughput ({:.0f} -> {:.0f} tok/s predicted): decode "
+          "steps grow with their rows here (bound by compute), so the wait is for compute, "
+          "not memory",
+          w.output_throughput, after);
+      f.lever.clear();
+      f.flags.clear();
+      return f;
+    }
+    predict(f, Metric::kOutputThroughput, w.output_throughput, after);
     f.cost = contiguous ? "none: paged is rapide's default (a block table per sequence)"
                         : "a slightly longer block table; prefix sharing gets finer";
     return f;
@@ -600,9 +652,13 @@ Finding speculation(const EngineState& s, const WorkloadFacts& w, const std::str
   const double a = with_draft ? 0.5 : std::min(0.95, w.lookup_share);
   const int k = 4;
   const double tokens = (1.0 - std::pow(a, k + 1)) / (1.0 - a);
-  // Without rows that varied, a verification row is taken to cost 10 % of a one-row step
-  // (synth100m Q8_0 on 2 Zen 4 cores; the engine's auto mode measures its own).
-  const double stepk = w.cost.per_row > 0 ? w.cost.at(1.0 + k) : step1 * (1.0 + 0.1 * k);
+  // A step of 1 + k rows by the row sweep when one was measured (its rows are separate
+  // sequences, each reading its own KV: an upper bound for guesses that share one) or the
+  // step cost fitted on the run; without either, a verification row is taken to cost 10 % of
+  // a one-row step (synth100m Q8_0 on 2 Zen 4 cores).
+  const double stepk = !s.decode_curve.empty() ? step1 * s.decode_curve.ratio(1.0, 1.0 + k)
+                       : w.cost.per_row > 0    ? w.cost.at(1.0 + k)
+                                               : step1 * (1.0 + 0.1 * k);
   const double ratio = step1 > 0 ? (stepk / tokens) / step1 : 1.0;
   if (ratio > 1.0 - kSpecMinGain) {
     f.verdict = fmt::format(

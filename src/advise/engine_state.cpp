@@ -40,11 +40,12 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(ConfigFacts, batching, kv_layout
                                                 draft_model, kv_block_size, kv_total_blocks,
                                                 max_batch_tokens, max_seqs, prefill_chunk,
                                                 spec_tokens, prefix_cache)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(StepRecord, start, seconds, sequences,
-                                                prefill_tokens, decode_tokens, padding_rows,
-                                                draft_tokens, preemptions, waiting, running,
-                                                kv_used_blocks, kv_free_blocks, kv_cached_blocks,
-                                                kv_reserved_positions, kv_used_positions)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(StepRecord, start, seconds, forward_seconds,
+                                                sequences, prefill_tokens, decode_tokens,
+                                                padding_rows, draft_tokens, preemptions, waiting,
+                                                running, kv_used_blocks, kv_free_blocks,
+                                                kv_cached_blocks, kv_reserved_positions,
+                                                kv_used_positions)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(RequestSummary, arrival, queue, ttft, tpot, e2e,
                                                 prompt_tokens, completion_tokens,
                                                 cached_prompt_tokens, preemptions, lookup_tokens,
@@ -58,9 +59,11 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(PrefixFacts, enabled, queries, h
                                                 hit_tokens, evicted_blocks, offload_enabled)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(SpecFacts, enabled, verifications, proposed,
                                                 accepted, emitted)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DecodeCurvePoint, rows, seconds)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DecodeCurve, context, points)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(EngineState, version, model, machine, config,
                                                 counters, step_totals, steps, requests, prefix,
-                                                sharing, misses, spec, prompts)
+                                                sharing, misses, spec, prompts, decode_curve)
 
 MachineFacts probe_machine(int threads, bool measure_bandwidth) {
   MachineFacts m;
@@ -138,6 +141,7 @@ EngineState capture_engine_state(const Engine& engine, const MachineFacts& machi
     StepRecord r;
     r.start = seconds_between(first_step, st.start);
     r.seconds = st.seconds;
+    r.forward_seconds = st.forward_seconds;
     r.sequences = st.sequences;
     r.prefill_tokens = st.prefill_tokens;
     r.decode_tokens = st.decode_tokens;

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "advise/decode_curve.h"
 #include "engine/engine.h"
 
 namespace rapide::advise {
@@ -51,6 +52,7 @@ struct ConfigFacts {
 
 struct StepRecord {
   double start = 0.0, seconds = 0.0;
+  double forward_seconds = 0.0;  // of `seconds`, planning and the forward pass (0: not recorded)
   int sequences = 0, prefill_tokens = 0, decode_tokens = 0, padding_rows = 0, draft_tokens = 0,
       preemptions = 0, waiting = 0, running = 0;
   int32_t kv_used_blocks = 0, kv_free_blocks = 0, kv_cached_blocks = 0;
@@ -108,6 +110,9 @@ struct EngineState {
   // The last prompts submitted, as text (oldest first; each cut after
   // Engine::kPromptSampleTokens tokens): the prompt lint's rules read them.
   std::vector<std::string> prompts;
+  // The decode step's cost by rows, when a row sweep measured it (`rapide advise -m` runs
+  // one after the workload); empty otherwise (a live server's state).
+  DecodeCurve decode_curve;
 };
 
 // cores and memory now; the read bandwidth of `threads` threads when `measure_bandwidth`

@@ -81,7 +81,8 @@ std::string format_verifications(const std::vector<Verification>& rows) {
                        fmt::format("{} ({})", metric_name(v.metric), metric_unit(v.metric)),
                        v.measured_before * scale, predicted_b * scale, v.measured_after * scale,
                        v.ratio * 100.0, verify_verdict_name(v.verdict),
-                       v.note.empty() ? "" : "; " + v.note);
+                       (v.pairs > 1 ? fmt::format("; medians of {} pairs", v.pairs) : "") +
+                           (v.note.empty() ? "" : "; " + v.note));
   }
   return out;
 }
@@ -100,6 +101,7 @@ nlohmann::json verifications_to_json(const std::vector<Verification>& rows) {
                    {"measured_after", v.measured_after * scale},
                    {"effect_over_prediction", v.ratio},
                    {"verdict", verify_verdict_name(v.verdict)},
+                   {"pairs", v.pairs},
                    {"note", v.note}});
   }
   return out;

@@ -34,6 +34,7 @@ struct Verification {
   double ratio = 0;  // measured change / predicted change
   VerifyVerdict verdict = VerifyVerdict::kNotVerified;
   std::string note;  // e.g. the acceptance speculation measured
+  int pairs = 1;     // A/B pairs run; the measured figures are their medians
 };
 
 Verification judge(const Finding& finding, double measured_before, double measured_after);

@@ -144,15 +144,23 @@ WorkloadFacts workload_facts(const EngineState& state, const loadgen::RunResult*
   }
   // Without a client's record: a decoding sequence waits from one step's end to the next's.
   std::vector<double> gaps, decode_steps;
+  double decode_seconds = 0, forward_seconds = 0;
   for (size_t i = 0; i < state.steps.size(); ++i) {
     const StepRecord& r = state.steps[i];
-    if (r.prefill_tokens == 0 && r.sequences > 0) decode_steps.push_back(r.seconds);
+    if (r.prefill_tokens == 0 && r.sequences > 0) {
+      decode_steps.push_back(r.seconds);
+      if (r.forward_seconds > 0) {
+        decode_seconds += r.seconds;
+        forward_seconds += std::min(r.forward_seconds, r.seconds);
+      }
+    }
     if (i == 0 || r.decode_tokens == 0) continue;
     const StepRecord& p = state.steps[i - 1];
     const double gap = (r.start + r.seconds) - (p.start + p.seconds);
     for (int t = 0; t < r.decode_tokens; ++t) gaps.push_back(gap);
   }
   f.decode_step_p99 = percentile(decode_steps, 99.0);
+  f.decode_forward_share = decode_seconds > 0 ? forward_seconds / decode_seconds : 0.0;
   if (f.itl_p99 == 0 && !gaps.empty()) {
     f.itl_from_steps = true;
     f.itl_p50 = median(gaps);

@@ -58,6 +58,9 @@ struct WorkloadFacts {
   double duration = 0;                                     // seconds
   // Decode-only steps: mean rows and seconds, and the p99 of the recent ones' seconds.
   double decode_rows = 0, decode_step = 0, decode_step_p99 = 0;
+  // Of the recent decode-only steps' time, the share in planning and the forward pass (the
+  // rest: sampling, stop rules, bookkeeping); 0 when the steps did not record it.
+  double decode_forward_share = 0;
   // Of recent outputs' tokens, the share prompt lookup would have guessed (what --spec
   // ngram can expect accepted), over lookup_tokens tokens.
   double lookup_share = 0;

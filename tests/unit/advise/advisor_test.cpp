@@ -375,6 +375,83 @@ TEST(Advisor, ContiguousKvWithManyUsersAndMemoryLeftIsPaged) {
   EXPECT_GT(f.prediction->after, f.prediction->before);
 }
 
+// The contiguous workload above: 16 users, 4 rows decoding (3..5), 16 would fit paged.
+EngineState contiguous_with_waiting_users() {
+  EngineState s = healthy();
+  s.config.kv_layout = "contiguous";
+  s.config.prefix_cache = false;
+  s.sharing = {};
+  s.config.kv_total_blocks = 4 * 2048 / 16;
+  s.step_totals.max_waiting = 12;
+  for (StepRecord& r : s.steps) {
+    r.kv_reserved_positions = 2048 * r.sequences;
+    r.kv_used_positions = 384 * r.sequences;
+  }
+  return s;
+}
+
+loadgen::RunResult sixteen_users() {
+  loadgen::RunResult run;
+  run.arrival.concurrency = 16;
+  run.summary.output_throughput = 150;
+  run.summary.completed = 40;
+  for (int i = 0; i < 40; ++i) {
+    loadgen::RequestRecord r;
+    r.prompt_tokens = 256;
+    r.output_tokens = 128;
+    run.records.push_back(r);
+  }
+  return run;
+}
+
+TEST(Advisor, PagedKvIsPredictedByTheMeasuredRowCurve) {
+  EngineState s = contiguous_with_waiting_users();
+  // The run's decode steps took 28 ms at 4 rows (20 ms + 2 ms a row); the sweep timed the
+  // forward pass at 13 ms there and 60 ms at 16 rows. The 15 ms the step spent beyond the
+  // pass stays, the pass grows: 75 ms. (The fitted line would say 52 ms.) Decode is the only
+  // work here: 4 times fewer steps of 75/28 the time.
+  s.decode_curve = {384, {{1, 0.010}, {4, 0.013}, {16, 0.060}}};
+  const loadgen::RunResult users = sixteen_users();
+  const Finding& f = headline(run(s, &users));
+  EXPECT_EQ(f.id, "paged-kv");
+  ASSERT_TRUE(f.prediction.has_value());
+  EXPECT_NEAR(f.prediction->after / f.prediction->before, 1.0 / (0.25 * 0.075 / 0.028), 0.01);
+  bool named = false;
+  for (const std::string& e : f.evidence) named |= e.find("row sweep") != std::string::npos;
+  EXPECT_TRUE(named);
+}
+
+TEST(Advisor, TheRunsOwnForwardShareSaysWhatPartOfTheStepGrows) {
+  // The steps recorded a quarter of their 28 ms in the forward pass (7 ms): that part grows
+  // by the sweep's 60/13, the other 21 ms stay: 53.3 ms at 16 rows.
+  EngineState s = contiguous_with_waiting_users();
+  for (StepRecord& r : s.steps) r.forward_seconds = r.seconds / 4;
+  s.decode_curve = {384, {{1, 0.010}, {4, 0.013}, {16, 0.060}}};
+  const loadgen::RunResult users = sixteen_users();
+  const Finding& f = headline(run(s, &users));
+  EXPECT_EQ(f.id, "paged-kv");
+  ASSERT_TRUE(f.prediction.has_value());
+  const double step16 = 0.021 + 0.007 * 0.060 / 0.013;
+  EXPECT_NEAR(f.prediction->after / f.prediction->before, 1.0 / (0.25 * step16 / 0.028), 0.01);
+}
+
+TEST(Advisor, MoreRowsAreNotAdvisedWhereDecodeIsBoundByCompute) {
+  // The forward pass explains the whole 28 ms step at 4 rows and every row costs as much as
+  // the first: 16 rows at once emit no more tokens a second.
+  EngineState s = contiguous_with_waiting_users();
+  s.decode_curve = {384, {{1, 0.007}, {2, 0.014}, {4, 0.028}, {8, 0.056}, {16, 0.112}}};
+  const loadgen::RunResult users = sixteen_users();
+  const Advice a = run(s, &users);
+  for (const Finding& f : a.findings) {
+    if (f.question != 4) continue;
+    EXPECT_FALSE(f.fires) << f.verdict;
+    EXPECT_NE(f.verdict.find("bound by compute"), std::string::npos) << f.verdict;
+  }
+  if (!a.healthy()) {
+    EXPECT_NE(a.findings[static_cast<size_t>(a.headline)].question, 4);
+  }
+}
+
 TEST(Advisor, HugeBlocksAreMadeSmaller) {
   EngineState s = healthy();
   s.config.kv_block_size = 1024;

@@ -19,6 +19,7 @@ TEST(EngineState, JsonRoundTripKeepsEveryFigure) {
   s.config.kv_block_size = 32;
   StepRecord r;
   r.seconds = 0.25;
+  r.forward_seconds = 0.2;
   r.padding_rows = 3;
   r.kv_reserved_positions = 99;
   s.steps.push_back(r);
@@ -31,7 +32,13 @@ TEST(EngineState, JsonRoundTripKeepsEveryFigure) {
   s.misses.push_back(m);
   s.sharing = {3, 300, 100, 2};
   s.spec = {true, 5, 20, 10, 15};
+  s.decode_curve = {96, {{1, 0.002}, {4, 0.003}, {16, 0.009}}};
   const EngineState t = state_from_json(nlohmann::json::parse(state_to_json(s).dump()));
+  EXPECT_DOUBLE_EQ(t.steps.at(0).forward_seconds, 0.2);
+  EXPECT_EQ(t.decode_curve.context, 96);
+  ASSERT_EQ(t.decode_curve.points.size(), 3u);
+  EXPECT_EQ(t.decode_curve.points[2].rows, 16);
+  EXPECT_DOUBLE_EQ(t.decode_curve.points[2].seconds, 0.009);
   EXPECT_EQ(t.model.weight_bytes, 123456789u);
   EXPECT_DOUBLE_EQ(t.machine.read_bandwidth, 12.5e9);
   EXPECT_EQ(t.config.batching, "static");

@@ -86,6 +86,8 @@ TEST_F(CliAdvise, PrefixCacheOffWithSharedPrefixesAndItsVerification) {
   const auto& v = a["verification"];
   ASSERT_GE(v.size(), 1u);
   EXPECT_EQ(v[0]["lever"], "prefix-cache");
+  // Off and on alternated three times by default; the medians are judged.
+  EXPECT_EQ(v[0]["pairs"], 3) << v.dump(1);
   // TTFT falls when 300 of 320 prompt tokens come from the cache: the predicted sign.
   EXPECT_LT(v[0]["measured_after"].get<double>(), v[0]["measured_before"].get<double>())
       << v.dump(1);
