@@ -22,6 +22,7 @@ void ChoiceOutcome::add(TokenEvent&& event, bool want_logprobs) {
     done = true;
     reason = event.finish_reason;
     stop_string = std::move(event.stop_string);
+    tool_calls = std::move(event.tool_calls);
     error = std::move(event.error);
     prompt_tokens = event.prompt_tokens;
     completion_tokens = event.completion_tokens;
@@ -85,13 +86,9 @@ nlohmann::json response_body(const GenerationSpec& spec, const ResponseHeader& h
     r.text = c.text;
     r.finish_reason = finish_reason_name(c.reason);
     r.stop_string = c.stop_string;
-    if (spec.parse_tool_calls) {
-      ParsedToolCalls parsed = parse_tool_calls(spec.tool_format, c.text);
-      if (!parsed.calls.empty()) {
-        r.text = std::move(parsed.content);
-        r.tool_calls = tool_calls_json(parsed.calls);
-        if (c.reason == FinishReason::kStop) r.finish_reason = "tool_calls";
-      }
+    if (!c.tool_calls.empty()) {
+      r.tool_calls = tool_calls_json(c.tool_calls);
+      if (c.reason == FinishReason::kStop) r.finish_reason = "tool_calls";
     }
     if (spec.logprobs) r.logprobs = logprobs_json(spec.endpoint, tokenizer, c.logprobs, 0);
     results.push_back(std::move(r));

@@ -26,6 +26,8 @@ struct ChoiceOutcome {
   std::string text;
   FinishReason reason = FinishReason::kLength;
   std::string stop_string;  // the stop string that ended it (TokenEvent::stop_string)
+  // The tool calls the engine parsed out of the output (their text is not in `text`).
+  std::vector<ToolCall> tool_calls;
   std::string error;
   // Every entry (non-streamed), or those not yet sent (the server's streams clear it).
   std::vector<LogprobEntry> logprobs;
@@ -36,7 +38,8 @@ struct ChoiceOutcome {
   KvTransferReport kv_transfer;                 // disaggregation (engine/remote_prefill.h)
   int32_t tokens_seen = 0;  // token events so far (live progress before the final count)
 
-  // Adds a token event. Takes the event's top_logprobs and error; its text stays readable.
+  // Adds a token event. Takes the event's top_logprobs, error and tool calls; its text stays
+  // readable.
   void add(TokenEvent&& event, bool want_logprobs);
 };
 

@@ -61,6 +61,7 @@ std::vector<RequestId> submit_choices(
         request.prompt = spec.prompts[p];
         request.sampling = spec.sampling;
         request.speculative = spec.speculative;
+        if (spec.parse_tool_calls) request.tool_calls = spec.tool_format;
         request.sampling.seed = choice_seed(spec.sampling.seed, static_cast<int>(i));
         request.sink = sink_for(p * n + i);
         ids.push_back(engine.submit(std::move(request)));

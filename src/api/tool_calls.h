@@ -1,50 +1,24 @@
-// Tool calling: which format a model writes its calls in, parsing model output into OpenAI
-// `tool_calls`, the grammar that forces a call (tool_choice "required" or a named function),
-// and the stream filter that holds back text that may turn out to be a call.
-//
-// Formats (chosen from the chat template, or `rapide serve --tool-call-parser`):
-//   hermes   <tool_call>{"name": ..., "arguments": {...}}</tool_call>, any number, with text
-//            around them (Hermes, Qwen 2/2.5/3)
-//   llama3   {"name": ..., "parameters": {...}} as the whole output, optionally after
-//            <|python_tag|>, several separated by ';' (Llama 3.1+ JSON tool calling)
-//   mistral  [TOOL_CALLS] [{"name": ..., "arguments": {...}}, ...] ([TOOL_CALLS] is a control
-//            token, so the text may start at the list)
-//   json     the whole output is {"name", "arguments"} or a list of them (any other model)
-// Non-streamed and streamed responses parse the same full text with parse_tool_calls, so
-// they always agree.
+// Tool calling on the API side: OpenAI's `tool_calls` list of parsed calls, and the grammar
+// that forces a call (tool_choice "required" or a named function). The formats, parsing and
+// the streaming hold-back are the engine's (engine/tool_call_parser.h).
 #pragma once
 
-#include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "engine/tool_call_parser.h"
+
 namespace rapide::api {
 
-enum class ToolCallFormat { kHermes, kLlama3, kMistral, kJson };
-
-// "hermes", "llama3", "mistral", "json".
-const char* tool_call_format_name(ToolCallFormat format);
-std::optional<ToolCallFormat> tool_call_format_from_name(std::string_view name);
-// The format a chat template renders tool calls in (kJson when it shows none).
-ToolCallFormat tool_call_format_of_template(std::string_view template_source);
-
-struct ToolCall {
-  std::string id;  // "call_" + 24 random characters
-  std::string name;
-  std::string arguments;  // a JSON object, serialized
-};
-
-struct ParsedToolCalls {
-  std::string content;  // the text outside the calls
-  std::vector<ToolCall> calls;
-};
-
-// Splits model output into content and calls. Text that does not parse as a call of the
-// format stays content (a model may also answer in prose).
-ParsedToolCalls parse_tool_calls(ToolCallFormat format, std::string_view text);
+using rapide::parse_tool_calls;
+using rapide::ParsedToolCalls;
+using rapide::tool_call_format_from_name;
+using rapide::tool_call_format_name;
+using rapide::tool_call_format_of_template;
+using rapide::ToolCall;
+using rapide::ToolCallFormat;
 
 // OpenAI's message.tool_calls list.
 nlohmann::json tool_calls_json(const std::vector<ToolCall>& calls);
@@ -55,21 +29,5 @@ nlohmann::json tool_calls_json(const std::vector<ToolCall>& calls);
 // Throws Error for an unsupported parameter schema.
 std::string tool_call_gbnf(ToolCallFormat format, const nlohmann::json& tools,
                            const std::string& only, bool parallel);
-
-// Streaming: passes text through until it may be the start of a call, then holds it.
-class ToolCallStream {
- public:
-  explicit ToolCallStream(ToolCallFormat format) : format_(format) {}
-  // The part of the output so far that can be shown as content now.
-  std::string push(std::string_view text);
-  // At the end: the held text's remaining content and every call of the whole output.
-  ParsedToolCalls finish() const;
-
- private:
-  ToolCallFormat format_;
-  std::string text_;
-  size_t emitted_ = 0;
-  bool holding_ = false;
-};
 
 }  // namespace rapide::api

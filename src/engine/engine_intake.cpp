@@ -90,6 +90,7 @@ Engine::Incoming Engine::prepare(Request request) {
   if (request.stream_text) {
     in.output.detokenizer.emplace(tokenizer_, /*skip_leading_space=*/false);
     if (!request.sampling.stop.empty()) in.output.stop_checker.emplace(request.sampling.stop);
+    if (request.tool_calls) in.output.tool_calls.emplace(*request.tool_calls);
   }
   auto s = std::make_unique<Sequence>();
   s->max_generated = std::min(request.sampling.max_tokens, max_context_ - prompt_length);

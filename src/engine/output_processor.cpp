@@ -161,6 +161,7 @@ TokenEvent OutputProcessor::token_event(RequestId id, RequestOutputState& state,
     } else {
       event.text = std::move(piece);
     }
+    if (state.tool_calls) event.text = state.tool_calls->push(event.text);
   }
   if (grammar_done && !reason) reason = FinishReason::kStop;
   if (!reason && generated >= s.max_generated) reason = FinishReason::kLength;
@@ -210,15 +211,25 @@ void OutputProcessor::emit_final(const FinishedRequest& finished) {
 void OutputProcessor::send_final(RequestOutputState& state, TokenEvent& event,
                                  const FinishedRequest& f) {
   const bool stopped_by_string = state.stop_checker && state.stop_checker->stopped();
+  std::string tail;  // the text the last token left in the detokenizer and stop checker
   if (state.detokenizer && !stopped_by_string) {
     std::string rest = state.detokenizer->flush();
     if (state.stop_checker) {
       StopOutput out = state.stop_checker->push(rest);
-      event.text += out.text;
-      if (!out.stopped) event.text += state.stop_checker->flush();
+      tail = std::move(out.text);
+      if (!out.stopped) tail += state.stop_checker->flush();
     } else {
-      event.text += rest;
+      tail = std::move(rest);
     }
+  }
+  if (state.tool_calls) {
+    // The same parse of the whole output a non-streamed response would make.
+    event.text += state.tool_calls->push(tail);
+    ParsedToolCalls parsed = state.tool_calls->finish();
+    event.text += parsed.content;
+    event.tool_calls = std::move(parsed.calls);
+  } else {
+    event.text += tail;
   }
   event.finished = true;
   event.finish_reason = f.reason;

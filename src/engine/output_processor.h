@@ -24,6 +24,7 @@
 #include "engine/request.h"
 #include "engine/scheduler.h"
 #include "engine/step.h"
+#include "engine/tool_call_parser.h"
 #include "grammar/constraint.h"
 #include "sampling/sampler.h"
 #include "sampling/stop_checker.h"
@@ -38,6 +39,7 @@ struct RequestOutputState {
   std::optional<StreamingDetokenizer> detokenizer;  // absent: token ids only
   std::optional<StopChecker> stop_checker;
   std::optional<grammar::GrammarState> grammar;  // a structured-output request's position
+  std::optional<ToolCallStream> tool_calls;      // Request::tool_calls: the hold-back
 };
 
 class OutputProcessor {

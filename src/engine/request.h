@@ -10,12 +10,14 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "base/clock.h"
 #include "base/error.h"
 #include "engine/engine_options.h"
+#include "engine/tool_call_parser.h"
 #include "sampling/finish_reason.h"
 #include "sampling/sampler.h"
 #include "sampling/sampling_params.h"
@@ -71,6 +73,8 @@ struct TokenEvent {
   // With kStop on the final event: the stop string that ended the output (empty when an
   // end-of-generation or stop token, or a completed grammar, ended it).
   std::string stop_string;
+  // On the final event of a request with Request::tool_calls: the calls its output made.
+  std::vector<ToolCall> tool_calls;
   std::string error;  // set with FinishReason::kError
   // kUnavailable when the error is the server's state, not the request (a prefill rank that
   // did not answer in time): the front end answers 503 instead of 500.
@@ -111,6 +115,10 @@ struct Request {
   std::shared_ptr<EventSink> sink;
   bool stream_text = true;   // detokenize and apply stop strings (off: token ids only)
   SpecOverride speculative;  // this request's speculation settings (unset: the server's)
+  // Parse the output for tool calls written in this format (engine/tool_call_parser.h): text
+  // that may be a call is held back from the events, and the final event carries the calls
+  // (their text in no event). Needs stream_text.
+  std::optional<ToolCallFormat> tool_calls;
 };
 
 }  // namespace rapide

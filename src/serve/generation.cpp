@@ -72,7 +72,6 @@ void GenerationJob::submit_all() {
   outcomes_.resize(ids.size());
   for (size_t i = 0; i < ids.size(); ++i) {
     states_[i].id = ids[i];
-    if (spec_.stream && spec_.parse_tool_calls) states_[i].tool_stream.emplace(spec_.tool_format);
   }
   remaining_ = ids.size();
   auto self = shared_from_this();
@@ -157,28 +156,21 @@ void GenerationJob::stream_event(size_t index, const std::string& text, bool fin
     return;
   }
   const char* reason = final ? finish_reason_name(c.reason) : nullptr;
+  // The engine held back text that may be a call (Request::tool_calls); the final event's
+  // text is the content after it, then the calls.
   std::string shown = text;
-  if (state.tool_stream) {
-    shown = state.tool_stream->push(text);
-    if (final) {
-      // The same parse as a non-streamed response: content first, then the calls.
-      api::ParsedToolCalls parsed = state.tool_stream->finish();
-      shown += parsed.content;
-      if (!parsed.calls.empty()) {
-        if (!shown.empty()) {
-          exchange_->stream(sse_event(
-              api::dump_json(api::stream_chunk(header_, static_cast<int>(index), shown, nullptr,
-                                               nullptr, false, spec_.include_usage))));
-          shown.clear();
-        }
-        exchange_->stream(sse_event(api::dump_json(
-            api::tool_calls_chunk(header_, static_cast<int>(index),
-                                  api::tool_calls_json(parsed.calls), spec_.include_usage))));
-        if (c.reason == FinishReason::kStop) reason = "tool_calls";
-      }
-    } else if (shown.empty() && !spec_.logprobs) {
-      return;  // held back
+  if (final && !c.tool_calls.empty()) {
+    if (!shown.empty()) {
+      exchange_->stream(sse_event(api::dump_json(api::stream_chunk(
+          header_, static_cast<int>(index), shown, nullptr, nullptr, false, spec_.include_usage))));
+      shown.clear();
     }
+    exchange_->stream(sse_event(api::dump_json(
+        api::tool_calls_chunk(header_, static_cast<int>(index), api::tool_calls_json(c.tool_calls),
+                              spec_.include_usage))));
+    if (c.reason == FinishReason::kStop) reason = "tool_calls";
+  } else if (!final && shown.empty() && !spec_.logprobs) {
+    return;  // nothing to show yet (held back, or a token still incomplete)
   }
   nlohmann::json logprobs;
   if (spec_.logprobs) {

@@ -49,7 +49,6 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
     size_t streamed_text_bytes = 0;
     TimePoint last_token;
     // Chat with tools: holds back text that may be a tool call (api/tool_calls.h).
-    std::optional<api::ToolCallStream> tool_stream;
   };
 
   void submit_all();

@@ -23,6 +23,8 @@ struct Outcome {
   RequestMetrics metrics;
   ErrorCode error_code = ErrorCode::kInternal;
   KvTransferReport kv_transfer;
+  std::vector<ToolCall> tool_calls;  // Request::tool_calls: the final event's
+  int text_events = 0;               // events that carried text
 };
 
 // Waits for the request's final event (a test failure after `timeout` without one).
@@ -33,6 +35,7 @@ inline Outcome collect(EventQueue& queue,
   while (queue.pop(e, timeout)) {
     if (e.token >= 0) o.tokens.push_back(e.token);
     o.text += e.text;
+    if (!e.text.empty()) ++o.text_events;
     if (e.finished) {
       o.reason = e.finish_reason;
       o.error = e.error;
@@ -42,6 +45,7 @@ inline Outcome collect(EventQueue& queue,
       o.metrics = e.metrics;
       o.error_code = e.error_code;
       o.kv_transfer = e.kv_transfer;
+      o.tool_calls = e.tool_calls;
       return o;
     }
   }
