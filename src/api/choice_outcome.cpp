@@ -12,6 +12,7 @@ void ChoiceOutcome::add(TokenEvent&& event, bool want_logprobs) {
     if (!silent_stop) {
       LogprobEntry entry;
       entry.token = event.token;
+      entry.text_offset = event.text_offset;
       entry.logprob = event.logprob;
       entry.top = std::move(event.top_logprobs);
       logprobs.push_back(std::move(entry));
@@ -90,7 +91,7 @@ nlohmann::json response_body(const GenerationSpec& spec, const ResponseHeader& h
       r.tool_calls = tool_calls_json(c.tool_calls);
       if (c.reason == FinishReason::kStop) r.finish_reason = "tool_calls";
     }
-    if (spec.logprobs) r.logprobs = logprobs_json(spec.endpoint, tokenizer, c.logprobs, 0);
+    if (spec.logprobs) r.logprobs = logprobs_json(spec.endpoint, tokenizer, c.logprobs);
     results.push_back(std::move(r));
   }
   Usage usage = usage_of(choices, spec.n);

@@ -61,8 +61,7 @@ json usage_json(const Usage& u) {
   return usage;
 }
 
-json completion_logprobs_json(const Tokenizer& tokenizer, std::span<const LogprobEntry> entries,
-                              size_t text_offset) {
+json completion_logprobs_json(const Tokenizer& tokenizer, std::span<const LogprobEntry> entries) {
   json tokens = json::array(), token_logprobs = json::array(), top = json::array(),
        offsets = json::array();
   for (const LogprobEntry& e : entries) {
@@ -74,8 +73,7 @@ json completion_logprobs_json(const Tokenizer& tokenizer, std::span<const Logpro
       alternatives[tokenizer.token_to_piece(t.token)] = t.logprob;
     }
     top.push_back(e.top.empty() ? json() : alternatives);
-    offsets.push_back(text_offset);
-    text_offset += piece.size();
+    offsets.push_back(e.text_offset);
   }
   return json{{"tokens", tokens},
               {"token_logprobs", token_logprobs},
@@ -101,9 +99,9 @@ json chat_logprobs_json(const Tokenizer& tokenizer, std::span<const LogprobEntry
 }
 
 json logprobs_json(Endpoint endpoint, const Tokenizer& tokenizer,
-                   std::span<const LogprobEntry> entries, size_t text_offset) {
+                   std::span<const LogprobEntry> entries) {
   return endpoint == Endpoint::kChat ? chat_logprobs_json(tokenizer, entries)
-                                     : completion_logprobs_json(tokenizer, entries, text_offset);
+                                     : completion_logprobs_json(tokenizer, entries);
 }
 
 json full_response(const ResponseHeader& header, const std::vector<ChoiceResult>& choices,

@@ -17,6 +17,7 @@ namespace rapide::api {
 // A generated token's log-probability and its alternatives (raw model distribution).
 struct LogprobEntry {
   int32_t token = -1;
+  size_t text_offset = 0;  // where the token's text starts in the output (TokenEvent's)
   float logprob = 0.0f;
   std::vector<TokenLogprob> top;
 };
@@ -40,16 +41,16 @@ struct Usage {
 };
 nlohmann::json usage_json(const Usage& usage);
 
-// Completions: {"tokens", "token_logprobs", "top_logprobs", "text_offset"}; offsets count
-// from `text_offset` (the completion's length before these tokens).
+// Completions: {"tokens", "token_logprobs", "top_logprobs", "text_offset"}; the offsets are
+// the engine's (LogprobEntry::text_offset: where each token's text starts in the output).
 nlohmann::json completion_logprobs_json(const Tokenizer& tokenizer,
-                                        std::span<const LogprobEntry> entries, size_t text_offset);
+                                        std::span<const LogprobEntry> entries);
 // Chat: {"content": [{"token", "logprob", "bytes", "top_logprobs": [...]}]}.
 nlohmann::json chat_logprobs_json(const Tokenizer& tokenizer,
                                   std::span<const LogprobEntry> entries);
-// The endpoint's shape of the two above (`text_offset` only matters for completions).
+// The endpoint's shape of the two above.
 nlohmann::json logprobs_json(Endpoint endpoint, const Tokenizer& tokenizer,
-                             std::span<const LogprobEntry> entries, size_t text_offset);
+                             std::span<const LogprobEntry> entries);
 
 struct ChoiceResult {
   int index = 0;

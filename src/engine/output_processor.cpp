@@ -163,6 +163,8 @@ TokenEvent OutputProcessor::token_event(RequestId id, RequestOutputState& state,
     }
     if (state.tool_calls) event.text = state.tool_calls->push(event.text);
   }
+  event.text_offset = state.text_bytes;
+  state.text_bytes += event.text.size();
   if (grammar_done && !reason) reason = FinishReason::kStop;
   if (!reason && generated >= s.max_generated) reason = FinishReason::kLength;
   return event;
@@ -231,6 +233,7 @@ void OutputProcessor::send_final(RequestOutputState& state, TokenEvent& event,
   } else {
     event.text += tail;
   }
+  if (event.token < 0) event.text_offset = state.text_bytes;  // an event of its own
   event.finished = true;
   event.finish_reason = f.reason;
   if (f.reason == FinishReason::kStop && state.stop_checker) {

@@ -40,6 +40,7 @@ struct RequestOutputState {
   std::optional<StopChecker> stop_checker;
   std::optional<grammar::GrammarState> grammar;  // a structured-output request's position
   std::optional<ToolCallStream> tool_calls;      // Request::tool_calls: the hold-back
+  size_t text_bytes = 0;                         // text its events carried so far
 };
 
 class OutputProcessor {

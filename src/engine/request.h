@@ -62,9 +62,12 @@ struct KvTransferReport {
 // no token, e.g. an abort or a stop string that consumed the token's text).
 struct TokenEvent {
   RequestId request_id = 0;
-  int32_t token = -1;    // -1 when the event carries no new token
-  int32_t index = -1;    // 0-based index of the token among the generated ones
-  std::string text;      // text that became final with this event (UTF-8 complete)
+  int32_t token = -1;  // -1 when the event carries no new token
+  int32_t index = -1;  // 0-based index of the token among the generated ones
+  std::string text;    // text that became final with this event (UTF-8 complete)
+  // Bytes of text this request's earlier events carried: where this event's text starts in
+  // the output (OpenAI's completions logprobs `text_offset`).
+  size_t text_offset = 0;
   float logprob = 0.0f;  // raw model logprob (when requested)
   std::vector<TokenLogprob> top_logprobs;
   TimePoint time;  // when the token was sampled

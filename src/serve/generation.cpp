@@ -150,7 +150,6 @@ void GenerationJob::note_finished_choice(const TokenEvent& event, const Sequence
 
 void GenerationJob::stream_event(size_t index, const std::string& text, bool final) {
   api::ChoiceOutcome& c = outcomes_[index];
-  ChoiceState& state = states_[index];
   if (final && c.reason == FinishReason::kError) {
     exchange_->stream(sse_event(api::generation_failed(c.error, c.error_code).to_json()));
     return;
@@ -174,11 +173,9 @@ void GenerationJob::stream_event(size_t index, const std::string& text, bool fin
   }
   nlohmann::json logprobs;
   if (spec_.logprobs) {
-    logprobs = api::logprobs_json(spec_.endpoint, context_.engine->tokenizer(), c.logprobs,
-                                  state.streamed_text_bytes);
+    logprobs = api::logprobs_json(spec_.endpoint, context_.engine->tokenizer(), c.logprobs);
     c.logprobs.clear();  // sent: the next chunk carries only its own tokens
   }
-  state.streamed_text_bytes += shown.size();
   exchange_->stream(sse_event(
       api::dump_json(api::stream_chunk(header_, static_cast<int>(index), shown, logprobs, reason,
                                        false, spec_.include_usage, c.stop_string))));

@@ -46,9 +46,7 @@ class GenerationJob : public std::enable_shared_from_this<GenerationJob> {
   // What the server keeps of a choice beside its outcome (api/choice_outcome.h).
   struct ChoiceState {
     RequestId id = 0;
-    size_t streamed_text_bytes = 0;
     TimePoint last_token;
-    // Chat with tools: holds back text that may be a tool call (api/tool_calls.h).
   };
 
   void submit_all();

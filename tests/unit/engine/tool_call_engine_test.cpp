@@ -74,5 +74,33 @@ TEST_F(ToolCallEngineTest, WithoutToolCallsTheTextIsTheOutput) {
   EXPECT_TRUE(o.tool_calls.empty());
 }
 
+// Each event's text_offset is where its text starts in the output (what completions logprobs
+// report as text_offset): the bytes the request's earlier events carried, the calls' held
+// text not counted.
+TEST_F(ToolCallEngineTest, EveryEventSaysWhereItsTextStarts) {
+  const std::string gbnf = grammar::choice_gbnf({"Caf\u00e9 au lait. " + kCall});
+  Request r;
+  r.prompt = loaded_.tokenizer->encode("Once upon a time", true);
+  r.sampling.max_tokens = 200;
+  r.sampling.constraint =
+      std::make_shared<const grammar::Constraint>(grammar::parse_gbnf(gbnf), gbnf);
+  r.tool_calls = ToolCallFormat::kHermes;
+  auto events = std::make_shared<EventQueue>();
+  r.sink = events;
+  engine_->submit(std::move(r));
+  std::string text;
+  int tokens = 0;
+  TokenEvent e;
+  while (events->pop(e, std::chrono::seconds(60))) {
+    EXPECT_EQ(e.text_offset, text.size()) << "event " << e.index << " '" << e.text << "'";
+    text += e.text;
+    tokens += e.token >= 0;
+    if (e.finished) break;
+  }
+  EXPECT_TRUE(e.finished);
+  EXPECT_EQ(text, "Caf\u00e9 au lait. ");
+  EXPECT_GT(tokens, 20);
+}
+
 }  // namespace
 }  // namespace rapide::testing
