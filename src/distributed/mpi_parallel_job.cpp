@@ -19,10 +19,12 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/logging.h"
-#include "distributed/follower_kv_store.h"
 #include "distributed/mpi_error.h"
 #include "distributed/parallel_job.h"
-#include "distributed/step_wire.h"
+#include "engine/batch_plan.h"
+#include "engine/model_identity.h"
+#include "engine/plan_broadcast.h"
+#include "engine/plan_worker.h"
 
 namespace rapide {
 
@@ -32,11 +34,12 @@ void check(int rc, const char* call) {
   check_mpi(rc, "MPI job", call);
 }
 
-// The size of the next pass (0: the job ends). Followers wait for it with MPI_Ibcast, and a
-// non-blocking collective only matches a non-blocking one, so the leader sends it the same way.
-int broadcast_pass_size(int32_t words) {
+// The size in bytes of the next pass's plan (0: the job ends). Followers wait for it with
+// MPI_Ibcast, and a non-blocking collective only matches a non-blocking one, so the leader sends it
+// the same way.
+int broadcast_pass_size(int32_t bytes) {
   MPI_Request request;
-  int rc = MPI_Ibcast(&words, 1, MPI_INT32_T, 0, MPI_COMM_WORLD, &request);
+  int rc = MPI_Ibcast(&bytes, 1, MPI_INT32_T, 0, MPI_COMM_WORLD, &request);
   if (rc == MPI_SUCCESS) rc = MPI_Wait(&request, MPI_STATUS_IGNORE);
   return rc;
 }
@@ -97,29 +100,36 @@ class MpiJob : public ParallelJob, public TensorParallel, public PipelineParalle
   int stage() const override { return rank_; }
   int stages() const override { return size_; }
   uint64_t passes() const override { return passes_; }
+  uint64_t plan_bytes() const override { return plan_bytes_; }
   double communication_seconds() const override { return comm_seconds_; }
   double idle_fraction() const override {
     return pass_seconds_ > 0.0 ? wait_seconds_ / pass_seconds_ : 0.0;
   }
 
+  // The leader publishes the plan the engine staged for this pass (ModelRunner), or one made
+  // from the batch for a pass no scheduler planned (perplexity, pruning, calibration).
   void begin_forward(const Batch& batch, const KvStore& kv, bool hidden_only) override {
     pass_start_ = Clock::now();
     if (rank_ != 0) return;
     const TimePoint start = Clock::now();
-    PassMessage message = make_pass_message(batch, kv, hidden_only);
-    message.kv_ops = std::move(staged_ops_);
-    staged_ops_.clear();
-    std::vector<int32_t> words = encode_pass(message);
-    const int32_t count = static_cast<int32_t>(words.size());
-    check(broadcast_pass_size(count), "MPI_Ibcast (pass size)");
-    check(MPI_Bcast(words.data(), count, MPI_INT32_T, 0, MPI_COMM_WORLD), "MPI_Bcast (pass)");
+    std::vector<uint8_t> bytes = std::move(staged_plan_);
+    staged_plan_.clear();
+    if (bytes.empty()) {
+      BroadcastHeader header;
+      header.kv_block_size = kv.layout().block_size;
+      header.kv_type = kv.layout().type;
+      header.hidden_only = hidden_only;
+      bytes = encode_plan_broadcast(header, plan_for_batch(batch, kv));
+    }
+    const int32_t count = static_cast<int32_t>(bytes.size());
+    check(broadcast_pass_size(count), "MPI_Ibcast (plan size)");
+    check(MPI_Bcast(bytes.data(), count, MPI_BYTE, 0, MPI_COMM_WORLD), "MPI_Bcast (plan)");
     ++passes_;
+    plan_bytes_ += bytes.size();
     comm_seconds_ += seconds_between(start, Clock::now());
   }
 
-  void stage_kv_ops(std::span<const KvOp> ops) override {
-    staged_ops_.insert(staged_ops_.end(), ops.begin(), ops.end());
-  }
+  void stage_plan(std::vector<uint8_t> encoded) override { staged_plan_ = std::move(encoded); }
 
   void all_reduce_sum(float* data, size_t count) override {
     const TimePoint start = Clock::now();
@@ -175,30 +185,46 @@ class MpiJob : public ParallelJob, public TensorParallel, public PipelineParalle
     pass_seconds_ += seconds_between(pass_start_, end);
   }
 
+  // Each pass's plan runs as PlanWorker runs a recorded one: its KV ops on this rank's
+  // memory (its shard of every block, its own offload tier: kv/offload_tier.h's
+  // mirror_tier_options of the leader's), then the forward pass over the plan's block tables.
+  // The layout is this rank's heads and layers cut in the leader's blocks.
   void serve_followers(Model& model, ThreadPool& pool) override {
-    FollowerKvStore kv;
-    std::vector<int32_t> words;
+    std::unique_ptr<PlanWorker> worker;
+    BroadcastHeader first;
+    std::vector<uint8_t> bytes;
     for (;;) {
       const int32_t count = wait_for_pass_size();
       if (count == 0) break;
-      words.resize(static_cast<size_t>(count));
-      check(MPI_Bcast(words.data(), count, MPI_INT32_T, 0, MPI_COMM_WORLD), "MPI_Bcast (pass)");
-      PassMessage pass = decode_pass(words);
-      // A pipeline stage's KV holds its own layers, which may be fewer than the leader's.
-      pass.layout.n_layers = model.config().n_layers;
-      kv.apply(pass);
-      if (pass.hidden_only) {
-        model.forward_hidden(pass.batch, kv, pool);
-      } else {
-        model.forward(pass.batch, kv, pool);
+      bytes.resize(static_cast<size_t>(count));
+      check(MPI_Bcast(bytes.data(), count, MPI_BYTE, 0, MPI_COMM_WORLD), "MPI_Bcast (plan)");
+      PlanBroadcast pass = decode_plan_broadcast(bytes);
+      if (!worker) {
+        first = pass.header;
+        worker = std::make_unique<PlanWorker>(
+            model, KvLayout::for_model(model.config(), first.kv_block_size, first.kv_type), pool);
+      } else if (pass.header.kv_block_size != first.kv_block_size ||
+                 pass.header.kv_type != first.kv_type) {
+        fail(ErrorCode::kCorrupt,
+             "rank {}: a pass with KV blocks of {} positions after passes with {} (one job has "
+             "one KV layout)",
+             rank_, pass.header.kv_block_size, first.kv_block_size);
       }
+      if (pass.header.tier) {
+        const KvLayout& layout = worker->kv().layout();
+        worker->set_tier(std::make_unique<OffloadTier>(
+            mirror_tier_options(*pass.header.tier, rank_), layout, model_identity(model, layout)));
+      }
+      worker->execute(pass.plan, pass.header.hidden_only);
       ++passes_;
+      plan_bytes_ += bytes.size();
     }
     spdlog::info(
-        "{} rank {}: {} passes, {:.3f} s in MPI calls, idle {:.1f} % of pass time, {:.1f} MiB "
-        "of KV held",
-        pipeline_ ? "pipeline" : "tensor-parallel", rank_, passes_, comm_seconds_,
-        100.0 * idle_fraction(), kv.resident_bytes() / 1048576.0);
+        "{} rank {}: {} passes ({:.1f} KiB of plans), {:.3f} s in MPI calls, idle {:.1f} % of "
+        "pass time, {:.1f} MiB of KV held",
+        pipeline_ ? "pipeline" : "tensor-parallel", rank_, passes_, plan_bytes_ / 1024.0,
+        comm_seconds_, 100.0 * idle_fraction(),
+        worker ? worker->kv().resident_bytes() / 1048576.0 : 0.0);
   }
 
  private:
@@ -249,7 +275,8 @@ class MpiJob : public ParallelJob, public TensorParallel, public PipelineParalle
   uint64_t passes_ = 0;
   double comm_seconds_ = 0.0;
   std::vector<float> gathered_;
-  std::vector<KvOp> staged_ops_;  // the leader's next pass carries them
+  std::vector<uint8_t> staged_plan_;  // the leader's next pass publishes it
+  uint64_t plan_bytes_ = 0;           // plans sent (leader) or received (followers)
 };
 
 }  // namespace

@@ -10,15 +10,11 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
-#include <cstring>
 #include <deque>
 #include <mutex>
 #include <thread>
 
 #include "base/error.h"
-#include "distributed/follower_kv_store.h"
-#include "distributed/step_wire.h"
-#include "kernels/kv_rows.h"
 #include "model/contiguous_kv_store.h"
 #include "model/model.h"
 #include "model/pipeline_parallel.h"
@@ -42,7 +38,7 @@ class ThreadRank : public TensorParallel {
   int rank() const override { return rank_; }
   int size() const override { return shared_.size; }
   void begin_forward(const Batch&, const KvStore&, bool) override {}  // both threads run it
-  void stage_kv_ops(std::span<const KvOp>) override {}  // each thread's store makes its own
+  void stage_plan(std::vector<uint8_t>) override {}  // both threads run the same passes
   void all_reduce_sum(float* data, size_t count) override {
     shared_.inputs[rank_] = data;
     shared_.sync.arrive_and_wait();
@@ -101,7 +97,7 @@ class ThreadStage : public PipelineParallel {
   int stages() const override { return stages_; }
   int micro_batches(int n) const override { return std::min(n, 3); }
   void begin_forward(const Batch&, const KvStore&, bool) override {}
-  void stage_kv_ops(std::span<const KvOp>) override {}
+  void stage_plan(std::vector<uint8_t>) override {}
   void send_next(const float* data, size_t count) override { links_[stage_].push(data, count); }
   void receive_previous(float* data, size_t count) override { links_[stage_ - 1].pop(data, count); }
   void send_output(const float* data, size_t count) override { outputs_.push(data, count); }
@@ -339,80 +335,6 @@ TEST(TensorParallelTest, SliceRangesCoverTheWholeInOrder) {
     next = s.end;
   }
   EXPECT_EQ(next, 10);
-}
-
-TEST(StepWireTest, PassRoundTripsAndFollowerTablesFollowIt) {
-  ModelConfig config;
-  config.n_layers = 2;
-  config.n_kv_heads = 2;
-  config.head_dim = 8;
-  ContiguousKvStore kv(config, 2, 32, KvType::kQ8_0, 16);
-  Batch batch;
-  batch.add(5, 1, 0, false);
-  batch.add(6, 1, 1, true);
-  batch.add(7, 0, 3, true);
-  const PassMessage m = make_pass_message(batch, kv, false);
-  const std::vector<int32_t> words = encode_pass(m);
-  const PassMessage back = decode_pass(words);
-  EXPECT_EQ(back.batch.tokens, batch.tokens);
-  EXPECT_EQ(back.batch.seq_ids, batch.seq_ids);
-  EXPECT_EQ(back.batch.positions, batch.positions);
-  EXPECT_EQ(back.batch.needs_logits, batch.needs_logits);
-  EXPECT_EQ(back.layout.type, KvType::kQ8_0);
-  EXPECT_EQ(back.layout.block_bytes(), kv.layout().block_bytes());
-  FollowerKvStore follower;
-  follower.apply(back);
-  for (int32_t seq : {0, 1}) {
-    const auto want = kv.block_table(seq);
-    const auto got = follower.block_table(seq);
-    EXPECT_TRUE(std::equal(want.begin(), want.end(), got.begin(), got.end())) << seq;
-  }
-  EXPECT_EQ(follower.resident_bytes(), 4 * kv.layout().block_bytes());  // 2 seqs x 2 blocks
-  // Truncated or foreign words are refused, not read past their end.
-  EXPECT_THROW(decode_pass(std::span<const int32_t>(words.data(), words.size() - 1)), Error);
-  std::vector<int32_t> bad = words;
-  bad[0] = 0;
-  EXPECT_THROW(decode_pass(bad), Error);
-}
-
-TEST(StepWireTest, BlockCopiesRideOnThePassAndFollowersRepeatThem) {
-  ModelConfig config;
-  config.n_layers = 2;
-  config.n_kv_heads = 2;
-  config.head_dim = 8;
-  ContiguousKvStore kv(config, 2, 32, KvType::kF16, 16);
-  Batch batch;
-  batch.add(5, 0, 0, true);
-  PassMessage m = make_pass_message(batch, kv, false);
-  FollowerKvStore follower;
-  follower.apply(m);
-  const size_t block_bytes = kv.layout().block_bytes();
-  // The follower's shard of block 0 holds K/V of its own; the leader copies it whole to
-  // block 1 (copy-on-write) and its first 3 positions to block 2 (a partial prefix hit).
-  uint8_t* b0 = follower.block_data(0);
-  for (size_t i = 0; i < block_bytes; ++i) b0[i] = static_cast<uint8_t>(i * 7 + 1);
-  std::memset(follower.block_data(1), 0, block_bytes);
-  std::memset(follower.block_data(2), 0, block_bytes);
-  m.kv_ops = {KvOp::copy(0, 1), KvOp::copy_slots(0, 2, 3)};
-  const PassMessage back = decode_pass(encode_pass(m));
-  ASSERT_EQ(back.kv_ops.size(), 2u);
-  EXPECT_EQ(back.kv_ops[1].kind, KvOp::Kind::kCopySlots);
-  EXPECT_EQ(back.kv_ops[1].slots, 3);
-  follower.apply(back);
-  EXPECT_EQ(std::memcmp(follower.block_data(1), follower.block_data(0), block_bytes), 0);
-  // copy_slots moves exactly the first 3 positions' rows of every layer, K and V.
-  std::vector<uint8_t> want(block_bytes, 0);
-  copy_kv_slots(kv.layout(), follower.block_data(0), want.data(), 3);
-  EXPECT_EQ(std::memcmp(follower.block_data(2), want.data(), block_bytes), 0);
-  EXPECT_NE(std::memcmp(follower.block_data(2), follower.block_data(0), block_bytes), 0);
-  // Moves of bytes only the leader has cannot be published: refused, never sent half done.
-  m.kv_ops = {KvOp::restore(1, 0x1234)};
-  try {
-    encode_pass(m);
-    FAIL() << "a restore was encoded";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
-  }
 }
 
 }  // namespace
