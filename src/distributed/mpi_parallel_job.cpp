@@ -1,5 +1,5 @@
-// ParallelJob over Open MPI (distributed/parallel_job.h): tensor or pipeline
-// parallelism over MPI_COMM_WORLD.
+// ParallelJob over Open MPI (distributed/parallel_job.h): tensor parallelism, pipeline
+// parallelism, or both (each pipeline stage split over --tp ranks), over MPI_COMM_WORLD.
 //
 // Errors: MPI_COMM_WORLD's handler is MPI_ERRORS_RETURN, so a failed call becomes an
 // Error(kUnavailable) naming the call instead of an abort deep inside the library; a rank
@@ -79,11 +79,18 @@ class MpiRuntime {
   }
 };
 
-class MpiJob : public ParallelJob, public TensorParallel, public PipelineParallel {
+// World rank w of a --tp T --pp P job is tensor rank w % T of pipeline stage w / T: stage 0
+// holds ranks 0..T-1 and rank 0 leads. Each stage's T ranks share a communicator of their own
+// (MPI_Comm_split) for the all-reduces and the logits gather; activations go from rank w to
+// w + T (the same tensor rank of the next stage: every tensor rank holds the whole hidden
+// state after its all-reduce), and the last stage's tensor rank 0 sends the outputs to rank 0.
+class MpiJob : public ParallelJob, public PipelineParallel {
  public:
-  MpiJob(bool pipeline, int micro_batches) : pipeline_(pipeline), micro_batches_(micro_batches) {
+  MpiJob(int tp, int pp, int micro_batches) : tp_(tp), pp_(pp), micro_batches_(micro_batches) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    stage_ = rank_ / tp_;
+    if (tp_ > 1) tensor_ = std::make_unique<TensorGroup>(*this);
     if (rank_ == 0) live_leader = this;
   }
   ~MpiJob() override {
@@ -93,12 +100,12 @@ class MpiJob : public ParallelJob, public TensorParallel, public PipelineParalle
     }
   }
 
-  TensorParallel* tensor_parallel() override { return pipeline_ ? nullptr : this; }
-  PipelineParallel* pipeline_parallel() override { return pipeline_ ? this : nullptr; }
+  TensorParallel* tensor_parallel() override { return tensor_.get(); }
+  PipelineParallel* pipeline_parallel() override { return pp_ > 1 ? this : nullptr; }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  int stage() const override { return rank_; }
-  int stages() const override { return size_; }
+  int stage() const override { return stage_; }
+  int stages() const override { return pp_; }
   uint64_t passes() const override { return passes_; }
   uint64_t plan_bytes() const override { return plan_bytes_; }
   double communication_seconds() const override { return comm_seconds_; }
@@ -131,46 +138,17 @@ class MpiJob : public ParallelJob, public TensorParallel, public PipelineParalle
 
   void stage_plan(std::vector<uint8_t> encoded) override { staged_plan_ = std::move(encoded); }
 
-  void all_reduce_sum(float* data, size_t count) override {
-    const TimePoint start = Clock::now();
-    check(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM,
-                        MPI_COMM_WORLD),
-          "MPI_Allreduce");
-    comm_seconds_ += seconds_between(start, Clock::now());
-  }
-
-  void gather_columns(const float* local, int rows, int64_t total, float* out) override {
-    const TimePoint start = Clock::now();
-    std::vector<int> counts(size_), offsets(size_);
-    for (int r = 0; r < size_; ++r) {
-      const SliceRange s = slice_range(total, size_, r);
-      counts[r] = static_cast<int>(rows * s.size());
-      offsets[r] = static_cast<int>(rows * s.begin);
-    }
-    // Rank-major on arrival ([rank][row][its columns]), then interleaved into whole rows.
-    if (rank_ == 0) gathered_.resize(static_cast<size_t>(rows) * total);
-    check(MPI_Gatherv(local, counts[rank_], MPI_FLOAT, gathered_.data(), counts.data(),
-                      offsets.data(), MPI_FLOAT, 0, MPI_COMM_WORLD),
-          "MPI_Gatherv");
-    if (rank_ == 0) {
-      for (int r = 0; r < size_; ++r) {
-        const SliceRange s = slice_range(total, size_, r);
-        for (int row = 0; row < rows; ++row) {
-          std::copy_n(gathered_.data() + offsets[r] + row * s.size(), s.size(),
-                      out + row * total + s.begin);
-        }
-      }
-    }
-    comm_seconds_ += seconds_between(start, Clock::now());
-  }
-
   int micro_batches(int n_tokens) const override {
-    return std::min(n_tokens, micro_batches_ > 0 ? micro_batches_ : size_);
+    return std::min(n_tokens, micro_batches_ > 0 ? micro_batches_ : pp_);
   }
-  void send_next(const float* data, size_t count) override { send(data, count, rank_ + 1, 1); }
-  void receive_previous(float* data, size_t count) override { receive(data, count, rank_ - 1, 1); }
+  void send_next(const float* data, size_t count) override { send(data, count, rank_ + tp_, 1); }
+  void receive_previous(float* data, size_t count) override {
+    receive(data, count, rank_ - tp_, 1);
+  }
   void send_output(const float* data, size_t count) override { send(data, count, 0, 2); }
-  void receive_output(float* data, size_t count) override { receive(data, count, size_ - 1, 2); }
+  void receive_output(float* data, size_t count) override {
+    receive(data, count, (pp_ - 1) * tp_, 2);
+  }
   void end_forward() override {
     const TimePoint start = Clock::now();
     if (!sends_.empty()) {
@@ -222,9 +200,72 @@ class MpiJob : public ParallelJob, public TensorParallel, public PipelineParalle
     spdlog::info(
         "{} rank {}: {} passes ({:.1f} KiB of plans), {:.3f} s in MPI calls, idle {:.1f} % of "
         "pass time, {:.1f} MiB of KV held",
-        pipeline_ ? "pipeline" : "tensor-parallel", rank_, passes_, plan_bytes_ / 1024.0,
-        comm_seconds_, 100.0 * idle_fraction(),
+        kind(), rank_, passes_, plan_bytes_ / 1024.0, comm_seconds_, 100.0 * idle_fraction(),
         worker ? worker->kv().resident_bytes() / 1048576.0 : 0.0);
+  }
+
+ private:
+  // This stage's tensor-parallel group. A class of its own: its rank and size are the
+  // stage's, ParallelJob's are the job's.
+  class TensorGroup : public TensorParallel {
+   public:
+    explicit TensorGroup(MpiJob& job) : job_(job) {
+      check(MPI_Comm_split(MPI_COMM_WORLD, job.stage_, job.rank_ % job.tp_, &comm_),
+            "MPI_Comm_split");
+      MPI_Comm_rank(comm_, &rank_);
+      MPI_Comm_size(comm_, &size_);
+    }
+    // The communicator is not freed: MPI_Comm_free is collective and followers leave with
+    // exit(); MPI_Finalize releases it.
+    int rank() const override { return rank_; }
+    int size() const override { return size_; }
+    void begin_forward(const Batch& batch, const KvStore& kv, bool hidden_only) override {
+      job_.begin_forward(batch, kv, hidden_only);
+    }
+    void stage_plan(std::vector<uint8_t> encoded) override { job_.stage_plan(std::move(encoded)); }
+
+    void all_reduce_sum(float* data, size_t count) override {
+      const TimePoint start = Clock::now();
+      check(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT, MPI_SUM, comm_),
+            "MPI_Allreduce");
+      job_.comm_seconds_ += seconds_between(start, Clock::now());
+    }
+
+    void gather_columns(const float* local, int rows, int64_t total, float* out) override {
+      const TimePoint start = Clock::now();
+      std::vector<int> counts(size_), offsets(size_);
+      for (int r = 0; r < size_; ++r) {
+        const SliceRange s = slice_range(total, size_, r);
+        counts[r] = static_cast<int>(rows * s.size());
+        offsets[r] = static_cast<int>(rows * s.begin);
+      }
+      // Rank-major on arrival ([rank][row][its columns]), then interleaved into whole rows.
+      if (rank_ == 0) gathered_.resize(static_cast<size_t>(rows) * total);
+      check(MPI_Gatherv(local, counts[rank_], MPI_FLOAT, gathered_.data(), counts.data(),
+                        offsets.data(), MPI_FLOAT, 0, comm_),
+            "MPI_Gatherv");
+      if (rank_ == 0) {
+        for (int r = 0; r < size_; ++r) {
+          const SliceRange s = slice_range(total, size_, r);
+          for (int row = 0; row < rows; ++row) {
+            std::copy_n(gathered_.data() + offsets[r] + row * s.size(), s.size(),
+                        out + row * total + s.begin);
+          }
+        }
+      }
+      job_.comm_seconds_ += seconds_between(start, Clock::now());
+    }
+
+   private:
+    MpiJob& job_;
+    MPI_Comm comm_ = MPI_COMM_NULL;
+    int rank_ = 0;
+    int size_ = 1;
+    std::vector<float> gathered_;
+  };
+
+  const char* kind() const {
+    return tp_ > 1 && pp_ > 1 ? "tensor x pipeline" : pp_ > 1 ? "pipeline" : "tensor-parallel";
   }
 
  private:
@@ -263,10 +304,13 @@ class MpiJob : public ParallelJob, public TensorParallel, public PipelineParalle
     }
   }
 
-  bool pipeline_ = false;
+  int tp_ = 1;
+  int pp_ = 1;
   int micro_batches_ = 0;
   int rank_ = 0;
   int size_ = 1;
+  int stage_ = 0;
+  std::unique_ptr<TensorGroup> tensor_;
   std::deque<std::vector<float>> send_buffers_;
   std::vector<MPI_Request> sends_;
   TimePoint pass_start_;
@@ -274,7 +318,6 @@ class MpiJob : public ParallelJob, public TensorParallel, public PipelineParalle
   double pass_seconds_ = 0.0;
   uint64_t passes_ = 0;
   double comm_seconds_ = 0.0;
-  std::vector<float> gathered_;
   std::vector<uint8_t> staged_plan_;  // the leader's next pass publishes it
   uint64_t plan_bytes_ = 0;           // plans sent (leader) or received (followers)
 };
@@ -310,21 +353,22 @@ const char* program_name() {
 }
 
 std::unique_ptr<ParallelJob> join_parallel_job(int tp, int pp, int micro_batches) {
-  if (tp > 1 && pp > 1) {
-    fail(ErrorCode::kInvalidArgument, "--tp and --pp together are not supported yet");
-  }
   MpiRuntime::get();
-  const int size = std::max(tp, pp);
-  const char* flag = pp > 1 ? "--pp" : "--tp";
+  tp = std::max(tp, 1);
+  pp = std::max(pp, 1);
+  const int size = tp * pp;
+  const std::string flags = tp > 1 && pp > 1 ? fmt::format("--tp {} --pp {}", tp, pp)
+                            : pp > 1         ? fmt::format("--pp {}", pp)
+                                             : fmt::format("--tp {}", tp);
   int ranks = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
   if (ranks != size) {  // before the job exists: no rank waits for a stop message
     fail(ErrorCode::kInvalidArgument,
-         "{} {} needs exactly {} MPI ranks, this job has {} (launch with mpirun -np {} rapide-mpi "
+         "{} needs exactly {} MPI ranks, this job has {} (launch with mpirun -np {} rapide-mpi "
          "...)",
-         flag, size, size, ranks, size);
+         flags, size, ranks, size);
   }
-  return std::make_unique<MpiJob>(pp > 1, micro_batches);
+  return std::make_unique<MpiJob>(tp, pp, micro_batches);
 }
 
 }  // namespace rapide

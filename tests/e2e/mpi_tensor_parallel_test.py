@@ -10,6 +10,8 @@
   prompt hit the cache (/metrics counts the hit tokens) and answer exactly what one process
   with the cache off answers. The block copies a hit makes ride on the step's plan
   (StepPlan::kv_ops), so every rank's shard holds the same K/V.
+* `--tp 2 --pp 2` on 4 ranks (2 stages of 2 tensor ranks) gives one process's greedy text on
+  stories260K and TinyStories-656K, and serves with the prefix cache and offload tier.
 * The KV offload tier works under `--tp 2` and `--pp 2` (issue 49): each follower keeps a tier
   of its own fed by the plans' offload ops; blocks evicted and restored give one process's text.
 * An unsplittable request is refused with exit status 2 and a message: 3 ranks for 8 heads,
@@ -69,6 +71,14 @@ for model in MODELS:
             reference = f.read()
         assert (PROMPT + split) in reference.replace("<s> ", ""), "not llama2.c's greedy text"
 
+# --tp 2 --pp 2 on 4 ranks (oversubscribed): 2 pipeline stages, each split over 2 tensor ranks,
+# give one process's greedy text on both models whose heads split in 2 (issue 49).
+MPIRUN4 = mpi_fixture.mpirun(4)
+for model in MODELS[:2]:
+    split = generate(model, MPIRUN4, ["--tp", "2", "--pp", "2"])
+    assert split == generate(model), f"{model}: --tp 2 --pp 2 differs from one process:\n{split!r}"
+    print(f"{model}: --tp 2 --pp 2 == one process: {split[:60]!r}...")
+
 # Refusals: a clear message and exit status 2, from every rank.
 out = run(mpi_fixture.mpirun(3) + [binary, "run", "-m", os.path.join(shared, MODELS[0]), "-p",
                                    PROMPT, "-n", "4", "--tp", "3", "-t", "1"])
@@ -78,6 +88,10 @@ out = run(MPIRUN + [binary, "run", "-m", os.path.join(shared, MODELS[0]), "-p", 
                     "--tp", "4", "-t", "1"])
 assert out.returncode == 2, (out.returncode, out.stderr)
 assert "--tp 4 needs exactly 4 MPI ranks, this job has 2" in out.stderr, out.stderr
+out = run(MPIRUN + [binary, "run", "-m", os.path.join(shared, MODELS[0]), "-p", PROMPT, "-n", "4",
+                    "--tp", "2", "--pp", "2", "-t", "1"])
+assert out.returncode == 2, (out.returncode, out.stderr)
+assert "--tp 2 --pp 2 needs exactly 4 MPI ranks, this job has 2" in out.stderr, out.stderr
 print("unsplittable shapes and a wrong rank count: refused with exit status 2")
 
 # --memory-limit between a stage's weights and the whole model's (stories260K: about 1.0 MiB,
@@ -190,18 +204,21 @@ def offload_counts(server):
 
 with RapideServer(binary, model_args + ["--prefix-cache", "off"]) as server:
     uncached = tier_answers(server)
-SMALL_KV = ["--kv-memory", "24KiB", "--max-seqs", "1"]  # 6 blocks of the shard
+# 6 blocks of the leader's shard: --tp 2 and --pp 2 halve a block, --tp 2 --pp 2 quarters it.
+SMALL_KV = ["--max-seqs", "1", "--kv-memory"]
 with tempfile.TemporaryDirectory(prefix="mpi_tier_") as tier_dir:
-    for flag, tier in (("--tp", ["--kv-offload-ram", "1MiB"]),
-                       ("--pp", ["--kv-offload-ram", "0", "--kv-offload-dir", tier_dir])):
-        with RapideServer(binary, model_args + [flag, "2"] + SMALL_KV + tier,
-                          launcher=MPIRUN) as server:
+    for flags, launcher, kv, tier in (
+            (["--tp", "2"], MPIRUN, "24KiB", ["--kv-offload-ram", "1MiB"]),
+            (["--pp", "2"], MPIRUN, "24KiB", ["--kv-offload-ram", "0", "--kv-offload-dir", tier_dir]),
+            (["--tp", "2", "--pp", "2"], MPIRUN4, "12KiB", ["--kv-offload-ram", "1MiB"])):
+        with RapideServer(binary, model_args + flags + SMALL_KV + [kv] + tier,
+                          launcher=launcher) as server:
             answers = tier_answers(server)
             stored, loaded = offload_counts(server)
-        assert loaded > 0, f"{flag} 2: no block came back from the tier ({stored} stored)"
-        assert answers == uncached, (flag, answers, uncached)
-        print(f"serve {flag} 2 with the offload tier: {stored} blocks offloaded, {loaded} restored, "
-              "every answer == one process without a cache")
+        assert loaded > 0, f"{flags}: no block came back from the tier ({stored} stored)"
+        assert answers == uncached, (flags, answers, uncached)
+        print(f"serve {' '.join(flags)} with the prefix cache and offload tier: {stored} blocks "
+              f"offloaded, {loaded} restored, every answer == one process without a cache")
     rank1 = os.path.join(tier_dir, "rank1")
     assert os.path.isdir(rank1) and os.listdir(rank1), "rank 1 wrote no block files of its own"
 

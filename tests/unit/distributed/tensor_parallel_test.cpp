@@ -89,17 +89,29 @@ struct Channel {
   }
 };
 
+// With tensor parallelism too (`lanes` tensor ranks per stage), tensor rank `lane` of stage s
+// sends to the same lane of stage s + 1, as the MPI job does.
 class ThreadStage : public PipelineParallel {
  public:
-  ThreadStage(std::vector<Channel>& links, Channel& outputs, int stage, int stages)
-      : links_(links), outputs_(outputs), stage_(stage), stages_(stages) {}
+  ThreadStage(std::vector<Channel>& links, Channel& outputs, int stage, int stages, int lane = 0,
+              int lanes = 1)
+      : links_(links),
+        outputs_(outputs),
+        stage_(stage),
+        stages_(stages),
+        lane_(lane),
+        lanes_(lanes) {}
   int stage() const override { return stage_; }
   int stages() const override { return stages_; }
   int micro_batches(int n) const override { return std::min(n, 3); }
   void begin_forward(const Batch&, const KvStore&, bool) override {}
   void stage_plan(std::vector<uint8_t>) override {}
-  void send_next(const float* data, size_t count) override { links_[stage_].push(data, count); }
-  void receive_previous(float* data, size_t count) override { links_[stage_ - 1].pop(data, count); }
+  void send_next(const float* data, size_t count) override {
+    links_[stage_ * lanes_ + lane_].push(data, count);
+  }
+  void receive_previous(float* data, size_t count) override {
+    links_[(stage_ - 1) * lanes_ + lane_].pop(data, count);
+  }
   void send_output(const float* data, size_t count) override { outputs_.push(data, count); }
   void receive_output(float* data, size_t count) override { outputs_.pop(data, count); }
   void end_forward() override {}
@@ -107,7 +119,7 @@ class ThreadStage : public PipelineParallel {
  private:
   std::vector<Channel>& links_;
   Channel& outputs_;
-  int stage_, stages_;
+  int stage_, stages_, lane_, lanes_;
 };
 
 std::shared_ptr<const ModelFile> load(const std::string& relative) {
@@ -127,15 +139,15 @@ struct Comparison {
   int argmax_mismatches = 0;
 };
 
-// Runs the same passes on the whole model and on `parts` ranks (tensor-parallel shards, or
-// pipeline stages when `pipeline`); compares every logit row of rank 0 with the whole's.
-Comparison compare_sharded(const std::shared_ptr<const ModelFile>& file, int parts,
-                           bool pipeline = false) {
-  const int ctx = 64;
+// Runs the same passes on the whole model and on tp x pp ranks (rank r: tensor rank r % tp of
+// pipeline stage r / tp); compares every logit row of rank 0 with the whole's.
+Comparison compare_grid(const std::shared_ptr<const ModelFile>& file, int tp, int pp) {
+  const int ctx = 64, parts = tp * pp;
   Model whole(file);
   ContiguousKvStore whole_kv(whole.config(), 1, ctx);
   ThreadPool pool(1);
-  SharedGroup shared(parts);
+  std::vector<std::unique_ptr<SharedGroup>> groups;  // one per stage
+  for (int s = 0; s < pp; ++s) groups.push_back(std::make_unique<SharedGroup>(tp));
   std::vector<Channel> links(parts);
   Channel outputs;
   std::vector<std::unique_ptr<ThreadRank>> ranks;
@@ -144,14 +156,18 @@ Comparison compare_sharded(const std::shared_ptr<const ModelFile>& file, int par
   std::vector<std::unique_ptr<ContiguousKvStore>> kvs;
   std::vector<std::unique_ptr<ThreadPool>> pools;
   for (int r = 0; r < parts; ++r) {
-    if (pipeline) {
-      stages.push_back(std::make_unique<ThreadStage>(links, outputs, r, parts));
-      shards.push_back(
-          std::make_unique<Model>(file, ActQuant::kInt8, nullptr, stages.back().get()));
-    } else {
-      ranks.push_back(std::make_unique<ThreadRank>(shared, r));
-      shards.push_back(std::make_unique<Model>(file, ActQuant::kInt8, ranks.back().get()));
+    const int stage = r / tp, lane = r % tp;
+    ThreadRank* rank = nullptr;
+    ThreadStage* pipe = nullptr;
+    if (tp > 1) {
+      ranks.push_back(std::make_unique<ThreadRank>(*groups[stage], lane));
+      rank = ranks.back().get();
     }
+    if (pp > 1) {
+      stages.push_back(std::make_unique<ThreadStage>(links, outputs, stage, pp, lane, tp));
+      pipe = stages.back().get();
+    }
+    shards.push_back(std::make_unique<Model>(file, ActQuant::kInt8, rank, pipe));
     kvs.push_back(std::make_unique<ContiguousKvStore>(shards.back()->config(), 1, ctx));
     pools.push_back(std::make_unique<ThreadPool>(1));
   }
@@ -194,10 +210,17 @@ Comparison compare_sharded(const std::shared_ptr<const ModelFile>& file, int par
     batch.clear();
     batch.add(next, 0, position, true);
   }
-  std::printf("%d %s: max |logit diff| %.3g, max |logit| %.3g, argmax mismatches %d\n", parts,
-              pipeline ? "stages" : "shards", out.max_abs_diff, out.max_abs_logit,
-              out.argmax_mismatches);
+  std::printf(
+      "%d shards x %d stages: max |logit diff| %.3g, max |logit| %.3g, argmax "
+      "mismatches %d\n",
+      tp, pp, out.max_abs_diff, out.max_abs_logit, out.argmax_mismatches);
   return out;
+}
+
+// `parts` tensor-parallel shards, or pipeline stages when `pipeline`.
+Comparison compare_sharded(const std::shared_ptr<const ModelFile>& file, int parts,
+                           bool pipeline = false) {
+  return pipeline ? compare_grid(file, 1, parts) : compare_grid(file, parts, 1);
 }
 
 // Stated tolerance: the shards sum the same products in another order (per rank, then the
@@ -260,6 +283,26 @@ TEST(PipelineParallelTest, Deepseek2OverTwoStagesMatchesExactly) {
   const Comparison c = compare_sharded(file, 2, true);
   EXPECT_EQ(c.max_abs_diff, 0.0);
   EXPECT_EQ(c.argmax_mismatches, 0);
+}
+
+// --tp 2 --pp 2: each of 2 stages split over 2 tensor ranks. Within tensor parallelism's
+// rounding of the whole model (the stages add nothing: bit-exact), on both shared models
+// whose heads divide by 2 (stories260K: 8 heads / 4 kv heads over 5 layers, 3 + 2).
+TEST(TensorParallelTest, TwoShardsByTwoStagesMatchTheWholeModel) {
+  RAPIDE_REQUIRE_SHARED("models/stories260K/stories260K.gguf");
+  for (const auto& [model, tolerance] :
+       {std::pair<const char*, double>{"models/stories260K/stories260K.gguf", 1e-4},
+        {"models/tinystories-656k/TinyStories-656K-Q8_0.gguf", 2e-2}}) {
+    SCOPED_TRACE(model);
+    const auto file = load(model);
+    const Comparison c = compare_grid(file, 2, 2);
+    EXPECT_LE(c.max_abs_diff, tolerance * c.max_abs_logit);
+    EXPECT_GT(c.max_abs_logit, 0.0);
+    EXPECT_EQ(c.argmax_mismatches, 0);
+    // Each stage's shard equals --tp 2's shard of the same layers, exactly.
+    const Comparison tensor_only = compare_grid(file, 2, 1);
+    EXPECT_EQ(c.max_abs_diff, tensor_only.max_abs_diff);
+  }
 }
 
 // The 2026 families (shared/reference/llamacpp2): tensor-parallel shards where the heads
