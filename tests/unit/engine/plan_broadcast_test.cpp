@@ -34,10 +34,13 @@ StepPlan sample_plan() {
   b.padding = true;
   plan.sequences = {a, b};
   plan.preempted = {77, 78};
-  plan.kv_ops = {KvOp::copy(3, 4), KvOp::copy_slots(5, 6, 7), KvOp::offload(8, 0xfeed, 9, {1, 2}),
+  plan.kv_ops = {KvOp::copy(3, 4),
+                 KvOp::copy_slots(5, 6, 7),
+                 KvOp::offload(8, 0xfeed, 9, {1, 2}),
                  KvOp::restore(10, 0xbeef),
                  KvOp::import(11, std::make_shared<const std::vector<uint8_t>>(
-                                      std::vector<uint8_t>{0, 1, 0xab, 0xff}))};
+                                      std::vector<uint8_t>{0, 1, 0xab, 0xff})),
+                 KvOp::forget(0xdead)};
   plan.prefill_tokens = 6;
   plan.decode_tokens = 1;
   return plan;

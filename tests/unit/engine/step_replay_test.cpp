@@ -298,13 +298,18 @@ TEST(StepReplay, AMirrorTierFollowsTheLeadersDropsAndServesEveryRestore) {
 TEST(StepJson, KvOpsRoundTripAndBadOnesAreRefused) {
   StepPlan plan;
   plan.step = 2;
-  plan.kv_ops = {KvOp::copy(3, 4), KvOp::copy_slots(5, 6, 7), KvOp::offload(8, 0xfeed, 9, {1, 2}),
+  plan.kv_ops = {KvOp::copy(3, 4),
+                 KvOp::copy_slots(5, 6, 7),
+                 KvOp::offload(8, 0xfeed, 9, {1, 2}),
                  KvOp::restore(10, 0xbeef),
                  KvOp::import(11, std::make_shared<const std::vector<uint8_t>>(
-                                      std::vector<uint8_t>{0, 1, 0xab, 0xff}))};
+                                      std::vector<uint8_t>{0, 1, 0xab, 0xff})),
+                 KvOp::forget(0xdead)};
   const nlohmann::json j = step_plan_to_json(plan);
   const StepPlan back = step_plan_from_json(nlohmann::json::parse(j.dump()));
-  ASSERT_EQ(back.kv_ops.size(), 5u);
+  ASSERT_EQ(back.kv_ops.size(), 6u);
+  EXPECT_EQ(back.kv_ops[5].kind, KvOp::Kind::kForget);
+  EXPECT_EQ(back.kv_ops[5].hash, 0xdeadu);
   EXPECT_EQ(step_plan_to_json(back), j);
   EXPECT_EQ(back.kv_ops[1].slots, 7);
   EXPECT_EQ(back.kv_ops[2].tokens, (std::vector<int32_t>{1, 2}));
