@@ -45,7 +45,7 @@ figures() {
     prefill=$(echo "$line" | sed -n 's/.*prefill: \([0-9.]*\) tok\/s.*/\1/p')
     decode=$(echo "$line" | sed -n 's/.*decode: \([0-9.]*\) tok\/s.*/\1/p')
     local extra
-    extra=$(grep -E '^(tensor parallel|pipeline):|(pipeline|tensor-parallel) rank [0-9]+:' "$log" |
+    extra=$(grep -E '^(tensor parallel|pipeline|tensor x pipeline):|(pipeline|tensor-parallel|tensor x pipeline) rank [0-9]+:' "$log" |
       sed 's/^\[[^]]*\] //' | paste -sd';' || true)
     local weights
     # rank 0's load line, then each follower's "rank R of N: X MiB of weights" line.

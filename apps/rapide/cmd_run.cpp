@@ -70,12 +70,14 @@ void run(const RunOptions& options) {
   print_figures(event);
   if (const ParallelJob* job = loaded.parallel.get()) {
     std::fprintf(stderr,
-                 "%s: %d ranks, %.1f MiB of weights on rank 0, %llu passes, %.3f s in MPI calls, "
-                 "idle %.1f %% of pass time on rank 0\n",
-                 loaded.model->pipeline_parallel() ? "pipeline" : "tensor parallel", job->size(),
-                 loaded.model->weight_bytes() / 1048576.0,
-                 static_cast<unsigned long long>(job->passes()), job->communication_seconds(),
-                 100.0 * job->idle_fraction());
+                 "%s: %d ranks, %.1f MiB of weights on rank 0, %llu passes (%.1f KiB of plans), "
+                 "%.3f s in MPI calls, idle %.1f %% of pass time on rank 0\n",
+                 loaded.model->pipeline_parallel() == nullptr ? "tensor parallel"
+                 : loaded.model->tensor_parallel() == nullptr ? "pipeline"
+                                                              : "tensor x pipeline",
+                 job->size(), loaded.model->weight_bytes() / 1048576.0,
+                 static_cast<unsigned long long>(job->passes()), job->plan_bytes() / 1024.0,
+                 job->communication_seconds(), 100.0 * job->idle_fraction());
   }
   const EngineStats stats = engine.stats();
   if (stats.spec_enabled) {

@@ -35,7 +35,8 @@ void add_model_options(CLI::App& command, ModelOptions& options) {
   command
       .add_option(
           "--tp", options.tp,
-          "tensor parallelism over N MPI ranks: launch as mpirun -np N rapide-mpi ... --tp N")
+          "tensor parallelism over N MPI ranks: launch as mpirun -np N rapide-mpi ... --tp N "
+          "(with --pp P: mpirun -np N*P, each stage split over N ranks)")
       ->check(CLI::Range(1, 4096));
   command
       .add_option("--pp", options.pp,

@@ -3,11 +3,12 @@
 //
 // Rank 0 (the leader) runs the command as usual (scheduler, HTTP front end, sampling); its
 // model calls the job's collectives inside every forward pass and, first, publishes the
-// pass as plain data (the flat batch and the block tables of its sequences). Every other
-// rank (a follower) loads only its shard, then serve_followers() replays each published
-// pass on its own KV shard until the leader ends the job. Nothing but MPI moves data:
-// MPI_Bcast for passes, MPI_Allreduce for partial sums, MPI_Gatherv for logits; with --pp,
-// MPI_Isend / MPI_Recv of each micro-batch's activations between neighbouring stages and of
+// step plan the pass runs (engine/plan_broadcast.h: the engine's own StepPlan, or one made
+// from the batch for a pass no scheduler planned). Every other rank (a follower) loads only
+// its shard, then serve_followers() runs each published plan as a PlanWorker does — its KV
+// ops on this rank's memory, then the pass — until the leader ends the job. Nothing but MPI
+// moves data: MPI_Bcast for plans, MPI_Allreduce for partial sums, MPI_Gatherv for logits; with
+// --pp, MPI_Isend / MPI_Recv of each micro-batch's activations between neighbouring stages and of
 // the last stage's outputs back to stage 0.
 //
 // Two runtimes implement the functions below and each executable links one
@@ -43,6 +44,8 @@ class ParallelJob {
   // receive, including the wait for the sender), and for pipelines the idle fraction: the
   // share of forward-pass time spent waiting for another stage (the bubble, plus transfers).
   virtual uint64_t passes() const = 0;
+  // Bytes of encoded plans this rank sent (leader) or received (followers).
+  virtual uint64_t plan_bytes() const = 0;
   virtual double communication_seconds() const = 0;
   virtual double idle_fraction() const = 0;
 };

@@ -67,6 +67,7 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, const EngineOptions& op
                             std::max(options_.prefill_chunk, 1 + std::max(0, guesses)));
   }
   stats_.kv = kv_->usage();  // the budget is known before the first step (GET /v1/engine/state)
+  runner_ = std::make_unique<ModelRunner>(model_, *kv_, *pool_);
   prefix_cache_ = make_prefix_cache(layout);
   sharing_ =
       std::make_unique<PrefixSharingProbe>(options_.kv_block_size, model_identity(model_, layout));
@@ -76,7 +77,6 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, const EngineOptions& op
     scheduler_->set_draft_work_ratio(static_cast<double>(draft->model.matmul_parameters()) /
                                      static_cast<double>(model_.matmul_parameters()));
   }
-  runner_ = std::make_unique<ModelRunner>(model_, *kv_, *pool_);
   outputs_ = std::make_unique<OutputProcessor>(tokenizer_, c.vocab_size, *pool_);
   spdlog::info(
       "engine: {} KV blocks of {} tokens ({} layout, {}), context {}, batching {}, "
@@ -135,17 +135,17 @@ std::unique_ptr<PrefixCache> Engine::make_prefix_cache(const KvLayout& layout) {
   tier.codec = options_.kv_offload_codec;
   // Compression and file writes run on the tier's worker thread, not inside the step.
   tier.background = true;
-  // Tensor/pipeline followers repeat the step's block copies (they ride on each published
-  // pass), but they have no tier of their own: a block offloaded from the leader's shard
-  // could not come back on theirs.
+  // Tensor/pipeline followers run every plan's KV ops, offloads and restores included, on a
+  // tier of their own that mirrors this one (mirror_tier_options), told with the first plan.
+  // Every rank starts it empty: files a previous job left could differ between ranks.
   const bool distributed =
       model_.tensor_parallel() != nullptr || model_.pipeline_parallel() != nullptr;
-  if (tier.enabled() && distributed) {
-    spdlog::warn("engine: the KV offload tier is off: not supported with --tp / --pp yet");
-    tier = OffloadTierOptions{};
-  }
   std::unique_ptr<OffloadTier> offload;
   if (tier.enabled()) {
+    if (distributed) {
+      tier.reuse_files = false;
+      runner_->announce_tier(tier);
+    }
     offload = std::make_unique<OffloadTier>(tier, layout, identity);
     spdlog::info("engine: KV offload tier: {} compressed RAM ({}), {}",
                  format_bytes(tier.ram_bytes), offload_codec_name(tier.codec),

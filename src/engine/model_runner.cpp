@@ -1,31 +1,42 @@
 #include "engine/model_runner.h"
 
+#include "engine/batch_plan.h"
+#include "engine/plan_broadcast.h"
 #include "model/pipeline_parallel.h"
 #include "model/tensor_parallel.h"
 
 namespace rapide {
 
+void ModelRunner::publish(const StepPlan& plan, bool hidden_only) {
+  TensorParallel* tp = model_.tensor_parallel();
+  PipelineParallel* pp = model_.pipeline_parallel();
+  const bool leader = (tp == nullptr || tp->rank() == 0) && (pp == nullptr || pp->stage() == 0);
+  if ((tp == nullptr && pp == nullptr) || !leader) return;
+  BroadcastHeader header;
+  header.kv_block_size = kv_.layout().block_size;
+  header.kv_type = kv_.layout().type;
+  header.hidden_only = hidden_only;
+  header.tier = std::move(tier_to_announce_);
+  tier_to_announce_.reset();
+  std::vector<uint8_t> encoded = encode_plan_broadcast(header, plan);
+  // With --tp and --pp together the model holds both; the job behind them is one.
+  if (pp != nullptr) {
+    pp->stage_plan(std::move(encoded));
+  } else {
+    tp->stage_plan(std::move(encoded));
+  }
+}
+
 std::span<const float> ModelRunner::run(const StepPlan& plan) {
-  // The scheduler's store already made the plan's block moves; other ranks' shards make them
-  // as the pass arrives.
-  if (!plan.kv_ops.empty()) {
-    if (TensorParallel* tp = model_.tensor_parallel()) {
-      tp->stage_kv_ops(plan.kv_ops);
-    } else if (PipelineParallel* pp = model_.pipeline_parallel()) {
-      pp->stage_kv_ops(plan.kv_ops);
-    }
-  }
-  batch_.clear();
-  for (const ScheduledSequence& s : plan.sequences) {
-    const int32_t fed = s.fed();
-    const int32_t first_logits = fed - s.logits_rows;
-    const int32_t n_tokens = static_cast<int32_t>(s.tokens.size());
-    for (int32_t j = 0; j < fed; ++j) {
-      const int32_t token = j < n_tokens ? s.tokens[j] : s.draft_tokens[j - n_tokens];
-      batch_.add(token, s.kv_id, s.start_position + j, j >= first_logits);
-    }
-  }
+  publish(plan, false);
+  batch_for_plan(plan, batch_);
   return model_.forward(batch_, kv_, pool_);
+}
+
+std::span<const float> ModelRunner::run_hidden(const StepPlan& plan) {
+  publish(plan, true);
+  batch_for_plan(plan, batch_);
+  return model_.forward_hidden(batch_, kv_, pool_);
 }
 
 }  // namespace rapide

@@ -1,5 +1,6 @@
-// PlanWorker: runs recorded step plans on memory of its own — a fresh KV replica and, when
-// given, a fresh offload tier — as another rank or a replay would.
+// PlanWorker: runs step plans on memory of its own — a fresh KV replica and, when given, a
+// fresh offload tier — as a tensor- or pipeline-parallel follower (distributed/
+// mpi_parallel_job.cpp) and a replay of recorded plans do.
 //
 // Everything a step does to KV memory is in its plan (engine/step.h): the kv_ops the
 // scheduling made (copies, offloads, restores, imports), then the forward pass over the
@@ -29,9 +30,14 @@ class PlanWorker {
              std::unique_ptr<OffloadTier> tier = nullptr);
 
   // Applies the plan's KV ops, takes its block tables and runs its forward pass; the logits
-  // rows are as ModelRunner::run's. Throws what apply_kv_ops and the model throw.
-  std::span<const float> execute(const StepPlan& plan);
+  // rows are as ModelRunner::run's (with `hidden_only`, ModelRunner::run_hidden's rows).
+  // Throws what apply_kv_ops and the model throw.
+  std::span<const float> execute(const StepPlan& plan, bool hidden_only = false);
+  // The tier the plans' offload and restore ops use from now on (a follower learns its
+  // settings with a later plan than its first).
+  void set_tier(std::unique_ptr<OffloadTier> tier) { tier_ = std::move(tier); }
   const ReplicaKvStore& kv() const { return kv_; }
+  const OffloadTier* tier() const { return tier_.get(); }
 
  private:
   ReplicaKvStore kv_;

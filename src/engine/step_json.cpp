@@ -114,6 +114,9 @@ json kv_op_to_json(const KvOp& op) {
       j["dst"] = op.dst;
       j["hash"] = op.hash;
       break;
+    case KvOp::Kind::kForget:
+      j["hash"] = op.hash;
+      break;
     case KvOp::Kind::kImport:
       j["dst"] = op.dst;
       j["bytes"] = op.bytes ? to_hex(*op.bytes) : std::string();
@@ -127,7 +130,7 @@ KvOp kv_op_from_json(const json& j) {
   KvOp op;
   bool known = false;
   for (KvOp::Kind k : {KvOp::Kind::kCopy, KvOp::Kind::kCopySlots, KvOp::Kind::kOffload,
-                       KvOp::Kind::kRestore, KvOp::Kind::kImport}) {
+                       KvOp::Kind::kRestore, KvOp::Kind::kImport, KvOp::Kind::kForget}) {
     if (name == kv_op_kind_name(k)) {
       op.kind = k;
       known = true;
@@ -153,6 +156,9 @@ KvOp kv_op_from_json(const json& j) {
       break;
     case KvOp::Kind::kRestore:
       op.dst = block("dst");
+      op.hash = unsigned_integer(j, "hash");
+      break;
+    case KvOp::Kind::kForget:
       op.hash = unsigned_integer(j, "hash");
       break;
     case KvOp::Kind::kImport:

@@ -51,6 +51,12 @@ void apply_kv_ops(std::span<const KvOp> ops, KvStore& memory, OffloadTier* tier)
                op.hash);
         }
         break;
+      case KvOp::Kind::kForget:
+        if (tier == nullptr) {
+          fail(ErrorCode::kUnsupported, "KV op forget: this memory has no offload tier");
+        }
+        tier->forget(op.hash);
+        break;
       case KvOp::Kind::kImport:
         if (op.bytes == nullptr || op.bytes->size() != block_bytes) {
           fail(ErrorCode::kCorrupt, "KV op import: {} bytes for a block of {}",

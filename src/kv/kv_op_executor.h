@@ -5,7 +5,8 @@
 // memory; an executor repeats them on other memory (another rank's shard of every block, a
 // fresh store), with `tier` (may be null) standing for that memory's offload tier. Offload
 // ops store into `tier`; restore ops load from it and must find the block: the emitting
-// store restored it, and the same offloads reached this tier before.
+// store restored it, and the same offloads reached this tier before; forget ops drop what
+// the emitter's tier dropped.
 #pragma once
 
 #include <span>
@@ -17,8 +18,8 @@
 namespace rapide {
 
 // Applies `ops` in order. Throws Error(kCorrupt) for an op naming a negative block or bytes
-// of the wrong size, and Error(kUnsupported) for an offload or restore without a tier, or a
-// restore the tier cannot serve (this memory diverged from the emitter's).
+// of the wrong size, and Error(kUnsupported) for an offload, restore or forget without a
+// tier, or a restore the tier cannot serve (this memory diverged from the emitter's).
 void apply_kv_ops(std::span<const KvOp> ops, KvStore& memory, OffloadTier* tier);
 
 }  // namespace rapide

@@ -27,6 +27,19 @@ uint64_t file_estimate(const std::vector<uint8_t>& stored, const OffloadedBlockM
 }
 }  // namespace
 
+OffloadTierOptions mirror_tier_options(const OffloadTierOptions& leader, int rank) {
+  constexpr uint64_t kUnbounded = 1ull << 62;  // room for sums without overflow
+  OffloadTierOptions mirror = leader;
+  mirror.reuse_files = false;
+  if (leader.dir.empty()) {
+    mirror.ram_bytes = kUnbounded;
+  } else {
+    mirror.dir = (std::filesystem::path(leader.dir) / fmt::format("rank{}", rank)).string();
+    mirror.disk_bytes = kUnbounded;
+  }
+  return mirror;
+}
+
 OffloadTier::OffloadTier(const OffloadTierOptions& options, const KvLayout& layout,
                          uint64_t identity)
     : options_(options), layout_(layout), identity_(identity) {
@@ -70,6 +83,10 @@ void OffloadTier::scan_directory() {
       stats_.foreign_blocks++;
       continue;
     }
+    if (status == BlockFileStatus::kOk && !options_.reuse_files) {
+      std::filesystem::remove(item.path(), ec);
+      continue;
+    }
     if (status != BlockFileStatus::kOk || !named_ours ||
         item.path().filename() != block_file_name(identity_, info.meta.hash)) {
       stats_.corrupt_blocks++;
@@ -101,6 +118,13 @@ bool OffloadTier::contains(uint64_t hash) const {
 size_t OffloadTier::size() const {
   std::lock_guard<std::mutex> guard(mu_);
   return entries_.size() + pending_.size();
+}
+
+void OffloadTier::forget(uint64_t hash) {
+  Lock lock(mu_);
+  // The worker reads a queued block's bytes without the lock: let it finish with it.
+  done_cv_.wait(lock, [&] { return pending_.count(hash) == 0; });
+  erase(hash, /*notify=*/false);
 }
 
 void OffloadTier::pin(uint64_t hash) {

@@ -58,6 +58,11 @@ struct OffloadTierOptions {
   bool background = false;
   // Raw bytes queued for the worker before store() waits for it.
   uint64_t max_pending_bytes = 64ull << 20;
+  // Index this model's block files already in `dir` at start-up (a restart keeps its prefix
+  // cache). False removes them instead: tiers that must hold the same blocks as another
+  // process's (tensor/pipeline ranks) start empty, since a kill between two ranks' writes
+  // would leave one rank a block the other lacks.
+  bool reuse_files = true;
   bool enabled() const { return ram_bytes > 0 || !dir.empty(); }
 };
 
@@ -79,6 +84,14 @@ struct OffloadStats {
   uint64_t store_wait_ns = 0;   // ... and how long, in total
   uint64_t worker_ns = 0;       // time the worker spent compressing and writing
 };
+
+// The tier of a rank that repeats `leader`'s through the plans' ops (a tensor/pipeline
+// follower, rank `rank`): the same codec and RAM level, its files in <dir>/rank<rank>, and
+// no capacity of its own beyond those: kForget ops drop what the leader's tier drops, so it
+// holds the leader's blocks (its shard of each) and never lets go of one the leader may
+// still restore, whatever each rank's compression ratio. A leader without files gets a
+// mirror whose RAM level is unbounded for the same reason.
+OffloadTierOptions mirror_tier_options(const OffloadTierOptions& leader, int rank);
 
 class OffloadTier {
  public:
@@ -102,6 +115,10 @@ class OffloadTier {
   void store(const OffloadedBlockMeta& meta, std::span<const uint8_t> raw);
   // Decodes the block into `out` (block_bytes long). False when absent or corrupt.
   bool load(uint64_t hash, std::span<uint8_t> out);
+  // Drops a block (its file too) without telling the drop listener: another tier's drop,
+  // repeated by a tier that mirrors it (KvOp::kForget). A block still queued for the
+  // worker is waited for first. Absent: nothing happens.
+  void forget(uint64_t hash);
   // Pinned blocks are not dropped or demoted while a prefix hit is loading them.
   void pin(uint64_t hash);
   void unpin_all();

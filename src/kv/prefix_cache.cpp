@@ -91,6 +91,8 @@ void PrefixCache::on_pool_evict(int32_t block, uint64_t hash) {
 }
 
 void PrefixCache::on_tier_drop(uint64_t hash) {
+  // Tiers that mirror this one (tensor/pipeline followers', a replay's) let it go too.
+  if (kv_.recording_ops()) kv_.note_op(KvOp::forget(hash));
   auto it = blocks_.find(hash);
   if (it == blocks_.end()) return;
   it->second.in_tier = false;

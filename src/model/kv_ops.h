@@ -27,6 +27,9 @@ struct KvOp {
     kOffload = 2,    // block src's bytes join the offload tier under `hash` (eviction)
     kRestore = 3,    // the offload tier's block `hash` -> dst (a prefix hit from the tier)
     kImport = 4,     // `bytes` -> dst (K/V computed elsewhere: disaggregation)
+    // The offload tier let block `hash` go (for room, or found corrupt): a tier that mirrors
+    // it (a follower's) lets it go too, so it never holds more than the emitter's.
+    kForget = 5,
   };
   Kind kind = Kind::kCopy;
   int32_t src = -1;
@@ -68,6 +71,12 @@ struct KvOp {
     op.hash = hash;
     return op;
   }
+  static KvOp forget(uint64_t hash) {
+    KvOp op;
+    op.kind = Kind::kForget;
+    op.hash = hash;
+    return op;
+  }
   static KvOp import(int32_t dst, std::shared_ptr<const std::vector<uint8_t>> bytes) {
     KvOp op;
     op.kind = Kind::kImport;
@@ -89,6 +98,8 @@ inline const char* kv_op_kind_name(KvOp::Kind kind) {
       return "restore";
     case KvOp::Kind::kImport:
       return "import";
+    case KvOp::Kind::kForget:
+      return "forget";
   }
   return "unknown";
 }

@@ -546,11 +546,14 @@ std::span<const float> Model::forward_pipelined(const Batch& batch, KvStore& kv,
     if (!has_output_) {
       pp_->send_next(x_.data(), static_cast<size_t>(pn) * dim);
     } else if (out_rows[m] > 0) {
+      // With --tp too, every rank of the last stage takes part in the head (its logits
+      // gather); its tensor rank 0 holds the result and sends it.
       const std::span<const float> out = hidden_only ? final_hidden(pn) : head(part, pool);
-      pp_->send_output(out.data(), out.size());
+      if (tp_ == nullptr || tp_->rank() == 0) pp_->send_output(out.data(), out.size());
     }
   }
-  if (!has_input_) {
+  // Only the job's leader (stage 0, tensor rank 0) collects the outputs.
+  if (!has_input_ || (tp_ != nullptr && tp_->rank() != 0)) {
     pp_->end_forward();
     return {};
   }

@@ -55,7 +55,8 @@ class Model {
   // shard's (its heads, kv heads and FFN width), and only the leader's forward() returns
   // logits (a follower gets an empty span). With `pp` only this stage's layers are prepared
   // (model/pipeline_parallel.h) and config().n_layers counts them; only stage 0's forward()
-  // returns logits. tp and pp together are refused.
+  // returns logits. With both, each stage's layers are split over its tensor group and only
+  // stage 0's tensor rank 0 returns logits.
   explicit Model(std::shared_ptr<const ModelFile> file, ActQuant act = ActQuant::kInt8,
                  TensorParallel* tp = nullptr, PipelineParallel* pp = nullptr);
 

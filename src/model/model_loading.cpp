@@ -107,9 +107,6 @@ Model::Model(std::shared_ptr<const ModelFile> file, ActQuant act, TensorParallel
   config_ = shard_config(full, parts);
   // This stage's layers (all of them without pipeline parallelism).
   const int stages = pp_ != nullptr ? pp_->stages() : 1, stage = pp_ != nullptr ? pp_->stage() : 0;
-  if (tp_ != nullptr && pp_ != nullptr) {
-    fail(ErrorCode::kInvalidArgument, "--tp and --pp together are not supported yet");
-  }
   if (parts > 1 && c.qk_norm == QkNorm::kWhole) {
     fail(ErrorCode::kUnsupported,
          "'{}': {}'s q/k norm runs over all heads together, which a tensor-parallel rank "

@@ -11,9 +11,8 @@
 #pragma once
 
 #include <cstddef>
-#include <span>
-
-#include "model/kv_ops.h"
+#include <cstdint>
+#include <vector>
 
 namespace rapide {
 
@@ -29,9 +28,9 @@ class PipelineParallel {
   virtual int micro_batches(int n_tokens) const = 0;
   // As TensorParallel::begin_forward: the leader publishes the pass to the other stages.
   virtual void begin_forward(const Batch& batch, const KvStore& kv, bool hidden_only) = 0;
-  // As TensorParallel::stage_kv_ops: every stage repeats the step's block copies on the
-  // blocks of its own layers.
-  virtual void stage_kv_ops(std::span<const KvOp> ops) = 0;
+  // As TensorParallel::stage_plan: every stage repeats the plan's KV ops on the blocks of
+  // its own layers.
+  virtual void stage_plan(std::vector<uint8_t> encoded) = 0;
   // Activations of one micro-batch to the next stage (the data is copied: the caller may
   // reuse its buffer at once) / from the previous stage, in micro-batch order.
   virtual void send_next(const float* data, size_t count) = 0;

@@ -21,10 +21,10 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "formats/model_file.h"
 #include "kernels/matmul.h"
-#include "model/kv_ops.h"
 
 namespace rapide {
 
@@ -45,15 +45,16 @@ class TensorParallel {
   virtual ~TensorParallel() = default;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  // At the start of every forward pass. The leader (rank 0) publishes what the pass runs
-  // (the batch and the block tables of its sequences) so every follower runs the same pass;
-  // followers call forward() from their own loop and ignore this.
+  // At the start of every forward pass. The leader (rank 0) publishes what the pass runs so
+  // every follower runs the same pass: the plan staged for it, or else a plan it makes from
+  // the batch and the block tables of its sequences; followers call forward() from their own
+  // loop and ignore this.
   virtual void begin_forward(const Batch& batch, const KvStore& kv, bool hidden_only) = 0;
-  // The leader, before a forward pass: the step's KV memory ops (a plan's kv_ops), which the
-  // next begin_forward publishes with the pass so every follower repeats them on its shard
-  // before running it. Copies only: the offload tier and imported K/V are not sharded
-  // (Error(kUnsupported) when the pass is published).
-  virtual void stage_kv_ops(std::span<const KvOp> ops) = 0;
+  // The leader, before a forward pass that runs a step plan: the plan as the followers are
+  // to receive it (encoded by the engine, engine/plan_broadcast.h; opaque to the model),
+  // which the next begin_forward publishes in place of a description of the batch. Every
+  // follower repeats the plan's KV ops on its shard before running the pass.
+  virtual void stage_plan(std::vector<uint8_t> encoded) = 0;
   // Sum of `count` floats over all ranks, in place on every rank.
   virtual void all_reduce_sum(float* data, size_t count) = 0;
   // The leader's out[row * total + c] for every rank's rows x cols block of columns

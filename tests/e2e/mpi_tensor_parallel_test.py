@@ -10,6 +10,10 @@
   prompt hit the cache (/metrics counts the hit tokens) and answer exactly what one process
   with the cache off answers. The block copies a hit makes ride on the step's plan
   (StepPlan::kv_ops), so every rank's shard holds the same K/V.
+* `--tp 2 --pp 2` on 4 ranks (2 stages of 2 tensor ranks) gives one process's greedy text on
+  stories260K and TinyStories-656K, and serves with the prefix cache and offload tier.
+* The KV offload tier works under `--tp 2` and `--pp 2` (issue 49): each follower keeps a tier
+  of its own fed by the plans' offload ops; blocks evicted and restored give one process's text.
 * An unsplittable request is refused with exit status 2 and a message: 3 ranks for 8 heads,
   and --tp differing from the job's rank count.
 * A model over --memory-limit is refused in one process and serves split over 2 stages.
@@ -24,6 +28,7 @@ import json
 import os
 import signal
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -66,6 +71,14 @@ for model in MODELS:
             reference = f.read()
         assert (PROMPT + split) in reference.replace("<s> ", ""), "not llama2.c's greedy text"
 
+# --tp 2 --pp 2 on 4 ranks (oversubscribed): 2 pipeline stages, each split over 2 tensor ranks,
+# give one process's greedy text on both models whose heads split in 2 (issue 49).
+MPIRUN4 = mpi_fixture.mpirun(4)
+for model in MODELS[:2]:
+    split = generate(model, MPIRUN4, ["--tp", "2", "--pp", "2"])
+    assert split == generate(model), f"{model}: --tp 2 --pp 2 differs from one process:\n{split!r}"
+    print(f"{model}: --tp 2 --pp 2 == one process: {split[:60]!r}...")
+
 # Refusals: a clear message and exit status 2, from every rank.
 out = run(mpi_fixture.mpirun(3) + [binary, "run", "-m", os.path.join(shared, MODELS[0]), "-p",
                                    PROMPT, "-n", "4", "--tp", "3", "-t", "1"])
@@ -75,6 +88,10 @@ out = run(MPIRUN + [binary, "run", "-m", os.path.join(shared, MODELS[0]), "-p", 
                     "--tp", "4", "-t", "1"])
 assert out.returncode == 2, (out.returncode, out.stderr)
 assert "--tp 4 needs exactly 4 MPI ranks, this job has 2" in out.stderr, out.stderr
+out = run(MPIRUN + [binary, "run", "-m", os.path.join(shared, MODELS[0]), "-p", PROMPT, "-n", "4",
+                    "--tp", "2", "--pp", "2", "-t", "1"])
+assert out.returncode == 2, (out.returncode, out.stderr)
+assert "--tp 2 --pp 2 needs exactly 4 MPI ranks, this job has 2" in out.stderr, out.stderr
 print("unsplittable shapes and a wrong rank count: refused with exit status 2")
 
 # --memory-limit between a stage's weights and the whole model's (stories260K: about 1.0 MiB,
@@ -152,6 +169,58 @@ for flag in ("--tp", "--pp"):
     assert hits == misses, (flag, hits, misses)
     print(f"serve {flag} 2 with the prefix cache: {int(cached)} prompt tokens from the cache, "
           "every answer == one process without it")
+
+# The offload tier under --tp / --pp (issue 49): a KV cache of a few blocks, so a long
+# unrelated prompt between two questions evicts the system prompt's blocks into the tier and
+# the next question restores them from there. Each follower's tier holds its shard of every
+# block (fed by the plans' offload ops); a restored block must answer what one process
+# without any cache answers. --tp runs the compressed-RAM level, --pp the file level, whose
+# followers write under <dir>/rank1.
+FILLER = ("Tom had a big red truck. He drove it to the farm and saw a cow, a pig and a duck. "
+          "The duck said quack and the pig said oink. Tom laughed and went home to eat.")
+TIER_STEPS = [("system", QUESTIONS[0]), ("filler", "Tell me about the truck."),
+              ("system", QUESTIONS[1]), ("filler", "What did the duck say?"),
+              ("system", QUESTIONS[3])]
+
+
+def tier_answers(server):
+    texts = []
+    for kind, q in TIER_STEPS:
+        messages = [{"role": "user", "content": q}]
+        messages.insert(0, {"role": "system", "content": SYSTEM if kind == "system" else FILLER})
+        req = {"model": body["model"], "max_tokens": 16, "temperature": 0, "messages": messages}
+        status, _, chat = server.curl("/v1/chat/completions", req)
+        assert status == 200, chat
+        texts.append(json.loads(chat)["choices"][0]["message"]["content"])
+    return texts
+
+
+def offload_counts(server):
+    status, _, state = server.curl("/dashboard/state")
+    assert status == 200, state
+    offload = json.loads(state)["offload"]
+    return offload["stored_blocks"], offload["loaded_blocks"]
+
+
+with RapideServer(binary, model_args + ["--prefix-cache", "off"]) as server:
+    uncached = tier_answers(server)
+# 6 blocks of the leader's shard: --tp 2 and --pp 2 halve a block, --tp 2 --pp 2 quarters it.
+SMALL_KV = ["--max-seqs", "1", "--kv-memory"]
+with tempfile.TemporaryDirectory(prefix="mpi_tier_") as tier_dir:
+    for flags, launcher, kv, tier in (
+            (["--tp", "2"], MPIRUN, "24KiB", ["--kv-offload-ram", "1MiB"]),
+            (["--pp", "2"], MPIRUN, "24KiB", ["--kv-offload-ram", "0", "--kv-offload-dir", tier_dir]),
+            (["--tp", "2", "--pp", "2"], MPIRUN4, "12KiB", ["--kv-offload-ram", "1MiB"])):
+        with RapideServer(binary, model_args + flags + SMALL_KV + [kv] + tier,
+                          launcher=launcher) as server:
+            answers = tier_answers(server)
+            stored, loaded = offload_counts(server)
+        assert loaded > 0, f"{flags}: no block came back from the tier ({stored} stored)"
+        assert answers == uncached, (flags, answers, uncached)
+        print(f"serve {' '.join(flags)} with the prefix cache and offload tier: {stored} blocks "
+              f"offloaded, {loaded} restored, every answer == one process without a cache")
+    rank1 = os.path.join(tier_dir, "rank1")
+    assert os.path.isdir(rank1) and os.listdir(rank1), "rank 1 wrote no block files of its own"
 
 with RapideServer(binary, model_args + ["--tp", "2"], launcher=MPIRUN) as server:
     ask(server)

@@ -10,15 +10,11 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
-#include <cstring>
 #include <deque>
 #include <mutex>
 #include <thread>
 
 #include "base/error.h"
-#include "distributed/follower_kv_store.h"
-#include "distributed/step_wire.h"
-#include "kernels/kv_rows.h"
 #include "model/contiguous_kv_store.h"
 #include "model/model.h"
 #include "model/pipeline_parallel.h"
@@ -42,7 +38,7 @@ class ThreadRank : public TensorParallel {
   int rank() const override { return rank_; }
   int size() const override { return shared_.size; }
   void begin_forward(const Batch&, const KvStore&, bool) override {}  // both threads run it
-  void stage_kv_ops(std::span<const KvOp>) override {}  // each thread's store makes its own
+  void stage_plan(std::vector<uint8_t>) override {}  // both threads run the same passes
   void all_reduce_sum(float* data, size_t count) override {
     shared_.inputs[rank_] = data;
     shared_.sync.arrive_and_wait();
@@ -93,17 +89,29 @@ struct Channel {
   }
 };
 
+// With tensor parallelism too (`lanes` tensor ranks per stage), tensor rank `lane` of stage s
+// sends to the same lane of stage s + 1, as the MPI job does.
 class ThreadStage : public PipelineParallel {
  public:
-  ThreadStage(std::vector<Channel>& links, Channel& outputs, int stage, int stages)
-      : links_(links), outputs_(outputs), stage_(stage), stages_(stages) {}
+  ThreadStage(std::vector<Channel>& links, Channel& outputs, int stage, int stages, int lane = 0,
+              int lanes = 1)
+      : links_(links),
+        outputs_(outputs),
+        stage_(stage),
+        stages_(stages),
+        lane_(lane),
+        lanes_(lanes) {}
   int stage() const override { return stage_; }
   int stages() const override { return stages_; }
   int micro_batches(int n) const override { return std::min(n, 3); }
   void begin_forward(const Batch&, const KvStore&, bool) override {}
-  void stage_kv_ops(std::span<const KvOp>) override {}
-  void send_next(const float* data, size_t count) override { links_[stage_].push(data, count); }
-  void receive_previous(float* data, size_t count) override { links_[stage_ - 1].pop(data, count); }
+  void stage_plan(std::vector<uint8_t>) override {}
+  void send_next(const float* data, size_t count) override {
+    links_[stage_ * lanes_ + lane_].push(data, count);
+  }
+  void receive_previous(float* data, size_t count) override {
+    links_[(stage_ - 1) * lanes_ + lane_].pop(data, count);
+  }
   void send_output(const float* data, size_t count) override { outputs_.push(data, count); }
   void receive_output(float* data, size_t count) override { outputs_.pop(data, count); }
   void end_forward() override {}
@@ -111,7 +119,7 @@ class ThreadStage : public PipelineParallel {
  private:
   std::vector<Channel>& links_;
   Channel& outputs_;
-  int stage_, stages_;
+  int stage_, stages_, lane_, lanes_;
 };
 
 std::shared_ptr<const ModelFile> load(const std::string& relative) {
@@ -131,15 +139,15 @@ struct Comparison {
   int argmax_mismatches = 0;
 };
 
-// Runs the same passes on the whole model and on `parts` ranks (tensor-parallel shards, or
-// pipeline stages when `pipeline`); compares every logit row of rank 0 with the whole's.
-Comparison compare_sharded(const std::shared_ptr<const ModelFile>& file, int parts,
-                           bool pipeline = false) {
-  const int ctx = 64;
+// Runs the same passes on the whole model and on tp x pp ranks (rank r: tensor rank r % tp of
+// pipeline stage r / tp); compares every logit row of rank 0 with the whole's.
+Comparison compare_grid(const std::shared_ptr<const ModelFile>& file, int tp, int pp) {
+  const int ctx = 64, parts = tp * pp;
   Model whole(file);
   ContiguousKvStore whole_kv(whole.config(), 1, ctx);
   ThreadPool pool(1);
-  SharedGroup shared(parts);
+  std::vector<std::unique_ptr<SharedGroup>> groups;  // one per stage
+  for (int s = 0; s < pp; ++s) groups.push_back(std::make_unique<SharedGroup>(tp));
   std::vector<Channel> links(parts);
   Channel outputs;
   std::vector<std::unique_ptr<ThreadRank>> ranks;
@@ -148,14 +156,18 @@ Comparison compare_sharded(const std::shared_ptr<const ModelFile>& file, int par
   std::vector<std::unique_ptr<ContiguousKvStore>> kvs;
   std::vector<std::unique_ptr<ThreadPool>> pools;
   for (int r = 0; r < parts; ++r) {
-    if (pipeline) {
-      stages.push_back(std::make_unique<ThreadStage>(links, outputs, r, parts));
-      shards.push_back(
-          std::make_unique<Model>(file, ActQuant::kInt8, nullptr, stages.back().get()));
-    } else {
-      ranks.push_back(std::make_unique<ThreadRank>(shared, r));
-      shards.push_back(std::make_unique<Model>(file, ActQuant::kInt8, ranks.back().get()));
+    const int stage = r / tp, lane = r % tp;
+    ThreadRank* rank = nullptr;
+    ThreadStage* pipe = nullptr;
+    if (tp > 1) {
+      ranks.push_back(std::make_unique<ThreadRank>(*groups[stage], lane));
+      rank = ranks.back().get();
     }
+    if (pp > 1) {
+      stages.push_back(std::make_unique<ThreadStage>(links, outputs, stage, pp, lane, tp));
+      pipe = stages.back().get();
+    }
+    shards.push_back(std::make_unique<Model>(file, ActQuant::kInt8, rank, pipe));
     kvs.push_back(std::make_unique<ContiguousKvStore>(shards.back()->config(), 1, ctx));
     pools.push_back(std::make_unique<ThreadPool>(1));
   }
@@ -198,10 +210,17 @@ Comparison compare_sharded(const std::shared_ptr<const ModelFile>& file, int par
     batch.clear();
     batch.add(next, 0, position, true);
   }
-  std::printf("%d %s: max |logit diff| %.3g, max |logit| %.3g, argmax mismatches %d\n", parts,
-              pipeline ? "stages" : "shards", out.max_abs_diff, out.max_abs_logit,
-              out.argmax_mismatches);
+  std::printf(
+      "%d shards x %d stages: max |logit diff| %.3g, max |logit| %.3g, argmax "
+      "mismatches %d\n",
+      tp, pp, out.max_abs_diff, out.max_abs_logit, out.argmax_mismatches);
   return out;
+}
+
+// `parts` tensor-parallel shards, or pipeline stages when `pipeline`.
+Comparison compare_sharded(const std::shared_ptr<const ModelFile>& file, int parts,
+                           bool pipeline = false) {
+  return pipeline ? compare_grid(file, 1, parts) : compare_grid(file, parts, 1);
 }
 
 // Stated tolerance: the shards sum the same products in another order (per rank, then the
@@ -264,6 +283,26 @@ TEST(PipelineParallelTest, Deepseek2OverTwoStagesMatchesExactly) {
   const Comparison c = compare_sharded(file, 2, true);
   EXPECT_EQ(c.max_abs_diff, 0.0);
   EXPECT_EQ(c.argmax_mismatches, 0);
+}
+
+// --tp 2 --pp 2: each of 2 stages split over 2 tensor ranks. Within tensor parallelism's
+// rounding of the whole model (the stages add nothing: bit-exact), on both shared models
+// whose heads divide by 2 (stories260K: 8 heads / 4 kv heads over 5 layers, 3 + 2).
+TEST(TensorParallelTest, TwoShardsByTwoStagesMatchTheWholeModel) {
+  RAPIDE_REQUIRE_SHARED("models/stories260K/stories260K.gguf");
+  for (const auto& [model, tolerance] :
+       {std::pair<const char*, double>{"models/stories260K/stories260K.gguf", 1e-4},
+        {"models/tinystories-656k/TinyStories-656K-Q8_0.gguf", 2e-2}}) {
+    SCOPED_TRACE(model);
+    const auto file = load(model);
+    const Comparison c = compare_grid(file, 2, 2);
+    EXPECT_LE(c.max_abs_diff, tolerance * c.max_abs_logit);
+    EXPECT_GT(c.max_abs_logit, 0.0);
+    EXPECT_EQ(c.argmax_mismatches, 0);
+    // Each stage's shard equals --tp 2's shard of the same layers, exactly.
+    const Comparison tensor_only = compare_grid(file, 2, 1);
+    EXPECT_EQ(c.max_abs_diff, tensor_only.max_abs_diff);
+  }
 }
 
 // The 2026 families (shared/reference/llamacpp2): tensor-parallel shards where the heads
@@ -339,80 +378,6 @@ TEST(TensorParallelTest, SliceRangesCoverTheWholeInOrder) {
     next = s.end;
   }
   EXPECT_EQ(next, 10);
-}
-
-TEST(StepWireTest, PassRoundTripsAndFollowerTablesFollowIt) {
-  ModelConfig config;
-  config.n_layers = 2;
-  config.n_kv_heads = 2;
-  config.head_dim = 8;
-  ContiguousKvStore kv(config, 2, 32, KvType::kQ8_0, 16);
-  Batch batch;
-  batch.add(5, 1, 0, false);
-  batch.add(6, 1, 1, true);
-  batch.add(7, 0, 3, true);
-  const PassMessage m = make_pass_message(batch, kv, false);
-  const std::vector<int32_t> words = encode_pass(m);
-  const PassMessage back = decode_pass(words);
-  EXPECT_EQ(back.batch.tokens, batch.tokens);
-  EXPECT_EQ(back.batch.seq_ids, batch.seq_ids);
-  EXPECT_EQ(back.batch.positions, batch.positions);
-  EXPECT_EQ(back.batch.needs_logits, batch.needs_logits);
-  EXPECT_EQ(back.layout.type, KvType::kQ8_0);
-  EXPECT_EQ(back.layout.block_bytes(), kv.layout().block_bytes());
-  FollowerKvStore follower;
-  follower.apply(back);
-  for (int32_t seq : {0, 1}) {
-    const auto want = kv.block_table(seq);
-    const auto got = follower.block_table(seq);
-    EXPECT_TRUE(std::equal(want.begin(), want.end(), got.begin(), got.end())) << seq;
-  }
-  EXPECT_EQ(follower.resident_bytes(), 4 * kv.layout().block_bytes());  // 2 seqs x 2 blocks
-  // Truncated or foreign words are refused, not read past their end.
-  EXPECT_THROW(decode_pass(std::span<const int32_t>(words.data(), words.size() - 1)), Error);
-  std::vector<int32_t> bad = words;
-  bad[0] = 0;
-  EXPECT_THROW(decode_pass(bad), Error);
-}
-
-TEST(StepWireTest, BlockCopiesRideOnThePassAndFollowersRepeatThem) {
-  ModelConfig config;
-  config.n_layers = 2;
-  config.n_kv_heads = 2;
-  config.head_dim = 8;
-  ContiguousKvStore kv(config, 2, 32, KvType::kF16, 16);
-  Batch batch;
-  batch.add(5, 0, 0, true);
-  PassMessage m = make_pass_message(batch, kv, false);
-  FollowerKvStore follower;
-  follower.apply(m);
-  const size_t block_bytes = kv.layout().block_bytes();
-  // The follower's shard of block 0 holds K/V of its own; the leader copies it whole to
-  // block 1 (copy-on-write) and its first 3 positions to block 2 (a partial prefix hit).
-  uint8_t* b0 = follower.block_data(0);
-  for (size_t i = 0; i < block_bytes; ++i) b0[i] = static_cast<uint8_t>(i * 7 + 1);
-  std::memset(follower.block_data(1), 0, block_bytes);
-  std::memset(follower.block_data(2), 0, block_bytes);
-  m.kv_ops = {KvOp::copy(0, 1), KvOp::copy_slots(0, 2, 3)};
-  const PassMessage back = decode_pass(encode_pass(m));
-  ASSERT_EQ(back.kv_ops.size(), 2u);
-  EXPECT_EQ(back.kv_ops[1].kind, KvOp::Kind::kCopySlots);
-  EXPECT_EQ(back.kv_ops[1].slots, 3);
-  follower.apply(back);
-  EXPECT_EQ(std::memcmp(follower.block_data(1), follower.block_data(0), block_bytes), 0);
-  // copy_slots moves exactly the first 3 positions' rows of every layer, K and V.
-  std::vector<uint8_t> want(block_bytes, 0);
-  copy_kv_slots(kv.layout(), follower.block_data(0), want.data(), 3);
-  EXPECT_EQ(std::memcmp(follower.block_data(2), want.data(), block_bytes), 0);
-  EXPECT_NE(std::memcmp(follower.block_data(2), follower.block_data(0), block_bytes), 0);
-  // Moves of bytes only the leader has cannot be published: refused, never sent half done.
-  m.kv_ops = {KvOp::restore(1, 0x1234)};
-  try {
-    encode_pass(m);
-    FAIL() << "a restore was encoded";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
-  }
 }
 
 }  // namespace

@@ -8,14 +8,17 @@
 // and reproduces every token, accepted drafts included; without the ops it cannot.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "base/clock.h"
 #include "base/error.h"
 #include "engine/engine.h"
 #include "engine/model_runner.h"
+#include "engine/plan_broadcast.h"
 #include "engine/plan_worker.h"
 #include "engine/step_json.h"
 #include "engine_outcome.h"
@@ -207,6 +210,31 @@ TEST(StepReplay, PlansWithPrefixCacheOffloadAndSpeculationReplayOnOtherMemory) {
   EXPECT_GT(rec.stats.spec.accepted, 0u) << "no draft was accepted";
   EXPECT_GT(rec.stats.prefix_cache.ram_hit_tokens, 0u);
 
+  // What followers receive: every recorded plan through the binary broadcast codec gives
+  // the same plan back (compared as step_json), and costs less than step_json's text.
+  size_t json_bytes = 0, binary_bytes = 0;
+  double json_seconds = 0.0, binary_seconds = 0.0;
+  for (const nlohmann::json& recorded : rec.plans) {
+    const StepPlan plan = step_plan_from_json(recorded);
+    TimePoint start = Clock::now();
+    const std::string text = step_plan_to_json(plan).dump();
+    const StepPlan from_text = step_plan_from_json(nlohmann::json::parse(text));
+    json_seconds += seconds_between(start, Clock::now());
+    start = Clock::now();
+    const std::vector<uint8_t> bytes = encode_plan_broadcast(BroadcastHeader{}, plan);
+    const PlanBroadcast back = decode_plan_broadcast(bytes);
+    binary_seconds += seconds_between(start, Clock::now());
+    ASSERT_EQ(step_plan_to_json(back.plan), recorded);
+    EXPECT_EQ(from_text.sequences.size(), plan.sequences.size());
+    json_bytes += text.size();
+    binary_bytes += bytes.size();
+  }
+  std::printf(
+      "%zu plans: binary %zu bytes (%.1f us to write and read), step_json %zu bytes "
+      "(%.1f us)\n",
+      rec.plans.size(), binary_bytes, 1e6 * binary_seconds, json_bytes, 1e6 * json_seconds);
+  EXPECT_LT(binary_bytes, json_bytes);
+
   const int vocab = loaded.model->config().vocab_size;
   ThreadPool pool(2);
   OffloadTierOptions tier;
@@ -227,16 +255,61 @@ TEST(StepReplay, PlansWithPrefixCacheOffloadAndSpeculationReplayOnOtherMemory) {
   }
 }
 
+// A tensor/pipeline follower's tier (mirror_tier_options) has no capacity of its own: it lets
+// a block go when the leader's tier does, told by the plan's forget ops. A leader tier small
+// enough to drop blocks must emit them, and plans replayed on a mirror tier must still give
+// every token (each restore finds its block).
+TEST(StepReplay, AMirrorTierFollowsTheLeadersDropsAndServesEveryRestore) {
+  RAPIDE_REQUIRE_SHARED(kModel);
+  LoadedForTest loaded = load_for_test(shared_path(kModel));
+  EngineOptions o;
+  o.threads = 2;
+  o.kv_memory = "120KiB";  // 12 blocks: every round evicts the last one's prefixes
+  o.max_context = 512;
+  o.prefix_cache = true;
+  o.kv_offload_ram = "24KiB";  // a few compressed blocks: the tier drops as the rounds go
+  const std::string story =
+      "Once upon a time, there was a little girl named Lily. She loved to play outside in the "
+      "park with her red ball. One day, she saw a big dog under a tree.";
+  const std::vector<std::string> prompts = {
+      story + " Where was the bone?", "The sun was hot. Tom and Sue went to the lake to swim.",
+      story + " Was the dog happy?", "A cat sat on the mat and looked at the bird in the tree."};
+  const Recording rec = record(loaded, o, prompts, 3, 24);
+  std::map<std::string, int> kinds;
+  for (const nlohmann::json& plan : rec.plans) {
+    for (const nlohmann::json& op : plan["kv_ops"]) ++kinds[op["op"].get<std::string>()];
+  }
+  EXPECT_GT(kinds["forget"], 0) << "the leader's tier dropped nothing, or told nobody";
+  EXPECT_GT(kinds["restore"], 0) << "no prefix hit came from the tier";
+  EXPECT_GT(rec.stats.prefix_cache.offload.dropped_blocks, 0u);
+
+  ThreadPool pool(2);
+  OffloadTierOptions leader;
+  leader.ram_bytes = parse_memory_budget(o.kv_offload_ram);
+  PlanWorker worker(*loaded.model, rec.layout, pool,
+                    std::make_unique<OffloadTier>(mirror_tier_options(leader, 1), rec.layout, 1));
+  const ReplayCount c = replay(worker, rec, loaded.model->config().vocab_size, true);
+  EXPECT_EQ(c.tokens, 4 * 3 * 24);
+  EXPECT_EQ(c.mismatches, 0) << "of " << c.tokens << " tokens";
+  // It forgot what the leader dropped: it holds no more than the leader stored.
+  EXPECT_LT(worker.tier()->size(), static_cast<size_t>(kinds["offload"]));
+}
+
 TEST(StepJson, KvOpsRoundTripAndBadOnesAreRefused) {
   StepPlan plan;
   plan.step = 2;
-  plan.kv_ops = {KvOp::copy(3, 4), KvOp::copy_slots(5, 6, 7), KvOp::offload(8, 0xfeed, 9, {1, 2}),
+  plan.kv_ops = {KvOp::copy(3, 4),
+                 KvOp::copy_slots(5, 6, 7),
+                 KvOp::offload(8, 0xfeed, 9, {1, 2}),
                  KvOp::restore(10, 0xbeef),
                  KvOp::import(11, std::make_shared<const std::vector<uint8_t>>(
-                                      std::vector<uint8_t>{0, 1, 0xab, 0xff}))};
+                                      std::vector<uint8_t>{0, 1, 0xab, 0xff})),
+                 KvOp::forget(0xdead)};
   const nlohmann::json j = step_plan_to_json(plan);
   const StepPlan back = step_plan_from_json(nlohmann::json::parse(j.dump()));
-  ASSERT_EQ(back.kv_ops.size(), 5u);
+  ASSERT_EQ(back.kv_ops.size(), 6u);
+  EXPECT_EQ(back.kv_ops[5].kind, KvOp::Kind::kForget);
+  EXPECT_EQ(back.kv_ops[5].hash, 0xdeadu);
   EXPECT_EQ(step_plan_to_json(back), j);
   EXPECT_EQ(back.kv_ops[1].slots, 7);
   EXPECT_EQ(back.kv_ops[2].tokens, (std::vector<int32_t>{1, 2}));

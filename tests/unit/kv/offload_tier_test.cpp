@@ -179,3 +179,52 @@ TEST_F(OffloadTierTest, DropsAreReportedOnTheOwnersThreadOnly) {
 
 }  // namespace
 }  // namespace rapide
+
+namespace rapide {
+namespace {
+
+// A tensor/pipeline follower's tier (mirror_tier_options): forget() drops a block, its file
+// too, queued or not, without telling the listener (the leader's tier made that decision);
+// its files live in <dir>/rank<r>, it never drops on its own, and it starts empty: files a
+// previous job left are removed, not indexed.
+TEST_F(OffloadTierTest, AMirrorTierForgetsWhenToldStartsEmptyAndNeverDropsOnItsOwn) {
+  OffloadTierOptions leader = options(/*background=*/true, 1, /*files=*/true);
+  const OffloadTierOptions o = mirror_tier_options(leader, 3);
+  EXPECT_EQ(o.dir, (dir_ / "rank3").string());
+  EXPECT_EQ(o.codec, leader.codec);
+  EXPECT_EQ(o.ram_bytes, leader.ram_bytes);
+  EXPECT_FALSE(o.reuse_files);
+  {
+    OffloadTier tier(o, layout(), kIdentity);
+    int listener_calls = 0;
+    tier.set_drop_listener([&](uint64_t) { ++listener_calls; });
+    // 1 block of RAM: the other 19 are demoted to files, none dropped.
+    for (int i = 0; i < 20; ++i) tier.store(meta(i), block_bytes(i));
+    tier.forget(meta(19).hash);  // possibly still queued
+    tier.flush();
+    tier.forget(meta(0).hash);  // on file by now
+    tier.deliver_drops();
+    EXPECT_EQ(listener_calls, 0);
+    EXPECT_EQ(tier.stats().dropped_blocks, 0u);
+    EXPECT_EQ(tier.size(), 18u);
+    EXPECT_FALSE(tier.contains(meta(0).hash));
+    EXPECT_FALSE(tier.contains(meta(19).hash));
+    std::vector<uint8_t> out(layout().block_bytes());
+    EXPECT_TRUE(tier.load(meta(7).hash, out));
+    EXPECT_EQ(out, block_bytes(7));
+  }
+  EXPECT_FALSE(std::filesystem::exists(std::filesystem::path(o.dir) /
+                                       block_file_name(kIdentity, meta(0).hash)));
+  EXPECT_TRUE(std::filesystem::exists(std::filesystem::path(o.dir) /
+                                      block_file_name(kIdentity, meta(7).hash)));
+  OffloadTier again(o, layout(), kIdentity);
+  EXPECT_TRUE(again.found().empty());
+  EXPECT_EQ(again.size(), 0u);
+  EXPECT_TRUE(std::filesystem::is_empty(o.dir));
+  // Without files, the mirror's RAM level has no cap of its own.
+  leader.dir.clear();
+  EXPECT_GT(mirror_tier_options(leader, 1).ram_bytes, uint64_t{1} << 40);
+}
+
+}  // namespace
+}  // namespace rapide
