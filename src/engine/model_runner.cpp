@@ -22,7 +22,7 @@ std::span<const float> ModelRunner::run(const StepPlan& plan) {
     const int32_t n_tokens = static_cast<int32_t>(s.tokens.size());
     for (int32_t j = 0; j < fed; ++j) {
       const int32_t token = j < n_tokens ? s.tokens[j] : s.draft_tokens[j - n_tokens];
-      batch_.add(token, s.kv_id, s.start_position + j, j >= first_logits);
+      batch_.add(token, s.kv_id, s.start_position + j, j >= first_logits, s.adapter);
     }
   }
   return model_.forward(batch_, kv_, pool_);

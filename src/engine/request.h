@@ -111,6 +111,9 @@ struct Request {
   std::shared_ptr<EventSink> sink;
   bool stream_text = true;   // detokenize and apply stop strings (off: token ids only)
   SpecOverride speculative;  // this request's speculation settings (unset: the server's)
+  // The LoRA adapter every position of this request runs with: an index of the model's
+  // adapters (Model::add_lora), or -1 for the model alone.
+  int32_t adapter = -1;
 };
 
 }  // namespace rapide
