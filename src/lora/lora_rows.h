@@ -5,9 +5,10 @@
 // whole batch; each adapter's small matrices once per group.
 //
 // A row's result does not depend on its batch-mates: the products run on WeightMatrix, whose
-// results for a row do not depend on the other rows (the batch-invariance rule of
-// kernels/matmul.h), and the add is per element, y + (d * scale) as llama.cpp's
-// ggml_add(res, ggml_scale(B A x, scale)) computes it.
+// result for a token does not depend on the other tokens of the product (what every batch-
+// invariance test of the model relies on, tests/golden/batch_invariance_test.cpp; checked for
+// these products by tests/unit/lora/lora_batch_test.cpp), and the add is per element,
+// y + (d * scale), as llama.cpp's ggml_add(res, ggml_scale(B A x, scale)) computes it.
 #pragma once
 
 #include <cstdint>
