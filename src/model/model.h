@@ -83,7 +83,9 @@ class Model {
   // index, what Batch::add's `adapter` names. Throws Error(kUnsupported) under tensor or
   // pipeline parallelism, for deepseek2's latent attention, or when the adapter adapts a
   // projection this model does not compute as a separate dense matrix (an expert FFN);
-  // kInvalidArgument for another model's adapter or a name already taken.
+  // kInvalidArgument for another model's adapter or a name already taken. Not while a
+  // forward pass runs: the adapter list is read without a lock (adapters are added before an
+  // engine starts; loading and unloading under load is not supported yet).
   int add_lora(std::shared_ptr<const LoraAdapter> adapter);
   int lora_count() const { return static_cast<int>(loras_.size()); }
   const LoraAdapter& lora(int index) const { return *loras_.at(index); }
