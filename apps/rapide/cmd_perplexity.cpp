@@ -39,6 +39,7 @@ PerplexityFigure measure_perplexity(const PerplexityOptions& options) {
     fail(ErrorCode::kInvalidArgument, "--ctx {} exceeds the model's trained context {}", ctx,
          loaded.model->config().max_context);
   }
+  const int32_t adapter = chosen_lora(options.model, *loaded.model);
   const int windows = static_cast<int>(tokens.size()) / ctx;
   if (windows == 0) {
     fail(ErrorCode::kInvalidArgument, "the text has {} tokens, fewer than one --ctx window of {}",
@@ -66,7 +67,7 @@ PerplexityFigure measure_perplexity(const PerplexityOptions& options) {
       for (int p = begin; p < end; ++p) {
         int32_t token = tokens[base + p];
         if (p == 0 && loaded.tokenizer->bos_id() >= 0) token = loaded.tokenizer->bos_id();
-        batch.add(token, 0, p, true);
+        batch.add(token, 0, p, true, adapter);
       }
       auto logits = loaded.model->forward(batch, kv, *loaded.pool);
       std::copy(logits.begin(), logits.end(),
@@ -105,6 +106,7 @@ void register_perplexity(CLI::App& app) {
   auto options = std::make_shared<PerplexityOptions>();
   CLI::App* cmd = app.add_subcommand("perplexity", "perplexity of a text, llama.cpp's method");
   add_model_options(*cmd, options->model);
+  add_lora_options(*cmd, options->model);
   cmd->add_option("-f,--file", options->text_path, "text file to score")->required();
   cmd->add_option("-c,--ctx-size,--ctx", options->context, "window length in tokens")
       ->capture_default_str();

@@ -42,6 +42,7 @@ void run(const RunOptions& options) {
   const std::string prompt =
       options.prompt_file.empty() ? options.prompt : read_text_file(options.prompt_file);
   LoadedModel loaded = load_for_inference(options.model);
+  const int32_t adapter = chosen_lora(options.model, *loaded.model);
   const Tokenizer& tokenizer = *loaded.tokenizer;
   std::vector<int32_t> tokens = tokenizer.encode(prompt, !options.no_bos, options.special);
 
@@ -55,6 +56,7 @@ void run(const RunOptions& options) {
   request.prompt = tokens;
   request.sampling = options.sampling.resolve();
   request.sink = queue;
+  request.adapter = adapter;
   engine.submit(std::move(request));  // validates: errors come before any output
   if (options.print_prompt) {
     std::fputs(prompt.c_str(), stdout);
@@ -100,6 +102,7 @@ void register_run(CLI::App& app) {
   auto options = std::make_shared<RunOptions>();
   CLI::App* cmd = app.add_subcommand("run", "generate text from a prompt and report TTFT / TPOT");
   add_model_options(*cmd, options->model);
+  add_lora_options(*cmd, options->model);
   cmd->add_option("-p,--prompt", options->prompt, "prompt text");
   cmd->add_option("-f,--file", options->prompt_file, "read the prompt from a file");
   cmd->add_flag("--no-bos", options->no_bos, "do not prepend the BOS token");

@@ -21,5 +21,6 @@ void register_detokenize(CLI::App& app);
 void register_prune(CLI::App& app);
 void register_distill(CLI::App& app);
 void register_compress(CLI::App& app);
+void register_lora(CLI::App& app);
 
 }  // namespace rapide::cli

@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   rapide::cli::register_prune(app);
   rapide::cli::register_distill(app);
   rapide::cli::register_compress(app);
+  rapide::cli::register_lora(app);
   rapide::cli::apply_cli_conventions(app);
   try {
     std::vector<std::string> args = rapide::cli::rewrite_flag_aliases(argc, argv);

@@ -14,6 +14,7 @@
 #include "base/error.h"
 #include "base/logging.h"
 #include "kv/memory_budget.h"
+#include "lora/lora_load.h"
 
 namespace rapide::cli {
 
@@ -56,7 +57,29 @@ void add_model_options(CLI::App& command, ModelOptions& options) {
                    "naming RLIMIT_MEMLOCK, when the limit is too low (ulimit -l)");
 }
 
+void add_lora_options(CLI::App& command, ModelOptions& options) {
+  command.add_option("--lora", options.loras,
+                     "LoRA adapter NAME=PATH[:SCALE] (repeatable): a llama.cpp LoRA GGUF or a "
+                     "PEFT folder (adapter_config.json + adapter_model.safetensors); SCALE "
+                     "multiplies alpha/r (default 1)");
+  command.add_option("--lora-use", options.lora_use,
+                     "the --lora adapter to run with (default: the only one given)");
+}
+
 namespace {
+
+// --lora: each adapter read for the loaded file and added to the model, in flag order.
+void add_loras(const ModelOptions& options, const ModelFile& file, Model& model) {
+  for (const std::string& text : options.loras) {
+    const TimePoint start = Clock::now();
+    const LoraSpec spec = parse_lora_spec(text);
+    const int index = model.add_lora(load_lora(spec, file));
+    const LoraAdapter& a = model.lora(index);
+    spdlog::info("adapter '{}': {} ({}), {} projections, {:.2f} MiB, scale {} in {:.0f} ms",
+                 a.name(), a.path(), a.format(), a.count(), a.bytes() / 1048576.0, a.user_scale(),
+                 seconds_between(start, Clock::now()) * 1e3);
+  }
+}
 
 // --memory-limit's size, in the forms --kv-memory takes (kv/memory_budget.h), whose message
 // speaks of the KV budget: say which option it was. Empty: no limit.
@@ -112,6 +135,7 @@ LoadedModel load_for_inference(const ModelOptions& options) {
                                          job ? job->tensor_parallel() : nullptr,
                                          job ? job->pipeline_parallel() : nullptr);
   check_weights_fit(*loaded.model, memory_limit, job ? job->rank() : 0);
+  add_loras(options, *loaded.file, *loaded.model);  // every rank: --tp / --pp refuse alike
   loaded.tokenizer = Tokenizer::create(loaded.file->tokenizer);
   if (options.mlock) lock_model_in_ram();
   const int threads = options.threads > 0 ? options.threads : physical_core_count();
@@ -153,6 +177,23 @@ void lock_model_in_ram() {
          std::strerror(error), allowed);
   }
   spdlog::info("--mlock: {} locked in RAM", format_bytes(locked_bytes()));
+}
+
+int32_t chosen_lora(const ModelOptions& options, const Model& model) {
+  if (!options.lora_use.empty()) {
+    const int index = model.find_lora(options.lora_use);
+    if (index < 0) {
+      fail(ErrorCode::kInvalidArgument, "--lora-use {}: no --lora adapter has that name",
+           options.lora_use);
+    }
+    return index;
+  }
+  if (model.lora_count() > 1) {
+    fail(ErrorCode::kInvalidArgument,
+         "{} --lora adapters given: choose the one to run with --lora-use NAME",
+         model.lora_count());
+  }
+  return model.lora_count() == 1 ? 0 : -1;
 }
 
 bool is_follower_rank(const ModelOptions& options) {

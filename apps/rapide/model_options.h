@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "base/thread_pool.h"
 #include "distributed/parallel_job.h"
@@ -25,9 +26,14 @@ struct ModelOptions {
   int pp_micro_batches = 0;        // --pp-micro-batches (0: one per stage)
   std::string memory_limit;        // --memory-limit: weights one rank may hold (empty: any)
   bool mlock = false;              // --mlock: lock the loaded weights in RAM
+  std::vector<std::string> loras;  // --lora NAME=PATH[:SCALE], each added to the model
+  std::string lora_use;            // --lora-use NAME: the adapter the command runs with
 };
 
 void add_model_options(CLI::App& command, ModelOptions& options);
+// --lora and --lora-use, for the commands that run one adapter (run, perplexity). The server
+// and the other commands do not take adapters yet: they refuse the flag as unknown.
+void add_lora_options(CLI::App& command, ModelOptions& options);
 
 struct LoadedModel {
   // First, so it goes last: the model calls it until then, and its end releases followers.
@@ -46,6 +52,11 @@ LoadedModel load_for_inference(const ModelOptions& options);
 // True on the ranks of a --tp / --pp job other than 0: they call load_for_inference (which
 // does not return there) before anything a front end would start, such as a listener.
 bool is_follower_rank(const ModelOptions& options);
+
+// The adapter a one-adapter command runs with: --lora-use's (kInvalidArgument when no --lora
+// has that name), else the only --lora, else -1 (the model alone). Several --lora without
+// --lora-use is kInvalidArgument.
+int32_t chosen_lora(const ModelOptions& options, const Model& model);
 
 // --mlock (load_for_inference calls it; a model built in memory, such as serve's demo, calls
 // it itself): locks every page the process holds in RAM, the weights among them. Throws

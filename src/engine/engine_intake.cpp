@@ -82,6 +82,10 @@ void Engine::check_speculation(const SpecOverride& spec) const {
 Engine::Incoming Engine::prepare(Request request) {
   check_admissible(request.prompt, request.sampling);
   check_speculation(request.speculative);
+  if (request.adapter < -1 || request.adapter >= model_.lora_count()) {
+    fail(ErrorCode::kInvalidArgument, "adapter index {} is not one of the model's {} adapters",
+         request.adapter, model_.lora_count());
+  }
   const int vocab = model_.config().vocab_size;
   const int prompt_length = static_cast<int>(request.prompt.size());
   Incoming in;
@@ -97,6 +101,8 @@ Engine::Incoming Engine::prepare(Request request) {
   s->id = next_id_.fetch_add(1);
   s->kv_id = static_cast<int32_t>(s->id & 0x7fffffff);
   s->priority = request.priority;
+  s->adapter = request.adapter;
+  if (request.adapter >= 0) s->prefix_chain = adapter_identity(model_.lora(request.adapter));
   s->arrival_order = arrivals_.fetch_add(1);
   s->tokens = std::move(request.prompt);
   s->prompt_length = prompt_length;

@@ -114,7 +114,8 @@ void Engine::handle_aborts(std::vector<RequestId>& aborts) {
 }
 
 bool Engine::send_for_prefill(std::unique_ptr<Sequence>& s) {
-  if (remote_ == nullptr || s->prompt_length < remote_min_prompt_) return false;
+  // The prefill rank runs the model alone: an adapter's prompt is computed here.
+  if (remote_ == nullptr || s->prompt_length < remote_min_prompt_ || s->adapter >= 0) return false;
   const int bs = options_.kv_block_size;
   const int blocks = (s->prompt_length - 1) / bs;  // the last token is always computed here
   if (blocks == 0) return false;

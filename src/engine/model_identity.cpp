@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "kv/block_hash.h"
 
@@ -27,10 +28,10 @@ uint64_t model_identity(const Model& model, const KvLayout& layout) {
       "|rope dim {} scaling {} orig {} attn {} ext {} local {} global {}|norm {} pre {} post {} "
       "qk {} parallel {} scales {} {} {} {}|window {} {} {}",
       c.rope_dim, static_cast<int>(c.rope_scaling), c.rope_orig_context, c.yarn_attn_factor,
-      c.yarn_ext_factor, c.rope_theta_local, c.rope_on_global_layers,
-      static_cast<int>(c.norm_kind), c.pre_norms, c.post_norms, static_cast<int>(c.qk_norm),
-      c.parallel_block, c.embedding_scale, c.residual_scale, c.query_scale, c.logit_scale,
-      c.sliding_window, static_cast<int>(c.window_layers), c.window_period);
+      c.yarn_ext_factor, c.rope_theta_local, c.rope_on_global_layers, static_cast<int>(c.norm_kind),
+      c.pre_norms, c.post_norms, static_cast<int>(c.qk_norm), c.parallel_block, c.embedding_scale,
+      c.residual_scale, c.query_scale, c.logit_scale, c.sliding_window,
+      static_cast<int>(c.window_layers), c.window_period);
   for (const TensorView& t : model.file().tensors) {
     id += fmt::format("|{} {} [{}]", t.name, static_cast<int>(t.type), fmt::join(t.shape, ","));
     if (t.data == nullptr || t.size_bytes == 0) continue;
@@ -41,6 +42,27 @@ uint64_t model_identity(const Model& model, const KvLayout& layout) {
     id.append(reinterpret_cast<const char*>(t.data) + mid, std::min(n, t.size_bytes - mid));
   }
   return hash_bytes(id);
+}
+
+uint64_t adapter_identity(const LoraAdapter& adapter) {
+  std::string id = fmt::format("lora|{}|{}|{}|scale {}", adapter.name(), adapter.path(),
+                               adapter.format(), adapter.user_scale());
+  std::vector<float> row;
+  for (int layer = 0; layer < adapter.n_layers(); ++layer) {
+    for (int t = 0; t < kLoraTargetCount; ++t) {
+      const LoraWeights* w = adapter.find(layer, static_cast<LoraTarget>(t));
+      if (w == nullptr) continue;
+      id += fmt::format("|{}.{} {}x{} {}x{} scale {}", layer, t, w->a.rows(), w->a.cols(),
+                        w->b.rows(), w->b.cols(), w->scale);
+      for (const WeightMatrix* m : {&w->a, &w->b}) {
+        row.resize(static_cast<size_t>(m->cols()));
+        m->dequantize_row(0, row.data());
+        id.append(reinterpret_cast<const char*>(row.data()), row.size() * sizeof(float));
+      }
+    }
+  }
+  const uint64_t key = hash_bytes(id);
+  return key == 0 ? 1 : key;  // 0 is the model alone
 }
 
 }  // namespace rapide

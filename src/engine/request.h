@@ -122,6 +122,9 @@ struct Request {
   // that may be a call is held back from the events, and the final event carries the calls
   // (their text in no event). Needs stream_text.
   std::optional<ToolCallFormat> tool_calls;
+  // The LoRA adapter every position of this request runs with: an index of the model's
+  // adapters (Model::add_lora), or -1 for the model alone.
+  int32_t adapter = -1;
 };
 
 }  // namespace rapide

@@ -32,9 +32,9 @@ Scheduler::Scheduler(const EngineOptions& options, PagedKvStore& kv, PrefixCache
 
 void Scheduler::register_blocks(Sequence& s) {
   if (prefix_cache_ == nullptr) return;
-  prefix_cache_->extend_hashes(s.tokens, s.block_hashes);
+  prefix_cache_->extend_hashes(s.tokens, s.block_hashes, s.prefix_chain);
   prefix_cache_->cache_blocks(s.kv_id, s.block_hashes, s.num_computed, s.tokens,
-                              &s.registered_blocks);
+                              &s.registered_blocks, s.prefix_chain);
 }
 
 void Scheduler::add_waiting(std::unique_ptr<Sequence> sequence) {
@@ -251,6 +251,7 @@ StepPlan Scheduler::build_plan(std::vector<Work>& work, StepPlan plan, TimePoint
     const std::span<const int32_t> table = kv_.block_table(s.kv_id);
     out.block_table.assign(table.begin(), table.end());
     out.is_decode = w.is_decode;
+    out.adapter = s.adapter;
     out.padding = s.padding;
     plan.sequences.push_back(std::move(out));
   }
@@ -333,8 +334,8 @@ bool Scheduler::admit(Sequence& s, int& budget, int32_t& promised, std::vector<W
   const int bs = kv_.block_size();
   PrefixMatch hit;
   if (prefix_cache_ != nullptr && s.num_computed == 0) {
-    prefix_cache_->extend_hashes(s.tokens, s.block_hashes);
-    hit = prefix_cache_->match(s.tokens, s.block_hashes);
+    prefix_cache_->extend_hashes(s.tokens, s.block_hashes, s.prefix_chain);
+    hit = prefix_cache_->match(s.tokens, s.block_hashes, s.prefix_chain);
   }
   const int cached = hit.blocks() * bs;
   // The first chunk after the cached prefix, as chunk_for will cut it.
@@ -353,7 +354,7 @@ bool Scheduler::admit(Sequence& s, int& budget, int32_t& promised, std::vector<W
   if (prefix_cache_ != nullptr && s.num_computed == 0) {
     // A preempted sequence's tokens hold its own output: no near miss to explain.
     const int got = prefix_cache_->attach(s.kv_id, hit, s.tokens, s.block_hashes, s.id,
-                                          /*explain_miss=*/s.preemptions == 0);
+                                          /*explain_miss=*/s.preemptions == 0, s.prefix_chain);
     s.num_computed = got;
     s.registered_blocks = got / bs;
     if (s.preemptions == 0) s.cached_prompt_tokens = std::min(got, s.prompt_length);

@@ -21,6 +21,10 @@ struct Sequence {
   RequestId id = 0;
   int32_t kv_id = 0;  // the KV store's sequence id (unique while alive)
   int priority = 0;
+  int32_t adapter = -1;  // the request's LoRA adapter (Request::adapter)
+  // The prefix-cache chain of its K/V (PrefixCache: 0 for the model alone, the adapter's
+  // key otherwise): what one adapter computed is never served to another.
+  uint64_t prefix_chain = 0;
   uint64_t arrival_order = 0;  // FCFS tie-break, and "youngest" for preemption
   SequenceStatus status = SequenceStatus::kWaiting;
 

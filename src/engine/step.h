@@ -51,6 +51,7 @@ struct ScheduledSequence {
   // store other than the scheduler's attends through (replay, kv/replica_kv_store.h).
   std::vector<int32_t> block_table;
   bool is_decode = false;  // one token of a sequence that is generating (not prompt work)
+  int32_t adapter = -1;    // the LoRA adapter its positions run with (Request::adapter)
   // Static batching: a finished request's row, computed like a dense batch's but never
   // sampled; its "token" repeats the last one.
   bool padding = false;

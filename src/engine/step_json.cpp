@@ -183,6 +183,7 @@ json step_plan_to_json(const StepPlan& plan) {
                          {"logits_rows", s.logits_rows},
                          {"block_table", s.block_table},
                          {"is_decode", s.is_decode},
+                         {"adapter", s.adapter},
                          {"padding", s.padding}});
   }
   json kv_ops = json::array();
@@ -208,6 +209,8 @@ StepPlan step_plan_from_json(const json& j) {
     out.logits_rows = static_cast<int32_t>(integer(s, "logits_rows"));
     out.block_table = ints(s, "block_table");
     out.is_decode = boolean(s, "is_decode");
+    // Absent in steps recorded before adapters existed: the model alone.
+    if (s.contains("adapter")) out.adapter = static_cast<int32_t>(integer(s, "adapter"));
     out.padding = boolean(s, "padding");
     if (out.logits_rows < 0 || out.logits_rows > out.fed()) {
       fail(ErrorCode::kInvalidArgument, "step JSON: logits_rows {} outside 0..{}", out.logits_rows,

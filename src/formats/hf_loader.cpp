@@ -338,10 +338,7 @@ TensorView adapt_tensor(ModelFile& m, const SafetensorsTensor& t, std::string na
   const ModelConfig& c = m.config;
   TensorView view{std::move(name), t.type, std::vector<int64_t>(t.shape.rbegin(), t.shape.rend()),
                   aligned_view(m, t), t.size_bytes};
-  const bool is_q = view.name.ends_with("attn_q.weight") || view.name.ends_with("attn_q.bias");
-  const bool is_k = view.name.ends_with("attn_k.weight") || view.name.ends_with("attn_k.bias");
-  if (c.architecture == "llama" && (is_q || is_k)) {
-    const int heads = is_q ? c.n_heads : c.n_kv_heads;
+  if (const int heads = hf_rope_permute_heads(c, view.name); heads > 0) {
     const int64_t rows = t.shape[0];
     if (rows % (2 * heads) != 0) {
       fail(ErrorCode::kCorrupt, "'{}': tensor '{}' has {} rows, not a multiple of 2 x {} heads",
@@ -601,6 +598,15 @@ HfTensorTarget gguf_target_for_hf(const std::string& hf, const std::string& arch
        "'{}': unexpected tensor '{}': rapide's {} architecture does not use it (refusing "
        "rather than guessing; docs/architectures.md lists what rapide reads)",
        file, hf, architecture);
+}
+
+int hf_rope_permute_heads(const ModelConfig& c, const std::string& gguf_name) {
+  if (c.architecture != "llama") return 0;
+  if (gguf_name.ends_with("attn_q.weight") || gguf_name.ends_with("attn_q.bias")) return c.n_heads;
+  if (gguf_name.ends_with("attn_k.weight") || gguf_name.ends_with("attn_k.bias")) {
+    return c.n_kv_heads;
+  }
+  return 0;
 }
 
 void permute_rope_rows(const uint8_t* in, uint8_t* out, int64_t rows, int64_t row_bytes,

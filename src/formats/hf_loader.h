@@ -53,6 +53,11 @@ struct HfTensorTarget {
 HfTensorTarget gguf_target_for_hf(const std::string& hf_name, const std::string& architecture,
                                   const std::string& file);
 
+// How many head groups permute_rope_rows takes for the Hugging Face tensor that becomes GGUF
+// tensor `gguf_name` in a model of config `c`: the Llama Q (n_heads) and K (n_kv_heads)
+// weights and biases (the first bullet above); 0 for every tensor the converter keeps as is.
+int hf_rope_permute_heads(const ModelConfig& c, const std::string& gguf_name);
+
 // llama.cpp's permute(): within each of n_heads groups of rows, row (s * half + i) moves to
 // row (2 * i + s) for s in {0, 1}, i < half. `rows` rows of `row_bytes` bytes each.
 void permute_rope_rows(const uint8_t* in, uint8_t* out, int64_t rows, int64_t row_bytes,

@@ -46,9 +46,15 @@ PrefixCache::~PrefixCache() {
   if (tier_) tier_->set_drop_listener(nullptr);
 }
 
-void PrefixCache::extend_hashes(std::span<const int32_t> tokens,
-                                std::vector<uint64_t>& hashes) const {
-  extend_block_hashes(tokens, block_size(), identity_, hashes);
+uint64_t PrefixCache::key_of(uint64_t chain) const {
+  if (chain == 0) return identity_;
+  const int32_t words[2] = {static_cast<int32_t>(chain), static_cast<int32_t>(chain >> 32)};
+  return hash_block_tokens(identity_, chain, words);
+}
+
+void PrefixCache::extend_hashes(std::span<const int32_t> tokens, std::vector<uint64_t>& hashes,
+                                uint64_t chain) const {
+  extend_block_hashes(tokens, block_size(), key_of(chain), hashes);
 }
 
 void PrefixCache::add_entry(uint64_t hash, uint64_t parent, std::span<const int32_t> tokens) {
@@ -99,14 +105,14 @@ void PrefixCache::on_tier_drop(uint64_t hash) {
   if (it->second.ram_block < 0) erase_entry(hash);
 }
 
-PrefixMatch PrefixCache::match(std::span<const int32_t> tokens,
-                               std::span<const uint64_t> hashes) const {
+PrefixMatch PrefixCache::match(std::span<const int32_t> tokens, std::span<const uint64_t> hashes,
+                               uint64_t chain) const {
   PrefixMatch m;
   if (tokens.empty()) return m;
   const size_t bs = static_cast<size_t>(block_size());
   // The last token is always computed: its logits start the generation.
   const size_t max_blocks = std::min(hashes.size(), (tokens.size() - 1) / bs);
-  uint64_t parent = root_;
+  uint64_t parent = root_of(chain);
   for (size_t b = 0; b < max_blocks; ++b) {
     auto it = blocks_.find(hashes[b]);
     if (it == blocks_.end()) break;
@@ -132,7 +138,8 @@ PrefixMatch PrefixCache::match(std::span<const int32_t> tokens,
 }
 
 int PrefixCache::attach(int32_t kv_id, const PrefixMatch& m, std::span<const int32_t> tokens,
-                        std::span<const uint64_t> hashes, uint64_t request_id, bool explain_miss) {
+                        std::span<const uint64_t> hashes, uint64_t request_id, bool explain_miss,
+                        uint64_t chain) {
   if (kv_.positions(kv_id) != 0) {
     fail(ErrorCode::kInternal, "prefix attach to sequence {} that already holds positions", kv_id);
   }
@@ -196,7 +203,7 @@ int PrefixCache::attach(int32_t kv_id, const PrefixMatch& m, std::span<const int
   stats_.tier_hit_tokens += held - ram_tokens;
   stats_.computed_tokens += tokens.size() - held;
   if (!explain_miss) return held;
-  if (auto d = explain(tokens, hashes, static_cast<int>(table.size()), held, request_id)) {
+  if (auto d = explain(tokens, hashes, static_cast<int>(table.size()), held, request_id, chain)) {
     stats_.miss_records++;
     if (divergences_.size() >= kMaxPendingDivergences) divergences_.erase(divergences_.begin());
     divergences_.push_back(std::move(*d));
@@ -244,7 +251,7 @@ int PrefixCache::copy_partial_block(int32_t kv_id, uint64_t parent, std::span<co
 std::optional<PrefixDivergence> PrefixCache::explain(std::span<const int32_t> tokens,
                                                      std::span<const uint64_t> hashes,
                                                      int reused_blocks, int reused_tokens,
-                                                     uint64_t request_id) const {
+                                                     uint64_t request_id, uint64_t chain) const {
   const size_t bs = static_cast<size_t>(block_size());
   const size_t k = static_cast<size_t>(reused_blocks);
   const size_t max_blocks = tokens.empty() ? 0 : std::min(hashes.size(), (tokens.size() - 1) / bs);
@@ -253,7 +260,7 @@ std::optional<PrefixDivergence> PrefixCache::explain(std::span<const int32_t> to
   // most leading tokens with the prompt's next block first. Sharing none is no reason to
   // skip one: a value at the very start of a prompt, or right on a block boundary, differs
   // from the first token of the block on.
-  const uint64_t parent = k == 0 ? root_ : hashes[k - 1];
+  const uint64_t parent = k == 0 ? root_of(chain) : hashes[k - 1];
   const auto next = tokens.subspan(k * bs, bs);
   struct Candidate {
     uint64_t hash;
@@ -318,7 +325,7 @@ std::optional<PrefixDivergence> PrefixCache::explain(std::span<const int32_t> to
 }
 
 void PrefixCache::cache_blocks(int32_t kv_id, std::span<const uint64_t> hashes, int num_computed,
-                               std::span<const int32_t> tokens, int* registered) {
+                               std::span<const int32_t> tokens, int* registered, uint64_t chain) {
   const std::span<const int32_t> table = kv_.block_table(kv_id);
   const size_t bs = static_cast<size_t>(block_size());
   const size_t full = std::min(
@@ -336,7 +343,7 @@ void PrefixCache::cache_blocks(int32_t kv_id, std::span<const uint64_t> hashes, 
       continue;
     }
     if (it == blocks_.end())
-      add_entry(hash, b == 0 ? root_ : hashes[b - 1], tokens.subspan(b * bs, bs));
+      add_entry(hash, b == 0 ? root_of(chain) : hashes[b - 1], tokens.subspan(b * bs, bs));
     blocks_[hash].ram_block = block;
     ++ram_entries_;
     pool.set_hash(block, hash);

@@ -26,6 +26,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "kv/block_hash.h"
 #include "kv/offload_tier.h"
 #include "kv/paged_kv_store.h"
 
@@ -95,15 +96,22 @@ class PrefixCache {
   PrefixCache& operator=(const PrefixCache&) = delete;
 
   uint64_t identity() const { return identity_; }
+
+  // Chains. `chain` keys the K/V of sequences that compute differently on the same tokens (a
+  // LoRA adapter's key, engine/model_identity.h's adapter_identity); 0 is the model alone.
+  // Blocks of different chains never match, and explanations of a miss look within the
+  // sequence's chain only. Every call about one sequence passes its chain.
   int block_size() const { return kv_.block_size(); }
   OffloadTier* tier() { return tier_.get(); }
 
   // Hashes the full blocks of `tokens` not hashed yet (see extend_block_hashes).
-  void extend_hashes(std::span<const int32_t> tokens, std::vector<uint64_t>& hashes) const;
+  void extend_hashes(std::span<const int32_t> tokens, std::vector<uint64_t>& hashes,
+                     uint64_t chain = 0) const;
 
   // The longest run of cached blocks at the start of `tokens`, never covering its last
   // token. `hashes` are the sequence's block hashes (at least its full blocks).
-  PrefixMatch match(std::span<const int32_t> tokens, std::span<const uint64_t> hashes) const;
+  PrefixMatch match(std::span<const int32_t> tokens, std::span<const uint64_t> hashes,
+                    uint64_t chain = 0) const;
 
   // Puts the matched blocks at the start of sequence kv_id (which holds no positions),
   // importing tier blocks, then the leading tokens a following cached block shares with
@@ -113,12 +121,13 @@ class PrefixCache {
   // blocks. When the sequence could have reused more, records why (take_divergences), unless
   // `explain_miss` is false (a preempted sequence coming back: its tokens hold its output).
   int attach(int32_t kv_id, const PrefixMatch& match, std::span<const int32_t> tokens,
-             std::span<const uint64_t> hashes, uint64_t request_id, bool explain_miss = true);
+             std::span<const uint64_t> hashes, uint64_t request_id, bool explain_miss = true,
+             uint64_t chain = 0);
 
   // Registers the sequence's computed full blocks, from block `*registered` on, so others
   // can share them; advances *registered. Call before the sequence is released.
   void cache_blocks(int32_t kv_id, std::span<const uint64_t> hashes, int num_computed,
-                    std::span<const int32_t> tokens, int* registered);
+                    std::span<const int32_t> tokens, int* registered, uint64_t chain = 0);
 
   // Blocks another store computed (a prefill rank's, under disaggregation): the first
   // hashes.size() full blocks of `tokens`, `blocks` holding their bytes one block after the
@@ -155,7 +164,13 @@ class PrefixCache {
   void on_tier_drop(uint64_t hash);
   std::optional<PrefixDivergence> explain(std::span<const int32_t> tokens,
                                           std::span<const uint64_t> hashes, int reused_blocks,
-                                          int reused_tokens, uint64_t request_id) const;
+                                          int reused_tokens, uint64_t request_id,
+                                          uint64_t chain) const;
+  // A chain's extra key (the identity itself for chain 0) and its first block's parent.
+  uint64_t key_of(uint64_t chain) const;
+  uint64_t root_of(uint64_t chain) const {
+    return chain == 0 ? root_ : root_block_hash(key_of(chain));
+  }
 
   PagedKvStore& kv_;
   uint64_t identity_;

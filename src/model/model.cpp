@@ -66,6 +66,88 @@ void Model::check_tokens(const Batch& batch) const {
            config_.vocab_size - 1);
     }
   }
+  if (!batch.adapters.empty() && batch.adapters.size() != batch.tokens.size()) {
+    fail(ErrorCode::kInvalidArgument, "batch of {} tokens names {} adapters", batch.size(),
+         batch.adapters.size());
+  }
+  for (const int32_t adapter : batch.adapters) {
+    if (adapter < kBaseAdapter || adapter >= lora_count()) {
+      fail(ErrorCode::kInvalidArgument, "adapter index {} is not one of the model's {} adapters",
+           adapter, lora_count());
+    }
+  }
+}
+
+int Model::find_lora(std::string_view name) const {
+  for (int i = 0; i < lora_count(); ++i) {
+    if (loras_[i]->name() == name) return i;
+  }
+  return -1;
+}
+
+const WeightMatrix* Model::lora_base(int layer, LoraTarget target) const {
+  const LayerWeights& w = layers_[layer];
+  switch (target) {
+    case LoraTarget::kQ:
+      return &w.wq;
+    case LoraTarget::kK:
+      return &w.wk;
+    case LoraTarget::kV:
+      return &w.wv;
+    case LoraTarget::kOutput:
+      return &w.wo;
+    case LoraTarget::kGate:
+      return moe_layer(layer) ? nullptr : &w.ffn_gate;
+    case LoraTarget::kUp:
+      return moe_layer(layer) ? nullptr : &w.ffn_up;
+    case LoraTarget::kDown:
+      return moe_layer(layer) ? nullptr : &w.ffn_down;
+  }
+  return nullptr;
+}
+
+int Model::add_lora(std::shared_ptr<const LoraAdapter> adapter) {
+  const LoraAdapter& a = *adapter;
+  if (tp_ != nullptr || pp_ != nullptr) {
+    fail(ErrorCode::kUnsupported,
+         "adapter '{}': LoRA adapters with --tp / --pp are not supported yet", a.name());
+  }
+  if (config_.mla()) {
+    fail(ErrorCode::kUnsupported,
+         "adapter '{}': LoRA adapters on {}'s latent attention are not supported", a.name(),
+         config_.architecture);
+  }
+  if (a.n_layers() != config_.n_layers) {
+    fail(ErrorCode::kInvalidArgument, "adapter '{}' is for a model of {} layers, not {}", a.name(),
+         a.n_layers(), config_.n_layers);
+  }
+  if (find_lora(a.name()) >= 0) {
+    fail(ErrorCode::kInvalidArgument, "two adapters are named '{}'", a.name());
+  }
+  for (int layer = 0; layer < config_.n_layers; ++layer) {
+    for (int t = 0; t < kLoraTargetCount; ++t) {
+      const LoraTarget target = static_cast<LoraTarget>(t);
+      const LoraWeights* lw = a.find(layer, target);
+      if (lw == nullptr) continue;
+      const WeightMatrix* base = lora_base(layer, target);
+      if (base == nullptr || base->empty()) {
+        fail(ErrorCode::kUnsupported,
+             "adapter '{}' adapts blk.{}.{}, which this model does not compute as one dense "
+             "matrix",
+             a.name(), layer, lora_target_name(target));
+      }
+      if (lw->a.cols() != base->cols() || lw->b.rows() != base->rows() ||
+          lw->a.rows() != lw->b.cols()) {
+        fail(ErrorCode::kInvalidArgument,
+             "adapter '{}': blk.{}.{} has A {}x{} and B {}x{}, which do not fit the model's "
+             "{}x{} matrix",
+             a.name(), layer, lora_target_name(target), lw->a.rows(), lw->a.cols(), lw->b.rows(),
+             lw->b.cols(), base->rows(), base->cols());
+      }
+    }
+  }
+  loras_.push_back(std::move(adapter));
+  return lora_count() - 1;
 }
 
 void Model::embed(const Batch& batch) {
@@ -210,6 +292,9 @@ void Model::attention_block(int layer, const Batch& batch, KvStore& kv, ThreadPo
   const WeightMatrix* const wo[] = {&w.wo};
   WeightMatrix::stream_next(wo, n, pool);
   WeightMatrix::multiply_group(qkv.span(), xn_.data(), n, qkv_out, pool, qkv_input);
+  apply_lora(layer, LoraTarget::kQ, xn_.data(), q_.data(), pool);
+  apply_lora(layer, LoraTarget::kK, xn_.data(), k_.data(), pool);
+  apply_lora(layer, LoraTarget::kV, xn_.data(), v_.data(), pool);
   // Chunks of whole KV blocks: K is stored transposed (a cache line holds one dimension of
   // several slots), so two threads writing neighbouring slots of one block passed its lines
   // back and forth. With 12-token chunks and 16-slot blocks, perf annotate put 73 % of
@@ -239,6 +324,7 @@ void Model::attention_block(int layer, const Batch& batch, KvStore& kv, ThreadPo
   observe(layer, LinearInput::kAttnOut, att_.data(), n, c.q_dim());
   WeightMatrix::stream_next(ffn_start_of(layer).span(), n, pool);
   w.wo.multiply(att_.data(), n, xn_.data(), pool);
+  apply_lora(layer, LoraTarget::kOutput, att_.data(), xn_.data(), pool);
   reduce_partial(xn_.data(), n);  // row-parallel: each rank summed over its heads only
 }
 
@@ -266,6 +352,10 @@ void Model::gated_ffn(const WeightMatrix& gate, const WeightMatrix& up, const We
   const WeightMatrix* const down_only[] = {&down};
   WeightMatrix::stream_next(down_only, n, pool);
   WeightMatrix::multiply_group(gate_up, in, n, gate_up_out, pool, input);
+  if (layer >= 0) {  // the dense FFN (experts are not adapted)
+    apply_lora(layer, LoraTarget::kGate, in, gate_.data(), pool);
+    apply_lora(layer, LoraTarget::kUp, in, up_.data(), pool);
+  }
   const bool gelu = config_.activation == FfnActivation::kGeluTanh;
   const WeightMatrix::Input down_input = input_for(down_only, n);
   for_tokens(pool, n, width, [&](int begin, int end) {
@@ -283,6 +373,7 @@ void Model::gated_ffn(const WeightMatrix& gate, const WeightMatrix& up, const We
   if (layer >= 0) observe(layer, LinearInput::kFfnDown, gate_.data(), n, width);
   WeightMatrix::stream_next(after, n, pool);
   down.multiply(gate_.data(), n, out, pool, down_input);
+  if (layer >= 0) apply_lora(layer, LoraTarget::kDown, gate_.data(), out, pool);
 }
 
 // Routed experts (and the shared one): xn_ in, xn_ out. Each expert runs once over the rows
@@ -434,6 +525,7 @@ void Model::run_layers(const Batch& batch, KvStore& kv, ThreadPool& pool) {
 
 void Model::run_stage_layers(const Batch& batch, KvStore& kv, ThreadPool& pool) {
   prepare_rope(batch);
+  lora_rows_.plan(batch.adapters, batch.size());
   // Every layer's attention runs the same jobs. Blocks are in place: the caller made the
   // block tables cover every position the batch writes.
   attention_.plan(kv, batch, config_.n_heads);

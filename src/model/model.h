@@ -9,6 +9,11 @@
 // top-k experts and run every expert once per step over all the rows routed to it
 // (model/moe_routing.h), so a batch reads each expert's weights at most once. DeepSeek's
 // multi-head latent attention has its own block (model/mla_attention.h).
+//
+// LoRA adapters (lora/lora_adapter.h) added with add_lora() run per row: each token of a
+// Batch names its adapter (or none), every base product runs once over all rows, and each
+// adapted projection then adds its rows' low-rank updates adapter by adapter
+// (lora/lora_rows.h), so one pass serves rows of several fine-tunes.
 #pragma once
 
 #include <array>
@@ -20,6 +25,8 @@
 #include "formats/model_file.h"
 #include "kernels/matmul.h"
 #include "kv/kv_store.h"
+#include "lora/lora_adapter.h"
+#include "lora/lora_rows.h"
 #include "model/attention.h"
 #include "model/batch.h"
 #include "model/linear_observer.h"
@@ -73,6 +80,19 @@ class Model {
   // id outside the vocabulary and kOutOfRange for a position beyond the KV capacity.
   std::span<const float> forward(const Batch& batch, KvStore& kv, ThreadPool& pool);
 
+  // Adds a LoRA adapter (loaded for this model's file: lora/lora_load.h) and returns its
+  // index, what Batch::add's `adapter` names. Throws Error(kUnsupported) under tensor or
+  // pipeline parallelism, for deepseek2's latent attention, or when the adapter adapts a
+  // projection this model does not compute as a separate dense matrix (an expert FFN);
+  // kInvalidArgument for another model's adapter or a name already taken. Not while a
+  // forward pass runs: the adapter list is read without a lock (adapters are added before an
+  // engine starts; loading and unloading under load is not supported yet).
+  int add_lora(std::shared_ptr<const LoraAdapter> adapter);
+  int lora_count() const { return static_cast<int>(loras_.size()); }
+  const LoraAdapter& lora(int index) const { return *loras_.at(index); }
+  // The index of the adapter named `name`, or -1.
+  int find_lora(std::string_view name) const;
+
   // Calibration: every later forward() shows `observer` the inputs of the dense linear
   // layers (model/linear_observer.h); nullptr stops it. The observer must outlive its use.
   void set_linear_observer(LinearObserver* observer) { observer_ = observer; }
@@ -96,7 +116,8 @@ class Model {
 
  private:
   void ensure_scratch(int n_tokens, int n_logits);
-  void check_tokens(const Batch& batch) const;  // kInvalidArgument outside the vocabulary
+  // kInvalidArgument for a token outside the vocabulary or an adapter index not added.
+  void check_tokens(const Batch& batch) const;
   void run_layers(const Batch& batch, KvStore& kv, ThreadPool& pool);  // embedding to last layer
   void run_stage_layers(const Batch& batch, KvStore& kv, ThreadPool& pool);  // x_ through layers_
   void embed(const Batch& batch);
@@ -109,7 +130,8 @@ class Model {
   void attention_block(int layer, const Batch& batch, KvStore& kv, ThreadPool& pool);
   void ffn_block(int layer, int n, ThreadPool& pool);
   // xn_ [n][dim] -> xn_: the gated FFN of width `width`, dense or one expert's.
-  // `layer` >= 0 names the dense FFN for the observer (experts pass -1: not observed).
+  // `layer` >= 0 names the dense FFN, for the observer and the LoRA adapters (experts pass -1:
+  // not observed, not adapted).
   // `after`: the product that follows down's (WeightMatrix::stream_next), if known.
   // `input`: what `in` holds (kF16Exact: the caller rounded it for gate and up).
   void gated_ffn(const WeightMatrix& gate, const WeightMatrix& up, const WeightMatrix& down,
@@ -136,8 +158,10 @@ class Model {
   // threads, alternated in one process) prefill 2,215-2,234 -> 2,259-2,293 tok/s (best of
   // 30), the 32-row step 20.93 -> 20.61 ms. At <= kStreamingRows rows each thread converts x
   // into its own cache anyway, and the producer's pass measured 0.2-0.7 % slower.
+  // LoRA rows read the unrounded values, as llama.cpp's F32 adapter products do: with any in
+  // the batch, the producer leaves them as they are.
   WeightMatrix::Input input_for(std::span<const WeightMatrix* const> ws, int n) const {
-    return n > WeightMatrix::kStreamingRows && observer_ == nullptr &&
+    return n > WeightMatrix::kStreamingRows && observer_ == nullptr && lora_rows_.empty() &&
                    WeightMatrix::all_round_input_to_f16(ws)
                ? WeightMatrix::Input::kF16Exact
                : WeightMatrix::Input::kF32;
@@ -146,6 +170,13 @@ class Model {
     if (observer_ != nullptr) observer_->observe(layer, input, x, n, cols);
   }
   void moe_ffn(int layer, int n, ThreadPool& pool);
+  // y += the low-rank updates of `target` of this stage's `layer` for the rows whose adapter
+  // adapts it (x: that product's input rows).
+  void apply_lora(int layer, LoraTarget target, const float* x, float* y, ThreadPool& pool) {
+    if (!lora_rows_.empty()) lora_rows_.apply(loras_, first_layer_ + layer, target, x, y, pool);
+  }
+  // The base matrix `target` of `layer`, or nullptr when the layer has none (experts).
+  const WeightMatrix* lora_base(int layer, LoraTarget target) const;
   // deepseek2: multi-head latent attention (model/mla_attention.h), x_ in, xn_ out.
   void mla_attention_block(int layer, const Batch& batch, KvStore& kv, ThreadPool& pool);
   // Whether `layer` (of this stage) runs routed experts: deepseek2's leading layers do not.
@@ -185,6 +216,8 @@ class Model {
   Attention attention_;
   MlaAttention mla_;
   LinearObserver* observer_ = nullptr;
+  std::vector<std::shared_ptr<const LoraAdapter>> loras_;
+  LoraRows lora_rows_;  // the current pass's rows, grouped by adapter
   TensorParallel* tp_ = nullptr;
   PipelineParallel* pp_ = nullptr;
   int first_layer_ = 0;     // pipeline stage: model-wide index of layers_[0]

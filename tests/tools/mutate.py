@@ -318,6 +318,27 @@ MUTATIONS = [
         "const float* bias = nullptr;")],
       tests="deepseek2_logits_test|model_moe_routing_test"),
 
+    m("lora-scale-ignored", "a LoRA update is added without its scale (alpha / r times the "
+      "user's)",
+      [("src/lora/lora_rows.cpp", "for (int64_t i = 0; i < n; ++i) y[i] += d[i] * scale;",
+        "for (int64_t i = 0; i < n; ++i) y[i] += d[i];")],
+      tests="LoraLogits|LoraRows"),
+    m("lora-first-adapter-for-all", "every row of a batch gets the first adapter's update, "
+      "whatever adapter it names",
+      [("src/lora/lora_rows.cpp", "const LoraWeights* w = adapters[g.adapter]->find(layer, target);",
+        "const LoraWeights* w = adapters[0]->find(layer, target);")],
+      tests="LoraBatch|LoraRows|LoraEngine"),
+    m("peft-qk-not-permuted", "a PEFT adapter's q/k lora_B rows keep Hugging Face's order",
+      [("src/lora/lora_peft.cpp",
+        "const int heads = is_b ? hf_rope_permute_heads(base.config, gguf_name) : 0;",
+        "const int heads = 0;")],
+      tests="LoraLogits|LoraMerge"),
+    m("lora-prefix-chain-shared", "the prefix cache serves one adapter's K/V to another (the "
+      "chain key is not set)",
+      [("src/engine/engine_intake.cpp",
+        "if (request.adapter >= 0) s->prefix_chain = adapter_identity(model_.lora(request.adapter));",
+        "")],
+      tests="LoraEngine"),
 ]
 
 
