@@ -47,10 +47,7 @@ std::vector<std::vector<float>> alone(Model& model, const Stream& s, int steps, 
 
 class LoraBatch : public ::testing::Test {
  protected:
-  void SetUp() override {
-    RAPIDE_REQUIRE_SHARED(kLoraDir + "README.md");
-    RAPIDE_REQUIRE_SHARED(kBaseModel);
-  }
+  void SetUp() override { RAPIDE_REQUIRE_SHARED(kBaseModel); }
   ThreadPool pool_{2};
 };
 

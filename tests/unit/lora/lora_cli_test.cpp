@@ -17,7 +17,6 @@ const std::string kText = "reference/text/stories-eval.txt";
 class LoraCli : public ::testing::Test {
  protected:
   void SetUp() override {
-    RAPIDE_REQUIRE_SHARED(kLoraDir + "README.md");
     RAPIDE_REQUIRE_SHARED(kBaseModel);
     RAPIDE_REQUIRE_SHARED(kText);
   }

@@ -27,7 +27,6 @@ EngineOptions options(bool prefix_cache) {
 class LoraEngine : public ::testing::Test {
  protected:
   void SetUp() override {
-    RAPIDE_REQUIRE_SHARED(kLoraDir + "README.md");
     RAPIDE_REQUIRE_SHARED(kBaseModel);
     t_ = load_for_test(shared_path(kBaseModel));
     a_ = add_adapter(t_, "a", lora_path("adapters/lora-a.gguf"), 1.0f);

@@ -1,5 +1,5 @@
 // The adapter readers (lora/lora_load.h): --lora specs, and every refusal, each on a copy of
-// shared/reference/lora's adapters with one thing changed (written in this binary's temporary
+// tests/data/lora's adapters with one thing changed (written in this binary's temporary
 // directory), so that each test fails if its check is removed.
 #include <gtest/gtest.h>
 
@@ -113,7 +113,6 @@ struct PeftContents {
 class LoraLoad : public ::testing::Test {
  protected:
   void SetUp() override {
-    RAPIDE_REQUIRE_SHARED(kLoraDir + "README.md");
     RAPIDE_REQUIRE_SHARED(kBaseModel);
     base_ = std::make_shared<const ModelFile>(load_model(shared_path(kBaseModel)));
   }

@@ -1,4 +1,4 @@
-// rapide's logits with LoRA adapters against llama.cpp's (shared/reference/lora, whose README
+// rapide's logits with LoRA adapters against llama.cpp's (tests/data/lora, whose README
 // is the source of every llama.cpp figure here), at every position of story64 and short16,
 // and the adapter's two forms (GGUF, PEFT) and its merged model against each other.
 //
@@ -31,7 +31,9 @@
 
 #include "golden/llamacpp_reference.h"
 #include "golden/logits_compare.h"
+#include "lora/lora_merge.h"
 #include "lora_test_util.h"
+#include "unit/formats/formats_test_util.h"
 
 namespace rapide::testing {
 namespace {
@@ -52,10 +54,7 @@ constexpr float kMaxTol = 5e-3f, kRowMeanTol = 1e-3f, kSeqMeanTol = 1e-4f;
 
 class LoraLogits : public ::testing::Test {
  protected:
-  void SetUp() override {
-    RAPIDE_REQUIRE_SHARED(kLoraDir + "README.md");
-    RAPIDE_REQUIRE_SHARED(kBaseModel);
-  }
+  void SetUp() override { RAPIDE_REQUIRE_SHARED(kBaseModel); }
   std::vector<ReferenceSequence> sequences() const {
     std::vector<ReferenceSequence> out;
     for (ReferenceSequence& s : read_reference_sequences(shared_path(kTokens))) {
@@ -64,6 +63,7 @@ class LoraLogits : public ::testing::Test {
     return out;
   }
   ThreadPool pool_{2};
+  TempDir dir_;
 };
 
 struct Diff {
@@ -90,9 +90,9 @@ TEST_F(LoraLogits, MatchLlamaCppAtEveryPosition) {
     const int index =
         add_adapter(t, c.reference, lora_path("adapters/" + c.adapter + ".gguf"), c.scale);
     for (const ReferenceSequence& seq : sequences()) {
-      const std::string file = kLoraDir + "logits/" + c.reference + "." + seq.name + ".logits";
       const std::vector<float> theirs =
-          read_reference_logits(shared_path(file), seq.tokens.size(), vocab);
+          read_reference_logits(lora_path("logits/" + c.reference + "." + seq.name + ".logits"),
+                                seq.tokens.size(), vocab);
       const std::vector<float> ours = adapter_logits(*t.model, seq.tokens, index, pool_);
       ASSERT_EQ(ours.size(), theirs.size());
       const Diff d = diff(ours, theirs, vocab);
@@ -121,12 +121,12 @@ TEST_F(LoraLogits, TheScaleChangesTheLogits) {
   const int full = add_adapter(t, "full", lora_path("adapters/lora-a.gguf"), 1.0f);
   const int half = add_adapter(t, "half", lora_path("adapters/lora-a.gguf"), 0.5f);
   for (const ReferenceSequence& seq : sequences()) {
-    const std::vector<float> one = read_reference_logits(
-        shared_path(kLoraDir + "logits/llama-q-F32+lora-a@1.0." + seq.name + ".logits"),
-        seq.tokens.size(), vocab);
-    const std::vector<float> half_ref = read_reference_logits(
-        shared_path(kLoraDir + "logits/llama-q-F32+lora-a@0.5." + seq.name + ".logits"),
-        seq.tokens.size(), vocab);
+    const std::vector<float> one =
+        read_reference_logits(lora_path("logits/llama-q-F32+lora-a@1.0." + seq.name + ".logits"),
+                              seq.tokens.size(), vocab);
+    const std::vector<float> half_ref =
+        read_reference_logits(lora_path("logits/llama-q-F32+lora-a@0.5." + seq.name + ".logits"),
+                              seq.tokens.size(), vocab);
     EXPECT_GT(diff(one, half_ref, vocab).max_abs, 100 * kMaxTol) << seq.name;
     const std::vector<float> a = adapter_logits(*t.model, seq.tokens, full, pool_);
     const std::vector<float> b = adapter_logits(*t.model, seq.tokens, half, pool_);
@@ -153,7 +153,8 @@ TEST_F(LoraLogits, PeftAndGgufFormsAgreeBitForBit) {
   }
 }
 
-// llama-export-lora's merged model (W + s B A rounded to F32 once) computes what the adapter
+// The merged model (W + s B A rounded to F32 once: rapide's merge, byte for byte
+// llama-export-lora's, lora_merge_test) computes what the adapter
 // served on the base computes, within the tolerance against llama.cpp, and rows of the base
 // alone stay the base's, bit for bit, in a model holding adapters.
 TEST_F(LoraLogits, MergedModelAndBaseRowsAgree) {
@@ -161,9 +162,10 @@ TEST_F(LoraLogits, MergedModelAndBaseRowsAgree) {
   LoadedForTest t = load_for_test(shared_path(kBaseModel));
   const int vocab = t.model->config().vocab_size;
   for (const std::string scale : {"1.0", "0.5"}) {
-    const std::string merged_file = kLoraDir + "merged/llama-q-F32+lora-a@" + scale + ".gguf";
-    RAPIDE_REQUIRE_SHARED(merged_file);
-    LoadedForTest merged = load_for_test(shared_path(merged_file));
+    const std::string merged_file = dir_.file("merged-" + scale + ".gguf");
+    merge_lora(shared_path(kBaseModel),
+               LoraSpec{"a", lora_path("adapters/lora-a.gguf"), std::stof(scale)}, merged_file);
+    LoadedForTest merged = load_for_test(merged_file);
     const int index =
         add_adapter(t, "a" + scale, lora_path("adapters/lora-a.gguf"), std::stof(scale));
     for (const ReferenceSequence& seq : sequences()) {

@@ -1,5 +1,6 @@
-// What the LoRA tests share: the files of shared/reference/lora (its README says how llama.cpp
-// made them), loading an adapter onto a base model, and one sequence's logits with an adapter.
+// What the LoRA tests share: the files of tests/data/lora (llama.cpp's adapters and logits; its
+// README says how llama.cpp made them), loading an adapter onto a base model, and one
+// sequence's logits with an adapter.
 #pragma once
 
 #include <memory>
@@ -13,12 +14,13 @@
 
 namespace rapide::testing {
 
-inline const std::string kLoraDir = "reference/lora/";
 inline const std::string kBaseModel = "reference/llamacpp/models/llama-q-F32.gguf";
 inline const std::string kTokens = "reference/llamacpp/tokens.txt";
 
+// The reference adapters and logits live in the repository (tests/data/lora): the base model
+// they were made for is shared/reference/llamacpp's.
 inline std::string lora_path(const std::string& relative) {
-  return shared_path(kLoraDir + relative);
+  return test_data_path("lora/" + relative);
 }
 
 // Loads `path` (a GGUF or a PEFT folder) for `t`'s model as `name` at `scale` and adds it;
