@@ -347,35 +347,8 @@ TEST(Advisor, StaticBatchingWithVariedOutputsIsMadeContinuous) {
   EXPECT_NEAR(f.prediction->after / f.prediction->before, 1 / 0.6, 0.01);
 }
 
-TEST(Advisor, ContiguousKvWithManyUsersAndMemoryLeftIsPaged) {
-  EngineState s = healthy();
-  s.config.kv_layout = "contiguous";
-  s.config.prefix_cache = false;
-  s.sharing = {};
-  s.config.kv_total_blocks = 4 * 2048 / 16;  // four whole contexts
-  s.step_totals.max_waiting = 12;
-  for (StepRecord& r : s.steps) {
-    r.kv_reserved_positions = 2048 * r.sequences;
-    r.kv_used_positions = 384 * r.sequences;
-  }
-  loadgen::RunResult run16;
-  run16.arrival.concurrency = 16;
-  run16.summary.output_throughput = 150;
-  run16.summary.completed = 40;
-  for (int i = 0; i < 40; ++i) {
-    loadgen::RequestRecord r;
-    r.prompt_tokens = 256;
-    r.output_tokens = 128;
-    run16.records.push_back(r);
-  }
-  const Finding& f = headline(run(s, &run16));
-  EXPECT_EQ(f.id, "paged-kv");
-  EXPECT_EQ(f.question, 4);
-  ASSERT_TRUE(f.prediction.has_value());
-  EXPECT_GT(f.prediction->after, f.prediction->before);
-}
-
-// The contiguous workload above: 16 users, 4 rows decoding (3..5), 16 would fit paged.
+// A contiguous KV cache holding four whole contexts: 16 users, 4 rows decoding (3..5), 16
+// would fit paged.
 EngineState contiguous_with_waiting_users() {
   EngineState s = healthy();
   s.config.kv_layout = "contiguous";
@@ -402,6 +375,16 @@ loadgen::RunResult sixteen_users() {
     run.records.push_back(r);
   }
   return run;
+}
+
+TEST(Advisor, ContiguousKvWithManyUsersAndMemoryLeftIsPaged) {
+  const EngineState s = contiguous_with_waiting_users();
+  const loadgen::RunResult users = sixteen_users();
+  const Finding& f = headline(run(s, &users));
+  EXPECT_EQ(f.id, "paged-kv");
+  EXPECT_EQ(f.question, 4);
+  ASSERT_TRUE(f.prediction.has_value());
+  EXPECT_GT(f.prediction->after, f.prediction->before);
 }
 
 TEST(Advisor, PagedKvIsPredictedByTheMeasuredRowCurve) {

@@ -1,7 +1,7 @@
-// merge_lora (lora/lora_merge.h) against llama-export-lora's merged files (their sha256 in
-// tests/data/lora/SHA256SUMS): the same bytes, logits matching llama.cpp's for its merged model,
-// the PEFT form merging to the same bytes as the GGUF form; and `rapide lora merge` through the
-// binary.
+// merge_lora (lora/lora_merge.h) against llama-export-lora's merged files (the sha256 of their
+// merged matrices in tests/data/lora): the same matrices, bit for bit, logits matching llama.cpp's
+// for its merged model, the PEFT form merging to the same bytes as the GGUF form; and `rapide lora
+// merge` through the binary.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -53,24 +53,41 @@ float max_tensor_diff(const GgufFile& x, const GgufFile& y, bool adapted) {
   return worst;
 }
 
-// The sha256 tests/data/lora/SHA256SUMS records for `name` (llama-export-lora's merged files
-// are not kept: 3.4 MB each; their hashes are).
+// What tests/data/lora/merged-adapted-tensors.sha256 records for `name`: the sha256 of
+// llama-export-lora's merged matrices (the file is not kept: 3.4 MB a scale).
 std::string recorded_sha256(const std::string& name) {
-  std::FILE* f = std::fopen(lora_path("SHA256SUMS").c_str(), "r");
+  std::FILE* f = std::fopen(lora_path("merged-adapted-tensors.sha256").c_str(), "r");
   EXPECT_NE(f, nullptr);
   if (f == nullptr) return {};
-  char hash[65] = {0}, path[512] = {0};
+  char hash[65] = {0}, label[256] = {0};
   std::string found;
-  while (std::fscanf(f, "%64s %511s", hash, path) == 2) {
-    if (std::string(path) == "./" + name) found = hash;
+  while (std::fscanf(f, "%64s %255s", hash, label) == 2) {
+    if (std::string(label) == name) found = hash;
   }
   std::fclose(f);
   EXPECT_FALSE(found.empty()) << name;
   return found;
 }
 
-std::string sha256_of(const std::string& path) {
-  std::FILE* p = popen(("sha256sum '" + path + "'").c_str(), "r");
+// sha256 of the adapted matrices' bytes, concatenated in name order (written to `scratch`
+// and read by coreutils' sha256sum).
+std::string adapted_tensors_sha256(const GgufFile& file, const std::string& scratch) {
+  std::vector<const GgufTensorInfo*> adapted;
+  for (const GgufTensorInfo& t : file.tensors()) {
+    const bool is_adapted =
+        t.name.find("attn_q") != std::string::npos || t.name.find("attn_k") != std::string::npos ||
+        t.name.find("attn_v") != std::string::npos ||
+        t.name.find("attn_output") != std::string::npos || t.name.find("ffn_") != std::string::npos;
+    if (is_adapted && t.name.find("norm") == std::string::npos) adapted.push_back(&t);
+  }
+  std::sort(adapted.begin(), adapted.end(),
+            [](const GgufTensorInfo* a, const GgufTensorInfo* b) { return a->name < b->name; });
+  std::FILE* out = std::fopen(scratch.c_str(), "wb");
+  EXPECT_NE(out, nullptr);
+  if (out == nullptr) return {};
+  for (const GgufTensorInfo* t : adapted) std::fwrite(t->data, 1, t->size_bytes, out);
+  std::fclose(out);
+  std::FILE* p = popen(("sha256sum '" + scratch + "'").c_str(), "r");
   EXPECT_NE(p, nullptr);
   if (p == nullptr) return {};
   char hash[65] = {0};
@@ -88,11 +105,11 @@ TEST_F(LoraMerge, MatchesLlamaExportLora) {
                    LoraSpec{"a", lora_path("adapters/lora-a.gguf"), std::stof(scale)}, ours_path);
     EXPECT_EQ(r.merged, 7);
     EXPECT_EQ(r.converted_f16, 0);
-    // W + s B A in F32, the other tensors and the metadata as they were: the very bytes
-    // llama-export-lora wrote.
-    EXPECT_EQ(sha256_of(ours_path), recorded_sha256("merged/llama-q-F32+lora-a@" + scale + ".gguf"))
-        << scale;
     const GgufFile ours = GgufFile::open(ours_path);
+    // W + s B A in F32: the very bytes llama-export-lora wrote for every adapted matrix.
+    EXPECT_EQ(adapted_tensors_sha256(ours, dir_.file("adapted-" + scale)),
+              recorded_sha256("lora-a@" + scale))
+        << scale;
     const GgufFile base = GgufFile::open(shared_path(kBaseModel));
     EXPECT_GT(max_tensor_diff(ours, base, true), 1e-2f) << "nothing was merged";
     EXPECT_EQ(max_tensor_diff(ours, base, false), 0.0f);
