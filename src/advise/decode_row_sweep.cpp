@@ -11,6 +11,41 @@
 
 namespace rapide::advise {
 
+namespace {
+
+// The engine's paged pool hands blocks out as sequences grow side by side, so a sequence's
+// blocks lie far apart; a contiguous store would time attention reading each sequence's KV
+// in one run. Block j of sequence s is block j * sequences + s here, as in a pool that grew
+// every sequence by one block in turn.
+class InterleavedKvStore final : public KvStore {
+ public:
+  InterleavedKvStore(const ModelConfig& config, int sequences, int positions, KvType type,
+                     int block_size)
+      : inner_(config, sequences, positions, type, block_size) {
+    const int per_sequence = inner_.max_context() / inner_.layout().block_size;
+    per_sequence_ = static_cast<size_t>(per_sequence);
+    tables_.resize(static_cast<size_t>(sequences) * per_sequence_);
+    for (int s = 0; s < sequences; ++s) {
+      for (int j = 0; j < per_sequence; ++j) {
+        tables_[static_cast<size_t>(s) * per_sequence_ + static_cast<size_t>(j)] =
+            j * sequences + s;
+      }
+    }
+  }
+  const KvLayout& layout() const override { return inner_.layout(); }
+  std::span<const int32_t> block_table(int32_t seq_id) const override {
+    return {tables_.data() + static_cast<size_t>(seq_id) * per_sequence_, per_sequence_};
+  }
+  uint8_t* block_data(int32_t block) override { return inner_.block_data(block); }
+
+ private:
+  ContiguousKvStore inner_;  // its memory; its own tables are not used
+  size_t per_sequence_ = 0;
+  std::vector<int32_t> tables_;
+};
+
+}  // namespace
+
 std::vector<int> sweep_row_counts(int max_rows) {
   std::vector<int> rows;
   for (int r = 1; r < max_rows; r *= 2) rows.push_back(r);
@@ -33,7 +68,7 @@ DecodeCurve sweep_decode_rows(Model& model, ThreadPool& pool, const DecodeSweepO
   // continued along its last segment.
   const int max_rows = static_cast<int>(std::clamp<uint64_t>(
       o.max_kv_bytes / std::max<uint64_t>(per_sequence, 1), 1, static_cast<uint64_t>(o.max_rows)));
-  ContiguousKvStore kv(config, max_rows, positions, o.kv_type, o.block_size);
+  InterleavedKvStore kv(config, max_rows, positions, o.kv_type, o.block_size);
 
   const std::vector<int> rows = sweep_row_counts(max_rows);
   std::vector<std::vector<double>> seconds(rows.size());

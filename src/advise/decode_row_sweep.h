@@ -2,11 +2,13 @@
 // threads, each row attending to `context` positions of its own KV, and returns the curve
 // (advise/decode_curve.h) the KV-capacity levers are predicted with.
 //
-// Each timed step writes its token at the same position (`context`), so every step of the
-// sweep reads the same amount of KV and the store holds max_rows x (context + 1) positions
-// (zeroed: the values do not change the cost). The row counts are interleaved over the
-// repeats and each point is the median step, so a burst of other load on a shared machine
-// moves every point alike: the advisor uses the curve's ratios, never its absolute times.
+// Each row's KV blocks are interleaved with the other rows' (as in the engine's paged pool,
+// where sequences grow side by side). Each timed step writes its token at the same position
+// (`context`), so every step of the sweep reads the same amount of KV and the store holds max_rows
+// x (context + 1) positions (zeroed: the values do not change the cost). The row counts are
+// interleaved over the repeats and each point is the median step, so a burst of other load on a
+// shared machine moves every point alike: the advisor uses the curve's ratios, never its absolute
+// times.
 //
 // Cost: (points x repeats x (steps + 1)) forward passes, about a second on a 100M-parameter
 // model; the KV it allocates is capped at `max_kv_bytes` (fewer rows when the context is
