@@ -515,8 +515,9 @@ Finding batching(const EngineState& s, const WorkloadFacts& w) {
 }
 
 // ---- 4. Is the KV cache fragmented or over-provisioned? ----
-// A KV-capacity lever predicted to raise output throughput by less than this does not fire.
-constexpr double kMinCapacityGain = 0.1;
+// A KV-capacity lever does not fire when a decode step of the rows it would admit is predicted
+// to cost more than this share of the per-row cost now (the rows would not get cheaper).
+constexpr double kMaxPerRowCostShare = 0.9;
 
 Finding kv_layout(const EngineState& s, const WorkloadFacts& w) {
   Finding f = question(4, "paged-kv", "Is the KV cache fragmented or over-provisioned?");
@@ -563,14 +564,20 @@ Finding kv_layout(const EngineState& s, const WorkloadFacts& w) {
         step_cost_source(s, w, s.step_totals.decode_only.mean_seconds(), rows, paged_rows));
     const double after = throughput_with_rows(s, w, rows, paged_rows);
     // More sequences at once pay only where a step of more rows costs less per row; where
-    // decode is bound by compute the steps grow with the rows and throughput stays.
-    if (w.output_throughput > 0 && after < w.output_throughput * (1.0 + kMinCapacityGain)) {
+    // decode is bound by compute the steps grow with the rows and each token costs the same.
+    // (The gate is on the decode cost per row, not on the predicted throughput: the prompt
+    // work the prediction keeps fixed would dilute a real gain below any threshold.)
+    const double step_now = s.step_totals.decode_only.mean_seconds();
+    const double step_then = step_with_rows(s, w, step_now, rows, paged_rows);
+    const double per_row_share =
+        step_now > 0 && paged_rows > 0 ? (step_then / paged_rows) / (step_now / rows) : 0.0;
+    if (per_row_share > kMaxPerRowCostShare) {
       f.fires = false;
       f.verdict += fmt::format(
-          "; but more rows would not raise throughput ({:.0f} -> {:.0f} tok/s predicted): decode "
-          "steps grow with their rows here (bound by compute), so the wait is for compute, "
-          "not memory",
-          w.output_throughput, after);
+          "; but a decode step of {:.0f} rows would cost {} of the per-row cost at {:.1f} "
+          "({:.0f} -> {:.0f} tok/s predicted): decode steps grow with their rows here (bound by "
+          "compute), so the wait is for compute, not memory",
+          paged_rows, pct(per_row_share), rows, w.output_throughput, after);
       f.lever.clear();
       f.flags.clear();
       return f;
