@@ -13,6 +13,10 @@ namespace rapide::advise {
 
 namespace {
 
+// A step of the most rows slower than this: each point is timed once (a sweep of a 7B model
+// at 64 rows would otherwise take minutes).
+constexpr double kSlowStepSeconds = 0.25;
+
 // The engine's paged pool hands blocks out as sequences grow side by side, so a sequence's
 // blocks lie far apart; a contiguous store would time attention reading each sequence's KV
 // in one run. Block j of sequence s is block j * sequences + s here, as in a pool that grew
@@ -74,17 +78,24 @@ DecodeCurve sweep_decode_rows(Model& model, ThreadPool& pool, const DecodeSweepO
   std::vector<std::vector<double>> seconds(rows.size());
   std::mt19937 rng(7);
   Batch batch;
-  for (int repeat = 0; repeat < o.repeats; ++repeat) {
+  auto step_of = [&](int n) {
+    batch.clear();
+    for (int s = 0; s < n; ++s) {
+      batch.add(static_cast<int32_t>(rng() % config.vocab_size), s, o.context, true);
+    }
+    const TimePoint start = Clock::now();
+    model.forward(batch, kv, pool);
+    return seconds_between(start, Clock::now());
+  };
+  // A large model's steps: one timed step a point, once, so the sweep stays within seconds.
+  int steps = o.steps, repeats = o.repeats;
+  if (step_of(max_rows) > kSlowStepSeconds) steps = repeats = 1;
+  for (int repeat = 0; repeat < repeats; ++repeat) {
     for (size_t i = 0; i < rows.size(); ++i) {
-      for (int step = 0; step <= o.steps; ++step) {
-        batch.clear();
-        for (int s = 0; s < rows[i]; ++s) {
-          batch.add(static_cast<int32_t>(rng() % config.vocab_size), s, o.context, true);
-        }
-        const TimePoint start = Clock::now();
-        model.forward(batch, kv, pool);
+      for (int step = 0; step <= steps; ++step) {
+        const double t = step_of(rows[i]);
         // The first step of a point warms what the previous point's rows evicted.
-        if (step > 0) seconds[i].push_back(seconds_between(start, Clock::now()));
+        if (step > 0) seconds[i].push_back(t);
       }
     }
   }

@@ -11,8 +11,8 @@
 // times.
 //
 // Cost: (points x repeats x (steps + 1)) forward passes, about a second on a 100M-parameter
-// model; the KV it allocates is capped at `max_kv_bytes` (fewer rows when the context is
-// long).
+// model; when one step of the most rows takes over 0.25 s, one repeat of one timed step; the KV it
+// allocates is capped at `max_kv_bytes` (fewer rows when the context is long).
 #pragma once
 
 #include <cstdint>
