@@ -9,6 +9,7 @@
 #include "engine/batch_plan.h"
 #include "engine/plan_broadcast.h"
 #include "engine/step_json.h"
+#include "every_kv_op.h"
 #include "model/contiguous_kv_store.h"
 
 namespace rapide {
@@ -34,13 +35,7 @@ StepPlan sample_plan() {
   b.padding = true;
   plan.sequences = {a, b};
   plan.preempted = {77, 78};
-  plan.kv_ops = {KvOp::copy(3, 4),
-                 KvOp::copy_slots(5, 6, 7),
-                 KvOp::offload(8, 0xfeed, 9, {1, 2}),
-                 KvOp::restore(10, 0xbeef),
-                 KvOp::import(11, std::make_shared<const std::vector<uint8_t>>(
-                                      std::vector<uint8_t>{0, 1, 0xab, 0xff})),
-                 KvOp::forget(0xdead)};
+  plan.kv_ops = testing::every_kv_op();
   plan.prefill_tokens = 6;
   plan.decode_tokens = 1;
   return plan;

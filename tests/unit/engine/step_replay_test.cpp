@@ -22,6 +22,7 @@
 #include "engine/plan_worker.h"
 #include "engine/step_json.h"
 #include "engine_outcome.h"
+#include "every_kv_op.h"
 #include "golden/greedy_runner.h"
 #include "kv/memory_budget.h"
 #include "kv/offload_tier.h"
@@ -298,13 +299,7 @@ TEST(StepReplay, AMirrorTierFollowsTheLeadersDropsAndServesEveryRestore) {
 TEST(StepJson, KvOpsRoundTripAndBadOnesAreRefused) {
   StepPlan plan;
   plan.step = 2;
-  plan.kv_ops = {KvOp::copy(3, 4),
-                 KvOp::copy_slots(5, 6, 7),
-                 KvOp::offload(8, 0xfeed, 9, {1, 2}),
-                 KvOp::restore(10, 0xbeef),
-                 KvOp::import(11, std::make_shared<const std::vector<uint8_t>>(
-                                      std::vector<uint8_t>{0, 1, 0xab, 0xff})),
-                 KvOp::forget(0xdead)};
+  plan.kv_ops = every_kv_op();
   const nlohmann::json j = step_plan_to_json(plan);
   const StepPlan back = step_plan_from_json(nlohmann::json::parse(j.dump()));
   ASSERT_EQ(back.kv_ops.size(), 6u);
